@@ -1,0 +1,154 @@
+"""Errors layer: the exception hierarchy and user-frame capture. Imports nothing from opennki.
+
+Every error opennki raises for a user mistake is an `OpenNKIError`. Its message says which instruction
+or API, which rule was broken, what was expected and what was got, and the kernel line (file:line and
+source text) where the offending call was made. Where a legacy NKI error code exists for the rule
+(`err_tensor_access_out_of_bound`, ...), the message carries it in brackets so users can search for it.
+
+At the public entry points (kernel calls) `hide_internal_frames` strips opennki's own frames from the
+traceback, so the last frame a user sees is their kernel line. Set `OPENNKI_FULL_TRACEBACK=1` to keep them.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import types
+from dataclasses import dataclass
+
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+@dataclass(frozen=True)
+class SourceLocation:
+    """A line of user code: the kernel statement that issued an instruction or raised an error."""
+
+    filename: str
+    lineno: int
+    function: str
+
+    @property
+    def source(self) -> str:
+        return linecache.getline(self.filename, self.lineno).strip()
+
+    def __str__(self) -> str:
+        return f"{os.path.basename(self.filename)}:{self.lineno}"
+
+
+def is_internal(filename: str) -> bool:
+    """True for frames that belong to the opennki package itself (never shown to users)."""
+    return filename.startswith(PACKAGE_DIR)
+
+
+def user_location(depth: int = 1) -> SourceLocation | None:
+    """The innermost frame on the stack that is outside the opennki package: the user's kernel line."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if not filename.startswith(PACKAGE_DIR):
+            return SourceLocation(filename, frame.f_lineno, frame.f_code.co_name)
+        frame = frame.f_back
+    return None
+
+
+class OpenNKIError(Exception):
+    """Base of every opennki error.
+
+    Attributes:
+        rule: the rule that was broken, in words.
+        instruction: the NKI API or instruction being executed (`nisa.nc_matmul`, `nl.load`), if any.
+        expected / got: what the rule wanted and what the kernel gave (None when not meaningful).
+        code: the NKI error code (`err_...`) for this rule, when NKI documents one.
+        hint: a directive suggestion for the likely fix.
+        location: the user's kernel line; filled in when the error crosses an instruction boundary.
+    """
+
+    def __init__(self, rule: str, *, instruction: str | None = None, expected=None, got=None,
+                 code: str | None = None, hint: str | None = None, location: SourceLocation | None = None):
+        super().__init__(rule)
+        self.rule = rule
+        self.instruction = instruction
+        self.expected = expected
+        self.got = got
+        self.code = code
+        self.hint = hint
+        self.location = location if location is not None else user_location(2)
+
+    def __str__(self) -> str:
+        head = f"{self.instruction}: {self.rule}" if self.instruction else self.rule
+        if self.code:
+            head = f"[{self.code}] {head}"
+        parts = [head]
+        if self.expected is not None or self.got is not None:
+            parts.append(f"  expected {self.expected}, got {self.got}")
+        if self.location is not None:
+            parts.append(f"  at {self.location.function} ({self.location.filename}:{self.location.lineno})")
+            if self.location.source:
+                parts.append(f"      {self.location.source}")
+        if self.hint:
+            parts.append(f"  hint: {self.hint}")
+        return "\n".join(parts)
+
+
+class ShapeError(OpenNKIError, ValueError):
+    """A shape, rank, partition-count or tile-size rule was broken."""
+
+
+class DtypeError(OpenNKIError, TypeError):
+    """An operand has a data type the instruction does not accept."""
+
+
+class MemoryKindError(OpenNKIError, ValueError):
+    """An operand lives in a memory (HBM / SBUF / PSUM) the instruction cannot access."""
+
+
+class OutOfBoundsError(OpenNKIError, IndexError):
+    """An access reaches outside its tensor (and is not masked off)."""
+
+
+class UninitializedReadError(OpenNKIError):
+    """An instruction read memory that was never written (raised only with `uninitialized='raise'`)."""
+
+
+class AllocationError(OpenNKIError, MemoryError):
+    """SBUF or PSUM capacity is exhausted, or a direct allocation is illegal."""
+
+
+class RaceError(OpenNKIError):
+    """Two accesses that may run in either order touch the same location, one of them a write."""
+
+
+class KernelError(OpenNKIError):
+    """A language rule of NKI was broken (control flow, scoping, parameters, calling convention)."""
+
+
+class HardwareUnsupportedError(OpenNKIError):
+    """The operation runs in simulation but is documented to fail on hardware (hardware-strict mode)."""
+
+
+class UnsupportedError(OpenNKIError, NotImplementedError):
+    """The kernel uses something opennki cannot model; the message says what and why."""
+
+
+def expect(condition: bool, rule: str, *, expected=None, got=None, code: str | None = None,
+           hint: str | None = None, error: type[OpenNKIError] = ShapeError) -> None:
+    """Raise `error(rule, ...)` unless `condition` holds. Instruction checks use this for every rule."""
+    if not condition:
+        raise error(rule, expected=expected, got=got, code=code, hint=hint)
+
+
+def hide_internal_frames(exc: BaseException) -> BaseException:
+    """Return `exc` with opennki-internal frames removed from its traceback (see module docstring)."""
+    if os.environ.get("OPENNKI_FULL_TRACEBACK", "0") not in ("", "0"):
+        return exc
+    kept = []
+    tb = exc.__traceback__
+    while tb is not None:
+        if not is_internal(tb.tb_frame.f_code.co_filename):
+            kept.append(tb)
+        tb = tb.tb_next
+    new_tb = None
+    for tb in reversed(kept):
+        new_tb = types.TracebackType(new_tb, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
+    return exc.with_traceback(new_tb)

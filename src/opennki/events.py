@@ -1,0 +1,252 @@
+"""Events layer: the frozen records the simulator emits and listeners read. Imports only opennki.errors.
+
+This module is the whole contract between the simulator and its listeners (cost model, profiler, tracer,
+race checker). An event never holds live tensors or machine state, only values: listeners can keep every
+event without keeping memory alive, and they cannot change results through them.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from opennki.errors import SourceLocation
+
+
+class Engine(enum.Enum):
+    """Executors of a NeuronCore. Values follow `nisa.engine` where NKI numbers them."""
+
+    UNKNOWN = 0
+    TENSOR = 1      # PE: matmul, transpose
+    SCALAR = 2      # ACT: activation functions
+    GPSIMD = 3      # POOL: general SIMD cores
+    DMA = 4         # DMA queues
+    VECTOR = 5      # DVE
+    SYNC = 6        # SP: sequencer that triggers DMAs
+
+
+class MemoryKind(enum.Enum):
+    HBM = "hbm"
+    SBUF = "sbuf"
+    PSUM = "psum"
+
+    @property
+    def is_on_chip(self) -> bool:
+        return self is not MemoryKind.HBM
+
+
+class AccessKind(enum.Enum):
+    READ = "read"
+    WRITE = "write"
+    ACCUMULATE = "accumulate"   # read-modify-write by the instruction itself (PSUM accumulate, DMA RMW)
+
+
+@dataclass(frozen=True)
+class Region:
+    """A rectangle of physical memory: partitions x bytes (on chip) or a byte range (HBM, partition 0/1).
+
+    `byte_start`/`byte_end` are physical addresses from the allocator (per partition on chip, linear in HBM),
+    so two regions overlap exactly when the hardware accesses could conflict, even across different tensors
+    that reuse the same freed address range.
+    """
+
+    kind: MemoryKind
+    storage_id: int
+    partition_start: int
+    partition_count: int
+    byte_start: int
+    byte_end: int
+
+    @property
+    def size_bytes(self) -> int:
+        return self.partition_count * (self.byte_end - self.byte_start)
+
+    def overlaps(self, other: "Region") -> bool:
+        return (self.kind is other.kind
+                and self.byte_start < other.byte_end and other.byte_start < self.byte_end
+                and self.partition_start < other.partition_start + other.partition_count
+                and other.partition_start < self.partition_start + self.partition_count)
+
+
+@dataclass(frozen=True, eq=False)
+class Operand:
+    """One tensor operand of an executed instruction, as values.
+
+    Fields:
+        role: the instruction argument it was passed as (`dst`, `data`, `stationary`, `index:src` ...).
+        access: read, write or accumulate.
+        region: the physical memory it touched (bounding rectangle).
+        shape / dtype: the access's logical shape and NKI dtype name.
+        partitions: partition count (dim 0 on chip; 1 for HBM).
+        free_elems: elements per partition (product of the free dims; all elements for HBM).
+        strides / offset: element strides and offset of the access into its tensor, for clients that
+            want element addresses (`element_offsets()`); None for indirect accesses.
+        tensor_name: the tensor's name (kernel argument name for kernel inputs).
+        storage_shape: shape of the whole tensor the access is part of.
+        offsets: flat element offsets actually touched, for indirect (dynamic-index) accesses only.
+    """
+
+    role: str
+    access: AccessKind
+    region: Region
+    shape: tuple[int, ...]
+    dtype: str
+    itemsize: int
+    partitions: int
+    free_elems: int
+    strides: tuple[int, ...] | None
+    offset: int | None
+    tensor_name: str
+    storage_shape: tuple[int, ...]
+    offsets: np.ndarray | None = None
+
+    @property
+    def kind(self) -> MemoryKind:
+        return self.region.kind
+
+    @property
+    def size_bytes(self) -> int:
+        return self.partitions * self.free_elems * self.itemsize
+
+    @property
+    def inner_stride_bytes(self) -> int:
+        """Byte stride of the innermost free dimension (0 when unknown or broadcast)."""
+        if not self.strides or len(self.strides) < 2:
+            return self.itemsize
+        return abs(self.strides[-1]) * self.itemsize
+
+    def element_offsets(self) -> np.ndarray:
+        """Flat element offsets (into the whole tensor) of every element of the access, in access order."""
+        if self.offsets is not None:
+            return self.offsets
+        idx = np.full(self.shape, self.offset, dtype=np.int64)
+        for axis, (n, stride) in enumerate(zip(self.shape, self.strides)):
+            shape = [1] * len(self.shape)
+            shape[axis] = n
+            idx = idx + (np.arange(n, dtype=np.int64) * stride).reshape(shape)
+        return idx
+
+
+class Event:
+    """Base of all events (a marker; listeners dispatch with isinstance)."""
+
+
+@dataclass(frozen=True, eq=False)
+class InstructionExecuted(Event):
+    """One instruction was executed (or, in shape-only mode, checked and accounted).
+
+    Fields:
+        seq: issue order within the launch, from 0.
+        program: the SPMD program (grid coordinates) that issued it.
+        core: physical NeuronCore the program runs on (LNC / `nl.nc` placement), from 0.
+        opcode: the instruction's NKI name (`nc_matmul`, `dma_copy`, `activation`, ...).
+        engine: the engine (or DMA) that executes it.
+        operands: every tensor operand, reads and writes.
+        params: the instruction's non-tensor arguments as plain values (ops as names, flags, sizes).
+        mask: for masked legacy instructions, the boolean mask over the output (None: all active).
+        location: the kernel line that issued it.
+        name: the user's `name=` label, if any.
+    """
+
+    seq: int
+    program: tuple[int, ...]
+    core: int
+    opcode: str
+    engine: Engine
+    operands: tuple[Operand, ...]
+    params: dict = field(default_factory=dict)
+    mask: np.ndarray | None = None
+    location: SourceLocation | None = None
+    name: str | None = None
+
+    @property
+    def reads(self) -> tuple[Operand, ...]:
+        return tuple(o for o in self.operands if o.access is not AccessKind.WRITE)
+
+    @property
+    def writes(self) -> tuple[Operand, ...]:
+        return tuple(o for o in self.operands if o.access is not AccessKind.READ)
+
+    @property
+    def active_fraction(self) -> float:
+        """Share of output elements the mask leaves active (1.0 when unmasked)."""
+        if self.mask is None or self.mask.size == 0:
+            return 1.0
+        return float(np.count_nonzero(self.mask)) / self.mask.size
+
+
+@dataclass(frozen=True, eq=False)
+class TensorAllocated(Event):
+    """A tensor got memory: on chip an address range in every partition, in HBM a byte range."""
+
+    storage_id: int
+    program: tuple[int, ...]
+    kind: MemoryKind
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    partitions: int
+    byte_start: int
+    size_bytes: int          # per partition on chip, total in HBM
+    location: SourceLocation | None
+
+
+@dataclass(frozen=True, eq=False)
+class TensorFreed(Event):
+    """A tensor became unreachable and its memory was released."""
+
+    storage_id: int
+    kind: MemoryKind
+
+
+@dataclass(frozen=True, eq=False)
+class ProgramStarted(Event):
+    program: tuple[int, ...]
+    core: int
+    grid: tuple[int, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class ProgramFinished(Event):
+    program: tuple[int, ...]
+    core: int
+
+
+@dataclass(frozen=True, eq=False)
+class LaunchStarted(Event):
+    """A kernel launch began: its name, grid, target and the number of physical cores it runs on."""
+
+    kernel: str
+    grid: tuple[int, ...]
+    target: str
+    cores: int
+    shape_only: bool
+
+
+@dataclass(frozen=True, eq=False)
+class LaunchFinished(Event):
+    kernel: str
+    programs_run: int
+
+
+@dataclass(frozen=True, eq=False)
+class LoopStarted(Event):
+    """A kernel loop (`affine_range`, `sequential_range`, `static_range`, range) began."""
+
+    loop_id: int
+    kind: str
+    trip_count: int
+    location: SourceLocation | None
+
+
+@dataclass(frozen=True, eq=False)
+class LoopIteration(Event):
+    loop_id: int
+    iteration: int
+
+
+@dataclass(frozen=True, eq=False)
+class LoopFinished(Event):
+    loop_id: int

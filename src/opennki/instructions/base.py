@@ -1,0 +1,193 @@
+"""ISA layer: the instruction base class, the registry, and the helpers instruction checks share.
+
+Imports machine, events and errors. Each instruction is a frozen dataclass defined once, in the module of
+its engine family, with:
+  * its fields: tensor operands declared with `operand(...)` (role: read, write or accumulate) and plain
+    parameters;
+  * `check(ctx)`: every documented rule, from shapes, dtypes and buffers only (never data), so a kernel can
+    run shape-only;
+  * `run(m)`: its semantics on the `Machine`, reading and writing only through `m.read*` / `m.write`.
+The event an instruction emits is derived from its operand fields (`operands()`) and its plain fields
+(`params()`), so nothing about an instruction is written twice. Its cost lives with the cost model, keyed by
+`opcode`.
+
+Both API generations construct these classes: the new generation with its `dst=` signatures, the legacy one
+through functional wrappers that allocate the result first.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+import numpy as np
+
+from opennki.errors import DtypeError, MemoryKindError, ShapeError, expect
+from opennki.events import AccessKind, Engine, MemoryKind
+from opennki.machine.tensor import TensorView
+
+REGISTRY: dict[str, type["Instruction"]] = {}
+
+
+def instruction(cls):
+    """Class decorator: make `cls` a frozen keyword-only dataclass and register it under its opcode."""
+    cls = dataclass(frozen=True, kw_only=True, eq=False)(cls)
+    if cls.opcode in REGISTRY:
+        raise RuntimeError(f"instruction {cls.opcode} defined twice")
+    REGISTRY[cls.opcode] = cls
+    return cls
+
+
+def operand(access: AccessKind = AccessKind.READ, *, optional: bool = False):
+    """Declare a tensor operand field. `optional` operands default to None."""
+    meta = {"access": access}
+    if optional:
+        return field(default=None, metadata=meta)
+    return field(metadata=meta)
+
+
+READ, WRITE, ACCUMULATE = AccessKind.READ, AccessKind.WRITE, AccessKind.ACCUMULATE
+
+
+@dataclass(frozen=True, kw_only=True, eq=False)
+class Instruction:
+    """Base of every instruction. Subclasses set `opcode` and `default_engine` and add fields.
+
+    Common fields:
+        mask: legacy `mask=` predicate over the output (None: everything active).
+        name: the new generation's `name=` label for profiling and scheduling.
+    """
+
+    opcode: ClassVar[str] = ""
+    default_engine: ClassVar[Engine] = Engine.UNKNOWN
+
+    mask: object = None
+    name: object = None
+
+    # -- derived views of the fields -------------------------------------------------------------------
+    @classmethod
+    def operand_fields(cls) -> tuple[dataclasses.Field, ...]:
+        return tuple(f for f in dataclasses.fields(cls) if "access" in f.metadata)
+
+    def operands(self):
+        """(role, view, access) for every tensor operand present, including run-time index tiles."""
+        for f in self.operand_fields():
+            value = getattr(self, f.name)
+            if isinstance(value, TensorView):
+                yield f.name, value, f.metadata["access"]
+                for term in value.dynamic:
+                    yield f"index:{f.name}", term.index, AccessKind.READ
+            elif isinstance(value, (tuple, list)):
+                for i, v in enumerate(value):
+                    if isinstance(v, TensorView):
+                        yield f"{f.name}[{i}]", v, f.metadata["access"]
+
+    def params(self) -> dict:
+        """The non-tensor fields as plain values (ops by name, enums by name, scalars as numbers)."""
+        out = {}
+        for f in dataclasses.fields(self):
+            if "access" in f.metadata or f.name in ("mask", "name"):
+                continue
+            out[f.name] = plain(getattr(self, f.name))
+        return out
+
+    @property
+    def executor(self) -> Engine:
+        """The engine that executes this instruction (instructions with an `engine=` choice override)."""
+        return self.default_engine
+
+    @property
+    def output(self) -> TensorView | None:
+        for _, view, access in self.operands():
+            if access is not AccessKind.READ:
+                return view
+        return None
+
+    # -- the rules -------------------------------------------------------------------------------------
+    def check(self, ctx) -> None:
+        raise NotImplementedError
+
+    def run(self, m) -> None:
+        raise NotImplementedError
+
+
+def plain(value):
+    """A value safe to keep in an event: no live tensors, ops and enums by name."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, TensorView):
+        return f"<tensor {value.name} {value.shape}>"
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, (tuple, list)):
+        return tuple(plain(v) for v in value)
+    name = getattr(value, "nki_name", None) or getattr(value, "name", None) or getattr(value, "__name__", None)
+    return str(name) if name is not None else repr(value)
+
+
+# -- shared check helpers ---------------------------------------------------------------------------------
+
+def is_tensor(x) -> bool:
+    return isinstance(x, TensorView)
+
+
+def check_on_chip(t: TensorView, role: str, kinds=(MemoryKind.SBUF, MemoryKind.PSUM)) -> None:
+    names = "/".join(k.name for k in kinds)
+    expect(t.kind in kinds, f"operand '{role}' must be in {names}", expected=names, got=t.kind.name,
+           code="err_unsupported_memory", error=MemoryKindError)
+
+
+def check_partitions(t: TensorView, role: str, hw) -> None:
+    expect(t.is_on_chip and t.ndim >= 2, f"operand '{role}' must be an on-chip tile of rank >= 2",
+           got=t.shape)
+    pmax = hw.tiles.pmax
+    expect(t.shape[0] <= pmax, f"{role} partition dimension {t.shape[0]} exceeds maximum {pmax}",
+           expected=f"<= {pmax}", got=t.shape[0], code="err_num_partition_exceed_arch_limit",
+           hint="tile the partition dimension into blocks of 128")
+
+
+def check_same_partitions(a: TensorView, b: TensorView, ra: str, rb: str) -> None:
+    expect(a.shape[0] == b.shape[0], f"'{ra}' and '{rb}' must have the same number of partitions",
+           expected=a.shape[0], got=b.shape[0], code="err_num_partition_mismatch")
+
+
+def check_same_free(a: TensorView, b: TensorView, ra: str, rb: str) -> None:
+    expect(a.free_size == b.free_size, f"'{ra}' and '{rb}' must have the same number of elements per "
+           "partition", expected=a.free_size, got=b.free_size)
+
+
+def check_column(t, role: str, P: int) -> None:
+    """A scalar immediate or a [P, 1] per-partition vector."""
+    if is_tensor(t):
+        check_on_chip(t, role)
+        expect(t.shape[0] == P and t.free_size == 1, f"'{role}' must be a scalar or a [P, 1] vector",
+               expected=f"[{P}, 1]", got=t.shape, code="err_num_partition_mismatch")
+    else:
+        expect(isinstance(t, (int, float, np.number)), f"'{role}' must be a scalar or a [P, 1] vector",
+               got=type(t).__name__, error=DtypeError)
+
+
+def check_not_both_psum(a, b, ra: str, rb: str) -> None:
+    if is_tensor(a) and is_tensor(b):
+        expect(not (a.kind is MemoryKind.PSUM and b.kind is MemoryKind.PSUM),
+               f"'{ra}' and '{rb}' cannot both be in PSUM", got="PSUM, PSUM", error=MemoryKindError)
+
+
+def column(m, x, P: int) -> np.ndarray:
+    """An immediate or [P, 1] tile as a [P, 1] fp32 column (broadcasts along the free dims)."""
+    if is_tensor(x):
+        return m.read_f32(x).reshape(P, -1)[:, :1]
+    return np.full((P, 1), x, np.float32)
+
+
+def flat(a: np.ndarray) -> np.ndarray:
+    """[P, F]: all free dims flattened in row-major order."""
+    return a.reshape(a.shape[0], -1)
+
+
+def shape_error(rule, **kw):
+    return ShapeError(rule, **kw)

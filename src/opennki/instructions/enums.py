@@ -1,0 +1,106 @@
+"""ISA layer: the public `nisa` enums and their normalisation (spec/isa.md §3).
+
+The new generation's enums are `Enum`s and the legacy ones `IntEnum`s, with different numbers for
+`dge_mode`; instructions never rely on the numbers, only on member names, via the `*_of` helpers.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from opennki.errors import KernelError
+from opennki.events import Engine
+
+
+class engine(enum.Enum):
+    """`nisa.engine`: which engine runs an instruction (`unknown`: let the instruction choose)."""
+
+    unknown = 0
+    tensor = 1
+    scalar = 2
+    gpsimd = 3
+    dma = 4
+    vector = 5
+    sync = 6
+
+
+class reduce_cmd(enum.Enum):
+    """`nisa.reduce_cmd`: what an instruction does with the engine's accumulator registers."""
+
+    idle = 0
+    reset = 1
+    reduce = 2
+    reset_reduce = 3
+    load_reduce = 4
+
+
+class dge_mode(enum.Enum):
+    """`nisa.dge_mode`: who generates DMA descriptors (values as in the new generation)."""
+
+    unknown = 0
+    swdge = 1
+    hwdge = 2
+    none = 3
+
+
+class oob_mode(enum.Enum):
+    """`nisa.oob_mode`: what an indirect DMA does with out-of-bounds indices."""
+
+    error = 0
+    skip = 1
+
+
+class matmul_perf_mode(enum.Enum):
+    none = "none"
+    double_row = "double_row"
+
+
+class nc_version(enum.IntEnum):
+    """`nisa.nc_version`: NeuronCore generation of the target."""
+
+    gen2 = 2
+    gen3 = 3
+    gen4 = 4
+
+
+def _member(enum_cls, value, what: str):
+    if value is None:
+        return None
+    if isinstance(value, enum_cls):
+        return value
+    if isinstance(value, enum.Enum):
+        value = value.name
+    if isinstance(value, str):
+        try:
+            return enum_cls[value]
+        except KeyError:
+            pass
+    raise KernelError(f"invalid {what}: {value!r}", expected=f"a member of nisa.{enum_cls.__name__}",
+                      got=value, hint="pass the enum member (raw integers are rejected)")
+
+
+def engine_of(value) -> Engine:
+    """Normalise an `engine=` argument (nisa.engine member, opennki Engine or None) to an Engine."""
+    if value is None:
+        return Engine.UNKNOWN
+    if isinstance(value, Engine):
+        return value
+    return Engine(_member(engine, value, "engine").value)
+
+
+def reduce_cmd_of(value) -> reduce_cmd:
+    return _member(reduce_cmd, value, "reduce_cmd") or reduce_cmd.idle
+
+
+def dge_mode_of(value) -> dge_mode:
+    return _member(dge_mode, value, "dge_mode") or dge_mode.unknown
+
+
+def oob_mode_of(value) -> oob_mode:
+    return _member(oob_mode, value, "oob_mode") or oob_mode.error
+
+
+def perf_mode_of(value) -> matmul_perf_mode:
+    if isinstance(value, str) and value.startswith("double_row"):
+        return matmul_perf_mode.double_row   # legacy kernels pass 'double_row_gen3'
+    return _member(matmul_perf_mode, value, "perf_mode") or matmul_perf_mode.none

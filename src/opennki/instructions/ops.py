@@ -1,0 +1,334 @@
+"""ISA layer: the ALU operator table and the activation-function table (spec/isa.md §8 and §9).
+
+Imports numpy only. Instructions accept operators in every form kernels pass them: the `nl` callables
+(`nl.add`, which carry `nki_name`), NumPy functions in the legacy generation (`np.add`, `np.max`,
+`np.exp`), or names. `alu(op)` / `activation_fn(op)` normalise all of them to one entry of these tables.
+
+Arithmetic ALU ops compute on fp32 inputs; bit-vector ops on raw integers. Comparisons yield 1.0 / 0.0.
+
+Activation functions are computed exactly (in float64, rounded to fp32). The hardware evaluates fitted
+polynomials that are only valid on the documented input ranges and that AWS does not publish, so an exact
+reference is the best faithful model; `valid_range` records the documented range so a strict mode or a
+sanitizer can flag inputs outside it. `erf` uses a Taylor series below |x| = 0.5 and a Chebyshev fit of
+erfc above (relative error < 1.2e-7, i.e. within 2 fp32 ulps).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from opennki.errors import KernelError
+
+ARITH, BITVEC = "arith", "bitvec"
+
+
+@dataclass(frozen=True)
+class AluOp:
+    """One ALU operator.
+
+    Fields:
+        name: NKI name (`add`, `maximum`, ...).
+        category: ARITH (fp32 math) or BITVEC (raw integer bits).
+        arity: 1 (unary; a scalar operand is ignored) or 2.
+        fn: NumPy implementation.
+        reducible: legal as a reduction op (`tensor_reduce`, `reduce_op=`).
+        identity: reset value of an accumulator for this op (None if not reducible).
+        reduce: NumPy reduction along an axis (for reducible ops).
+    """
+
+    name: str
+    category: str
+    arity: int
+    fn: Callable
+    reducible: bool = False
+    identity: float | None = None
+    reduce: Callable | None = None
+
+    @property
+    def nki_name(self) -> str:
+        return self.name
+
+
+def _cmp(op):
+    return lambda a, b: op(a, b).astype(np.float32)
+
+
+def _logical(op):
+    return lambda a, b: op(a != 0, b != 0).astype(np.float32)
+
+
+def _abs_max(a, b):
+    return np.where(np.abs(a) > np.abs(b), a, b)
+
+
+def _abs_min(a, b):
+    return np.where(np.abs(a) < np.abs(b), a, b)
+
+
+def _right_shift(a, b):
+    """Logical right shift: the bit pattern shifted as unsigned of the same width (no arithmetic shift)."""
+    a = np.asarray(a)
+    if a.dtype.kind == "i":
+        unsigned = a.view(np.dtype(f"u{a.dtype.itemsize}"))
+        return (unsigned >> np.asarray(b).astype(unsigned.dtype)).view(a.dtype)
+    return a >> np.asarray(b).astype(a.dtype)
+
+
+def _left_shift(a, b):
+    a = np.asarray(a)
+    return (a << np.asarray(b).astype(a.dtype)).astype(a.dtype)
+
+
+def _power(a, b):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return np.power(a, b)
+
+
+def _divide(a, b):
+    with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+        return np.divide(a, b)
+
+
+def _reciprocal(a, _=None):
+    with np.errstate(divide="ignore", over="ignore"):
+        return np.float32(1.0) / a
+
+
+def _rsqrt(a, _=None):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return (1.0 / np.sqrt(a.astype(np.float64))).astype(np.float32)
+
+
+def _np_reduce(ufunc):
+    return lambda x, axis: ufunc.reduce(x, axis=axis)
+
+
+ALU_OPS: dict[str, AluOp] = {op.name: op for op in [
+    AluOp("add", ARITH, 2, np.add, True, 0.0, _np_reduce(np.add)),
+    AluOp("subtract", ARITH, 2, np.subtract, True, 0.0, _np_reduce(np.subtract)),
+    AluOp("multiply", ARITH, 2, np.multiply, True, 1.0, _np_reduce(np.multiply)),
+    AluOp("divide", ARITH, 2, _divide),
+    AluOp("maximum", ARITH, 2, np.maximum, True, -np.inf, _np_reduce(np.maximum)),
+    AluOp("minimum", ARITH, 2, np.minimum, True, np.inf, _np_reduce(np.minimum)),
+    AluOp("power", ARITH, 2, _power),
+    AluOp("mod", ARITH, 2, lambda a, b: np.mod(a, b)),
+    AluOp("fmod", ARITH, 2, lambda a, b: np.fmod(a, b)),
+    AluOp("abs_max", ARITH, 2, _abs_max, False, 0.0),
+    AluOp("abs_min", ARITH, 2, _abs_min, False, np.inf),
+    AluOp("equal", ARITH, 2, _cmp(np.equal)),
+    AluOp("not_equal", ARITH, 2, _cmp(np.not_equal)),
+    AluOp("greater", ARITH, 2, _cmp(np.greater)),
+    AluOp("greater_equal", ARITH, 2, _cmp(np.greater_equal)),
+    AluOp("less", ARITH, 2, _cmp(np.less)),
+    AluOp("less_equal", ARITH, 2, _cmp(np.less_equal)),
+    AluOp("logical_and", ARITH, 2, _logical(np.logical_and), True, 1.0,
+          lambda x, axis: np.logical_and.reduce(x != 0, axis=axis).astype(np.float32)),
+    AluOp("logical_or", ARITH, 2, _logical(np.logical_or), True, 0.0,
+          lambda x, axis: np.logical_or.reduce(x != 0, axis=axis).astype(np.float32)),
+    AluOp("logical_xor", ARITH, 2, _logical(np.logical_xor), True, 0.0,
+          lambda x, axis: np.logical_xor.reduce(x != 0, axis=axis).astype(np.float32)),
+    AluOp("logical_not", ARITH, 1, lambda a, _=None: (a == 0).astype(np.float32)),
+    AluOp("abs", ARITH, 1, lambda a, _=None: np.abs(a)),
+    AluOp("square", ARITH, 1, lambda a, _=None: a * a),
+    AluOp("relu", ARITH, 1, lambda a, _=None: np.maximum(a, np.float32(0))),
+    AluOp("rsqrt", ARITH, 1, _rsqrt),
+    AluOp("reciprocal", ARITH, 1, _reciprocal),
+    AluOp("bypass", ARITH, 1, lambda a, _=None: a),
+    AluOp("bitwise_and", BITVEC, 2, np.bitwise_and, True, -1, _np_reduce(np.bitwise_and)),
+    AluOp("bitwise_or", BITVEC, 2, np.bitwise_or, True, 0, _np_reduce(np.bitwise_or)),
+    AluOp("bitwise_xor", BITVEC, 2, np.bitwise_xor, True, 0, _np_reduce(np.bitwise_xor)),
+    AluOp("invert", BITVEC, 1, lambda a, _=None: np.invert(a)),
+    AluOp("left_shift", BITVEC, 2, _left_shift),
+    AluOp("right_shift", BITVEC, 2, _right_shift),
+]}
+
+# NumPy callables legacy kernels pass as ops (spec/isa.md §8: "G1 accepts ... the numpy ufunc").
+_NUMPY_ALIASES = {
+    np.add: "add", np.subtract: "subtract", np.multiply: "multiply", np.divide: "divide",
+    np.true_divide: "divide", np.maximum: "maximum", np.minimum: "minimum", np.max: "maximum",
+    np.amax: "maximum", np.min: "minimum", np.amin: "minimum", np.power: "power", np.mod: "mod",
+    np.fmod: "fmod", np.equal: "equal", np.not_equal: "not_equal", np.greater: "greater",
+    np.greater_equal: "greater_equal", np.less: "less", np.less_equal: "less_equal",
+    np.logical_and: "logical_and", np.logical_or: "logical_or", np.logical_xor: "logical_xor",
+    np.logical_not: "logical_not", np.bitwise_and: "bitwise_and", np.bitwise_or: "bitwise_or",
+    np.bitwise_xor: "bitwise_xor", np.invert: "invert", np.left_shift: "left_shift",
+    np.right_shift: "right_shift", np.abs: "abs", np.absolute: "abs", np.square: "square",
+    np.reciprocal: "reciprocal", np.sum: "add", np.prod: "multiply",
+    np.exp: "exp", np.log: "log", np.tanh: "tanh", np.sqrt: "sqrt", np.sin: "sin", np.arctan: "arctan",
+    np.sign: "sign", np.copy: "copy", np.cos: "cos", np.tan: "tan", np.negative: "negative",
+    np.ceil: "ceil", np.floor: "floor", np.trunc: "trunc",
+}
+
+
+def op_name(op) -> str:
+    """The NKI name of an operator given as an `nl` callable, a NumPy function or a string."""
+    name = getattr(op, "nki_name", None)
+    if name is not None:
+        return name
+    if isinstance(op, str):
+        return op
+    try:
+        alias = _NUMPY_ALIASES.get(op)
+    except TypeError:
+        alias = None
+    if alias is not None:
+        return alias
+    raise KernelError(f"{op!r} is not an NKI operator", hint="pass an nl operator such as nl.add or nl.exp")
+
+
+def alu(op) -> AluOp:
+    name = op_name(op)
+    try:
+        return ALU_OPS[name]
+    except KeyError:
+        raise KernelError(f"'{name}' is not an ALU operator", expected=f"one of {sorted(ALU_OPS)}",
+                          got=name) from None
+
+
+# ------------------------------------------------------------------------------------------ activations
+
+_SQRT2 = math.sqrt(2.0)
+_2_SQRTPI = 2.0 / math.sqrt(math.pi)
+_ERFC_COEFFS = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806,
+                0.27886807, -1.13520398, 1.48851587, -0.82215223, 0.17087277)
+
+
+def _erf(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    ax = np.abs(x)
+    # Taylor series, accurate to double precision for |x| < 0.5
+    x2 = x * x
+    term = x.copy()
+    small = x.copy()
+    for n in range(1, 12):
+        term = term * (-x2) / n
+        small = small + term / (2 * n + 1)
+    small = small * _2_SQRTPI
+    # Chebyshev fit of erfc for |x| >= 0.5 (fractional error < 1.2e-7)
+    t = 1.0 / (1.0 + 0.5 * ax)
+    poly = np.zeros_like(ax)
+    for c in reversed(_ERFC_COEFFS):
+        poly = poly * t + c
+    with np.errstate(over="ignore", under="ignore"):
+        erfc = t * np.exp(-ax * ax + poly)
+    large = np.sign(x) * (1.0 - erfc)
+    return np.where(ax < 0.5, small, large)
+
+
+def _sigmoid(x):
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
+
+
+def _softplus(x):
+    return np.logaddexp(0.0, x)
+
+
+def _gelu(x):
+    return 0.5 * x * (1.0 + _erf(x / _SQRT2))
+
+
+def _gelu_dx(x):
+    return 0.5 * (1.0 + _erf(x / _SQRT2)) + x * np.exp(-0.5 * x * x) / math.sqrt(2.0 * math.pi)
+
+
+def _gelu_tanh(x):
+    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
+
+
+def _gelu_sigmoid(x):
+    return x * _sigmoid(1.702 * x)
+
+
+def _gelu_sigmoid_dx(x):
+    s = _sigmoid(1.702 * x)
+    return s * (1.0 + 1.702 * x * (1.0 - s))
+
+
+def _silu_dx(x):
+    s = _sigmoid(x)
+    return s * (1.0 + x * (1.0 - s))
+
+
+def _safe(fn):
+    def wrapped(x):
+        with np.errstate(all="ignore"):
+            return fn(x)
+    return wrapped
+
+
+@dataclass(frozen=True)
+class ActivationFn:
+    """One Scalar Engine function.
+
+    Fields:
+        name: NKI name.
+        fn: exact reference on float64 input.
+        valid_range: documented valid input range (None: all inputs); outside it hardware output is invalid.
+        is_token: usable as `op=` of `nisa.activation` (the table of spec/isa.md §9). Functions with False
+            exist so `nl.cos`, `nl.floor`, ... have an instruction to lower to.
+    """
+
+    name: str
+    fn: Callable
+    valid_range: tuple[float, float] | None = None
+    is_token: bool = True
+
+    @property
+    def nki_name(self) -> str:
+        return self.name
+
+
+ACTIVATIONS: dict[str, ActivationFn] = {a.name: a for a in [
+    ActivationFn("copy", lambda x: x),
+    ActivationFn("square", lambda x: x * x),
+    ActivationFn("sigmoid", _safe(_sigmoid)),
+    ActivationFn("relu", lambda x: np.maximum(x, 0.0)),
+    ActivationFn("gelu", _safe(_gelu)),
+    ActivationFn("gelu_dx", _safe(_gelu_dx)),
+    ActivationFn("gelu_apprx_tanh", _safe(_gelu_tanh)),
+    ActivationFn("gelu_apprx_sigmoid", _safe(_gelu_sigmoid)),
+    ActivationFn("gelu_apprx_sigmoid_dx", _safe(_gelu_sigmoid_dx)),
+    ActivationFn("silu", _safe(lambda x: x * _sigmoid(x))),
+    ActivationFn("silu_dx", _safe(_silu_dx)),
+    ActivationFn("tanh", np.tanh),
+    ActivationFn("softplus", _safe(_softplus)),
+    ActivationFn("mish", _safe(lambda x: x * np.tanh(_softplus(x)))),
+    ActivationFn("erf", _erf),
+    ActivationFn("erf_dx", _safe(lambda x: _2_SQRTPI * np.exp(-x * x))),
+    ActivationFn("exp", _safe(np.exp)),
+    ActivationFn("log", _safe(np.log), (2.0 ** -64, 2.0 ** 64)),
+    ActivationFn("sin", np.sin, (-math.pi, math.pi)),
+    ActivationFn("arctan", np.arctan, (-math.pi / 2, math.pi / 2)),
+    ActivationFn("sqrt", _safe(np.sqrt), (2.0 ** -116, 2.0 ** 118)),
+    ActivationFn("rsqrt", _safe(lambda x: 1.0 / np.sqrt(x)), (2.0 ** -87, 2.0 ** 97)),
+    ActivationFn("reciprocal", _safe(lambda x: 1.0 / x), (2.0 ** -42, 2.0 ** 42)),
+    ActivationFn("sign", np.sign),
+    ActivationFn("abs", np.abs),
+    # not opcodes of the hardware table; the instructions nl.cos & co. lower to
+    ActivationFn("cos", np.cos, None, False),
+    ActivationFn("tan", _safe(np.tan), None, False),
+    ActivationFn("negative", np.negative, None, False),
+    ActivationFn("ceil", np.ceil, None, False),
+    ActivationFn("floor", np.floor, None, False),
+    ActivationFn("trunc", np.trunc, None, False),
+]}
+
+
+def activation_fn(op) -> ActivationFn:
+    name = op_name(op)
+    try:
+        return ACTIVATIONS[name]
+    except KeyError:
+        raise KernelError(f"'{name}' is not an activation function",
+                          expected=f"one of {sorted(a for a, f in ACTIVATIONS.items() if f.is_token)}",
+                          got=name) from None
+
+
+def evaluate(fn: ActivationFn, x: np.ndarray) -> np.ndarray:
+    """Apply an activation function to fp32 input, in float64, rounded to fp32."""
+    return np.asarray(fn.fn(np.asarray(x, dtype=np.float64)), dtype=np.float64).astype(np.float32)

@@ -1,0 +1,221 @@
+"""ISA layer: Tensor Engine (PE) instructions (spec/isa.md §5).
+
+`nc_matmul` computes `stationary.T @ moving` with fp32 products and fp32 accumulation, contracting over the
+partition dim, and writes (or accumulates into) PSUM. `accumulate=None` follows the hardware's
+accumulation groups: an element last written by a matmul accumulates, any other element is overwritten;
+a non-matmul access to PSUM closes the group for the elements it touches (the emulation spec/isa.md §5.1
+suggests).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opennki.errors import DtypeError, KernelError, MemoryKindError, expect
+from opennki.events import Engine, MemoryKind
+from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_on_chip, check_partitions,
+                                       flat, instruction, operand)
+from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
+from opennki.machine.dtypes import PACKED
+
+_FP32_LIKE = ("float32", "tfloat32")
+_FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
+
+
+def _operand_values(m, view) -> tuple[np.ndarray, np.ndarray | None]:
+    """fp32 [K, F] values of a matmul operand, with masked-off elements zeroed, and its [K, F] mask."""
+    mask = m.effective_mask(view, None)
+    x = flat(m.read_f32(view, mask))
+    if mask is None:
+        return x, None
+    mk = flat(np.broadcast_to(mask, view.shape))
+    return np.where(mk, x, np.float32(0)), mk
+
+
+@instruction
+class NcMatmul(Instruction):
+    """dst (+)= stationary.T @ moving on the Tensor Engine.
+
+    Args:
+        dst: PSUM [M, N], fp32 (bf16 also on NeuronCore-v4).
+        stationary: SBUF [K, M]; moving: SBUF [K, N]; K <= 128 partitions, M <= 128, N <= 512 (v4: 4096
+            for an fp32 result, 8192 for bf16). With `perf_mode=double_row` (fp8, v3+): [K, 2, M] and
+            [K, 2, N], contracting over both.
+        accumulate: True adds to dst, False overwrites, None follows the accumulation group (module doc).
+        is_transpose: transpose mode (v3+): dst = stationary.T bit-exactly (moving is the identity).
+        tile_position / tile_size: PE array tiling (row, column), multiples of 32; functionally a no-op.
+        is_stationary_onezero / is_moving_onezero: performance hints only.
+    """
+
+    opcode = "nc_matmul"
+    default_engine = Engine.TENSOR
+
+    dst: object = operand(ACCUMULATE)
+    stationary: object = operand(READ)
+    moving: object = operand(READ)
+    is_stationary_onezero: bool = False
+    is_moving_onezero: bool = False
+    is_transpose: bool = False
+    accumulate: object = None
+    tile_position: tuple = ()
+    tile_size: tuple = ()
+    perf_mode: object = None
+
+    def check(self, ctx) -> None:
+        hw = ctx.hw
+        for role, t in (("stationary", self.stationary), ("moving", self.moving)):
+            expect(t.kind is MemoryKind.SBUF, f"nc_matmul reads '{role}' from SBUF", expected="SBUF",
+                   got=t.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+            check_partitions(t, role, hw)
+            expect(t.dtype.kind != PACKED, "packed MX dtypes need nc_matmul_mx", got=t.dtype, error=DtypeError)
+        expect(self.dst.kind is MemoryKind.PSUM, "nc_matmul writes its result to PSUM", expected="PSUM",
+               got=self.dst.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+        check_partitions(self.dst, "dst", hw)
+        K = self.stationary.shape[0]
+        expect(self.moving.shape[0] == K, "stationary and moving must share the contraction (partition) dim",
+               expected=K, got=self.moving.shape[0], code="err_num_partition_mismatch")
+        double_row = perf_mode_of(self.perf_mode) is matmul_perf_mode.double_row
+        if double_row:
+            self._check_double_row(hw)
+        M = self.stationary.free_size // (2 if double_row else 1)
+        N = self.moving.free_size // (2 if double_row else 1)
+        if self.is_transpose:
+            expect(self.dst.shape[0] == M and self.dst.free_size == K,
+                   "transpose mode writes stationary.T", expected=(M, K), got=self.dst.shape)
+            return
+        mmax = hw.tiles.gemm_stationary_fmax
+        expect(M <= mmax, f"stationary free size {M} exceeds maximum {mmax}", expected=f"<= {mmax}", got=M,
+               hint="tile M into blocks of 128 (gemm_stationary_fmax)")
+        dst_dtype = self.dst.dtype.name
+        nmax = hw.tiles.matmul_moving_max_bf16 if dst_dtype == "bfloat16" else hw.tiles.matmul_moving_max_fp32
+        expect(N <= nmax, f"moving free size {N} exceeds maximum {nmax}", expected=f"<= {nmax}", got=N,
+               hint="tile N into blocks of 512 (gemm_moving_fmax): one PSUM bank of fp32")
+        expect(self.dst.shape[0] == M and self.dst.free_size == N, "dst must be [M, N]",
+               expected=(M, N), got=self.dst.shape)
+        allowed = ("float32",) + (("bfloat16",) if hw.nc_version >= 4 else ())
+        expect(dst_dtype in allowed, "nc_matmul results are fp32 in PSUM" +
+               (" (or bf16 on NeuronCore-v4)" if hw.nc_version >= 4 else ""),
+               expected="/".join(allowed), got=dst_dtype, error=DtypeError)
+        s, mv = self.stationary.dtype.name, self.moving.dtype.name
+        expect((s in _FP32_LIKE) == (mv in _FP32_LIKE), "fp32/tf32 operands can only be paired with "
+               "fp32/tf32", got=(s, mv), error=DtypeError)
+        expect(not ({s, mv} >= {"float8_e4m3", "float8_e4m3fn"}),
+               "float8_e4m3 and float8_e4m3fn cannot be mixed in one matmul", got=(s, mv), error=DtypeError)
+        if "float8_e4m3fn" in (s, mv):
+            expect(hw.nc_version >= 4, "float8_e4m3fn operands need NeuronCore-v4", got=hw.name,
+                   error=DtypeError)
+        self._check_tiling(hw, K, M)
+
+    def _check_double_row(self, hw) -> None:
+        expect(hw.nc_version >= 3, "perf_mode=double_row needs NeuronCore-v3 or newer", got=hw.name,
+               error=KernelError)
+        for role, t in (("stationary", self.stationary), ("moving", self.moving)):
+            expect(t.ndim == 3 and t.shape[1] == 2, f"double_row '{role}' must be [K, 2, F]", got=t.shape)
+            expect(t.dtype.name in _FP8, "double_row takes fp8 operands only", got=t.dtype, error=DtypeError)
+        expect(not self.tile_position or self.tile_position[1] == 0,
+               "double_row cannot be combined with column tiling", got=self.tile_position, error=KernelError)
+
+    def _check_tiling(self, hw, K: int, M: int) -> None:
+        if not self.tile_position and not self.tile_size:
+            return
+        expect(len(self.tile_position) == 2 and len(self.tile_size) == 2,
+               "tile_position and tile_size must both be (row, column) pairs",
+               got=(self.tile_position, self.tile_size), error=KernelError)
+        sizes = (32, 64, 128) if hw.nc_version >= 3 else (64, 128)
+        rows, cols = (int(v) for v in self.tile_size)
+        row0, col0 = (int(v) for v in self.tile_position)
+        for what, size, start in (("row", rows, row0), ("column", cols, col0)):
+            expect(size in sizes, f"tile {what} size must be one of {sizes}", got=size, error=KernelError)
+            expect(start % size == 0 and 0 <= start < 128, f"tile {what} position must be a multiple of the "
+                   "tile size below 128", got=start, error=KernelError)
+        expect(K <= rows and M <= cols, "the matmul must fit its PE tile (K <= rows, M <= columns)",
+               expected=(rows, cols), got=(K, M))
+
+    @property
+    def executor(self) -> Engine:
+        return Engine.TENSOR
+
+    def run(self, m) -> None:
+        if self.is_transpose and m.hw.nc_version >= 3:
+            data = flat(m.read(self.stationary))
+            m.write(self.dst, data.T.reshape(self.dst.shape), raw=self.dst.dtype is self.stationary.dtype)
+            m.matmul_flags(self.dst)[...] = True
+            return
+        S, smask = _operand_values(m, self.stationary)
+        Mv, mmask = _operand_values(m, self.moving)
+        if perf_mode_of(self.perf_mode) is matmul_perf_mode.double_row:
+            K = S.shape[0]
+            S, Mv = S.reshape(2 * K, -1), Mv.reshape(2 * K, -1)   # contract over (partition, pair)
+        result = S.T @ Mv
+        out_mask = None
+        if smask is not None or mmask is not None:
+            rows = smask.any(axis=0) if smask is not None else np.ones(result.shape[0], bool)
+            cols = mmask.any(axis=0) if mmask is not None else np.ones(result.shape[1], bool)
+            out_mask = np.outer(rows, cols).reshape(self.dst.shape)
+        if self.mask is not None:
+            inst = np.broadcast_to(m.effective_mask(self.dst, self.mask), self.dst.shape)
+            out_mask = inst if out_mask is None else (out_mask & inst)
+        flags = m.matmul_flags(self.dst)
+        if self.accumulate is None:
+            add = flags.reshape(result.shape)
+        else:
+            add = np.full(result.shape, bool(self.accumulate))
+        if add.any():
+            current = flat(m.read_f32(self.dst)).reshape(result.shape)
+            result = np.where(add, current + result, result)
+        m.write(self.dst, result.reshape(self.dst.shape), out_mask)
+        if out_mask is None:
+            flags[...] = True
+        else:
+            flags[out_mask] = True
+
+
+@instruction
+class NcTranspose(Instruction):
+    """dst[F, P] = data[P, F]ᵀ, on the Tensor Engine (SBUF -> PSUM, up to 128 x 128) or the Vector Engine
+    (SBUF/PSUM, up to 32 x 32). On NeuronCore-v2 the Tensor Engine multiplies by an identity, so NaN/Inf
+    spread along output rows; elsewhere the transpose is a bit-exact permutation."""
+
+    opcode = "nc_transpose"
+    default_engine = Engine.TENSOR
+
+    dst: object = operand(WRITE)
+    data: object = operand(READ)
+    engine: object = None
+
+    @property
+    def executor(self) -> Engine:
+        chosen = engine_of(self.engine)
+        if chosen is not Engine.UNKNOWN:
+            return chosen
+        return Engine.TENSOR if self.dst.kind is MemoryKind.PSUM else Engine.VECTOR
+
+    def check(self, ctx) -> None:
+        ex = self.executor
+        expect(ex in (Engine.TENSOR, Engine.VECTOR), "nc_transpose runs on the tensor or vector engine",
+               got=ex.name.lower(), error=KernelError)
+        check_on_chip(self.data, "data")
+        check_on_chip(self.dst, "dst")
+        P, F = self.data.shape[0], self.data.free_size
+        limit = 128 if ex is Engine.TENSOR else 32
+        expect(P <= limit and F <= limit, f"nc_transpose on the {ex.name.lower()} engine handles at most "
+               f"{limit} x {limit}", expected=f"<= {limit} x {limit}", got=(P, F),
+               code="err_size_of_dimension_exceed_arch_limit")
+        if ex is Engine.TENSOR:
+            expect(self.data.kind is MemoryKind.SBUF and self.dst.kind is MemoryKind.PSUM,
+                   "Tensor Engine transposes read SBUF and write PSUM", got=(self.data.kind.name,
+                   self.dst.kind.name), code="err_unsupported_memory", error=MemoryKindError)
+        expect(self.dst.shape[0] == F and self.dst.free_size == P, "dst must be [F, P]", expected=(F, P),
+               got=self.dst.shape)
+
+    def run(self, m) -> None:
+        x = flat(m.read(self.data))
+        if self.executor is Engine.TENSOR and m.hw.nc_version == 2:
+            xf = x.astype(np.float32)
+            with np.errstate(invalid="ignore", over="ignore"):
+                y = xf.T @ np.eye(xf.shape[0], dtype=np.float32)
+            m.write(self.dst, y.reshape(self.dst.shape))
+        elif self.dst.dtype is self.data.dtype:
+            m.write(self.dst, x.T.reshape(self.dst.shape), raw=True)
+        else:
+            m.write(self.dst, x.T.astype(np.float32).reshape(self.dst.shape))

@@ -1,0 +1,420 @@
+"""ISA layer: Vector Engine (DVE) instructions, some also runnable on GpSimd or Scalar (spec/isa.md §6).
+
+Arithmetic is fp32 on up-cast inputs with one rounding on write; bit-vector ops work on raw integers.
+Element-wise operands need the same partition count and the same number of elements per partition; their
+free dims are matched in flattened row-major order (the ranks may differ).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
+from opennki.events import Engine, MemoryKind
+from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
+                                       check_on_chip, check_partitions, check_same_free,
+                                       check_same_partitions, column, flat, instruction, is_tensor, operand)
+from opennki.instructions.enums import engine_of
+from opennki.instructions.ops import BITVEC, alu
+from opennki.machine.dtypes import PACKED, to_float32
+
+_INT32 = ("int32", "uint32")
+_SBUF = (MemoryKind.SBUF,)
+
+
+def check_elementwise(ctx, dst, inputs: dict) -> None:
+    """The rules every element-wise instruction shares: on-chip tiles, <= pmax partitions, same P and F."""
+    check_on_chip(dst, "dst")
+    check_partitions(dst, "dst", ctx.hw)
+    for role, t in inputs.items():
+        if is_tensor(t):
+            check_on_chip(t, role)
+            check_partitions(t, role, ctx.hw)
+            check_same_partitions(dst, t, "dst", role)
+            check_same_free(dst, t, "dst", role)
+
+
+def check_engine(executor: Engine, allowed: tuple[Engine, ...], opcode: str) -> None:
+    expect(executor in allowed, f"{opcode} cannot run on the {executor.name.lower()} engine",
+           expected="/".join(e.name.lower() for e in allowed), got=executor.name.lower(), error=KernelError)
+
+
+def check_gpsimd_buffers(executor: Engine, tensors: dict) -> None:
+    if executor is Engine.GPSIMD:
+        for role, t in tensors.items():
+            if is_tensor(t):
+                expect(t.kind is MemoryKind.SBUF, f"GpSimd cannot access PSUM ('{role}')", expected="SBUF",
+                       got=t.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+
+
+def _masked_inputs(m, views, dst, mask):
+    """Read inputs as [P, F] fp32 arrays; an input shaped like dst shares its mask."""
+    out = []
+    for v in views:
+        arr = m.read_f32(v, mask if v.shape == dst.shape else None)
+        out.append(flat(arr))
+    return out
+
+
+def _wrap_int(values: np.ndarray, dtype_name: str) -> np.ndarray:
+    """Two's-complement wrap of int64 results into a 32-bit integer type (GpSimd native integer math)."""
+    target = np.int32 if dtype_name == "int32" else np.uint32
+    return values.astype(np.int64).astype(target)
+
+
+@instruction
+class TensorTensor(Instruction):
+    """dst = op(data1, data2), element-wise.
+
+    Args:
+        dst, data1, data2: on-chip tiles with the same partition count and elements per partition; on the
+            Vector Engine data1 and data2 cannot both be in PSUM; on GpSimd all operands are in SBUF.
+        op: an ALU operator (arithmetic in fp32, or bit-vector on integers).
+        engine: vector (default) or gpsimd; `power` and all-int32 operands go to GpSimd by default.
+    """
+
+    opcode = "tensor_tensor"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    data1: object = operand(READ)
+    data2: object = operand(READ)
+    op: object = None
+    engine: object = None
+
+    @property
+    def executor(self) -> Engine:
+        chosen = engine_of(self.engine)
+        if chosen is not Engine.UNKNOWN:
+            return chosen
+        if alu(self.op).name == "power":
+            return Engine.GPSIMD
+        views = (self.dst, self.data1, self.data2)
+        if all(v.dtype.name in _INT32 for v in views) and all(v.kind is MemoryKind.SBUF for v in views):
+            return Engine.GPSIMD
+        return Engine.VECTOR
+
+    def check(self, ctx) -> None:
+        op = alu(self.op)
+        expect(op.arity == 2, f"tensor_tensor needs a binary operator, got unary '{op.name}'", got=op.name,
+               error=KernelError)
+        check_elementwise(ctx, self.dst, {"data1": self.data1, "data2": self.data2})
+        ex = self.executor
+        check_engine(ex, (Engine.VECTOR, Engine.GPSIMD), self.opcode)
+        check_gpsimd_buffers(ex, {"dst": self.dst, "data1": self.data1, "data2": self.data2})
+        if ex is Engine.VECTOR:
+            check_not_both_psum(self.data1, self.data2, "data1", "data2")
+        if op.category == BITVEC:
+            for role, t in (("data1", self.data1), ("data2", self.data2), ("dst", self.dst)):
+                expect(t.dtype.is_int, f"bit-vector operator '{op.name}' needs integer operands ('{role}')",
+                       got=t.dtype, error=DtypeError)
+
+    def run(self, m) -> None:
+        op = alu(self.op)
+        if op.category == BITVEC:
+            a, b = (flat(m.read(v, self.mask if v.shape == self.dst.shape else None))
+                    for v in (self.data1, self.data2))
+            result = op.fn(a, b.astype(a.dtype))
+        elif (self.executor is Engine.GPSIMD and op.name in ("add", "subtract", "multiply")
+              and all(v.dtype.name in _INT32 for v in (self.dst, self.data1, self.data2))):
+            a, b = (flat(m.read(v)).astype(np.int64) for v in (self.data1, self.data2))
+            m.write(self.dst, _wrap_int(op.fn(a, b), self.dst.dtype.name).reshape(self.dst.shape), self.mask,
+                    raw=True)
+            return
+        else:
+            a, b = _masked_inputs(m, (self.data1, self.data2), self.dst, self.mask)
+            with np.errstate(all="ignore"):
+                result = op.fn(a, b)
+        m.write(self.dst, np.asarray(result).reshape(self.dst.shape), self.mask)
+
+
+def _apply(op, x, operand, reverse):
+    if op.arity == 1:
+        return op.fn(x)
+    return op.fn(operand, x) if reverse else op.fn(x, operand)
+
+
+@instruction
+class TensorScalar(Instruction):
+    """dst = op1(op0(data, operand0), operand1): each operand a scalar or a [P, 1] per-partition column.
+
+    `reverse0` / `reverse1` swap the operand order of a stage. Both ops are arithmetic (fp32) or both
+    bit-vector (integers). Runs on vector (default), scalar or gpsimd.
+    """
+
+    opcode = "tensor_scalar"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    data: object = operand(READ)
+    op0: object = None
+    operand0: object = operand(READ, optional=True)
+    reverse0: bool = False
+    op1: object = None
+    operand1: object = operand(READ, optional=True)
+    reverse1: bool = False
+    engine: object = None
+
+    @property
+    def executor(self) -> Engine:
+        chosen = engine_of(self.engine)
+        return Engine.VECTOR if chosen is Engine.UNKNOWN else chosen
+
+    def check(self, ctx) -> None:
+        check_elementwise(ctx, self.dst, {"data": self.data})
+        ex = self.executor
+        check_engine(ex, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), self.opcode)
+        check_gpsimd_buffers(ex, {"dst": self.dst, "data": self.data, "operand0": self.operand0,
+                                  "operand1": self.operand1})
+        P = self.data.shape[0]
+        op0 = alu(self.op0)
+        if op0.arity == 2:
+            check_column(self.operand0, "operand0", P)
+        if self.op1 is not None:
+            op1 = alu(self.op1)
+            expect(op0.category == op1.category, "op0 and op1 must both be arithmetic or both bit-vector",
+                   got=(op0.name, op1.name), error=KernelError)
+            if op1.arity == 2:
+                check_column(self.operand1, "operand1", P)
+        if op0.category == BITVEC:
+            expect(ex is Engine.VECTOR, "bit-vector tensor_scalar runs on the Vector Engine only",
+                   got=ex.name.lower(), error=KernelError)
+            expect(self.data.dtype.is_int, "bit-vector operators need integer data", got=self.data.dtype,
+                   error=DtypeError)
+
+    def run(self, m) -> None:
+        P = self.data.shape[0]
+        op0 = alu(self.op0)
+        if op0.category == BITVEC:
+            x = flat(m.read(self.data, self.mask))
+
+            def col(v):
+                return flat(m.read(v))[:, :1].astype(x.dtype) if is_tensor(v) else x.dtype.type(v)
+            t = _apply(op0, x, col(self.operand0), self.reverse0)
+            if self.op1 is not None:
+                t = _apply(alu(self.op1), t, col(self.operand1), self.reverse1)
+        else:
+            x = flat(m.read_f32(self.data, self.mask))
+            with np.errstate(all="ignore"):
+                t = _apply(op0, x, column(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
+                if self.op1 is not None:
+                    op1 = alu(self.op1)
+                    t = _apply(op1, t, column(m, self.operand1, P) if op1.arity == 2 else None, self.reverse1)
+        m.write(self.dst, np.asarray(t).reshape(self.dst.shape), self.mask)
+
+
+def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        a = int(a)
+        if a < 0:
+            a += ndim
+        if not 0 <= a < ndim:
+            raise ShapeError("reduction axis out of range", expected=f"[1, {ndim - 1}]", got=a)
+        out.append(a)
+    return tuple(sorted(set(out)))
+
+
+def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
+    """Result shape of reducing free `axes` of an on-chip tile; never below 2-D ([P, F] -> [P, 1])."""
+    if keepdims:
+        return tuple(1 if a in axes else n for a, n in enumerate(shape))
+    out = tuple(n for a, n in enumerate(shape) if a not in axes)
+    return out if len(out) >= 2 else out + (1,)
+
+
+def reduce_along(op, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """Fold `op` over `axes` (moved last and merged), keeping dims, in fp32 or raw integers."""
+    rest = [a for a in range(x.ndim) if a not in axes]
+    moved = np.transpose(x, rest + list(axes))
+    merged = moved.reshape(moved.shape[:len(rest)] + (-1,))
+    with np.errstate(all="ignore"):
+        r = op.reduce(merged, -1)
+    return r
+
+
+@instruction
+class TensorReduce(Instruction):
+    """dst = reduce(op, data, axis), optionally negated, over free axes only.
+
+    Args:
+        axis: int or list of free axes (never 0, the partition axis). The new generation requires trailing
+            contiguous axes; opennki accepts any set of free axes and enforces that rule in hardware-strict
+            mode, as spec/isa.md C15 suggests.
+        keepdims: keep reduced axes as size 1 (an on-chip result is never below 2-D either way).
+    """
+
+    opcode = "tensor_reduce"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    op: object = None
+    data: object = operand(READ)
+    axis: object = None
+    negate: bool = False
+    keepdims: bool = False
+
+    def check(self, ctx) -> None:
+        check_on_chip(self.data, "data")
+        check_on_chip(self.dst, "dst")
+        check_partitions(self.data, "data", ctx.hw)
+        check_same_partitions(self.dst, self.data, "dst", "data")
+        op = alu(self.op)
+        expect(op.reducible, f"'{op.name}' is not a reduction operator", got=op.name, error=KernelError,
+               expected="add, subtract, multiply, maximum, minimum, bitwise/logical and/or/xor")
+        axes = normalize_axes(self.axis, self.data.ndim)
+        expect(0 not in axes, "reductions run over free axes only; axis 0 is the partition axis",
+               got=axes, hint="use nisa.tensor_partition_reduce or a matmul with a ones vector")
+        expect(len(axes) > 0, "at least one axis must be reduced", got=axes)
+        if ctx.options.hardware_strict:
+            nd = self.data.ndim
+            expect(axes == tuple(range(nd - len(axes), nd)),
+                   "reduction axes must be the trailing free axes", got=axes)
+        expected = reduced_shape(self.data.shape, axes, True)
+        expect(self.dst.free_size == int(np.prod(expected[1:])),
+               "dst must hold the reduced result", expected=expected, got=self.dst.shape)
+        if op.category == BITVEC:
+            expect(self.data.dtype.is_int and not self.negate,
+                   "bit-vector reductions need integer data and no negate", got=self.data.dtype,
+                   error=DtypeError)
+
+    def run(self, m) -> None:
+        op = alu(self.op)
+        axes = normalize_axes(self.axis, self.data.ndim)
+        x = m.read(self.data) if op.category == BITVEC else m.read_f32(self.data)
+        r = reduce_along(op, x, axes)
+        if self.negate:
+            r = -r
+        m.write(self.dst, np.asarray(r).reshape(self.dst.shape), self.mask)
+
+
+@instruction
+class TensorCopy(Instruction):
+    """dst = src, element-wise; bit-exact when dtypes match (except on the v2 Scalar Engine, which goes
+    through fp32), else converted through fp32. Engines: vector (default), scalar, gpsimd (SBUF only)."""
+
+    opcode = "tensor_copy"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    src: object = operand(READ)
+    engine: object = None
+
+    @property
+    def executor(self) -> Engine:
+        chosen = engine_of(self.engine)
+        return Engine.VECTOR if chosen is Engine.UNKNOWN else chosen
+
+    def check(self, ctx) -> None:
+        check_elementwise(ctx, self.dst, {"src": self.src})
+        ex = self.executor
+        check_engine(ex, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), self.opcode)
+        check_gpsimd_buffers(ex, {"dst": self.dst, "src": self.src})
+
+    def run(self, m) -> None:
+        mask = self.mask if self.src.shape == self.dst.shape else None
+        values = m.read(self.src, mask)
+        if self.src.dtype is self.dst.dtype and not (self.executor is Engine.SCALAR and m.hw.nc_version == 2):
+            m.write(self.dst, np.reshape(values, self.dst.shape), self.mask, raw=True)
+        else:
+            m.write(self.dst, np.reshape(to_float32(values, self.src.dtype), self.dst.shape), self.mask)
+
+
+@instruction
+class Memset(Instruction):
+    """dst = value everywhere. Engines: vector (default) or gpsimd (SBUF only). Packed MX dtypes accept
+    only 0."""
+
+    opcode = "memset"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    value: object = 0
+    engine: object = None
+
+    @property
+    def executor(self) -> Engine:
+        chosen = engine_of(self.engine)
+        return Engine.VECTOR if chosen is Engine.UNKNOWN else chosen
+
+    def check(self, ctx) -> None:
+        check_on_chip(self.dst, "dst")
+        check_partitions(self.dst, "dst", ctx.hw)
+        ex = self.executor
+        check_engine(ex, (Engine.VECTOR, Engine.GPSIMD), self.opcode)
+        check_gpsimd_buffers(ex, {"dst": self.dst})
+        expect(isinstance(self.value, (int, float, bool, np.number)), "memset value must be a scalar",
+               got=type(self.value).__name__, error=DtypeError)
+        if self.dst.dtype.kind == PACKED:
+            expect(self.value == 0, "packed MX dtypes can only be memset to 0", got=self.value,
+                   error=DtypeError)
+
+    def run(self, m) -> None:
+        value = np.float32(self.value) if not self.dst.dtype.is_int else np.asarray(self.value)
+        m.write(self.dst, value, self.mask)
+
+
+@instruction
+class BnStats(Instruction):
+    """Batch-norm statistics of each partition's free elements, for even and odd positions separately:
+    dst[P, 6] = (count, mean, variance * count) for the even elements, then for the odd ones."""
+
+    opcode = "bn_stats"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    data: object = operand(READ)
+
+    def check(self, ctx) -> None:
+        check_on_chip(self.data, "data")
+        check_on_chip(self.dst, "dst")
+        check_partitions(self.data, "data", ctx.hw)
+        check_same_partitions(self.dst, self.data, "dst", "data")
+        fmax = ctx.hw.tiles.bn_stats_fmax
+        expect(self.data.free_size <= fmax, f"bn_stats input has at most {fmax} elements per partition",
+               expected=f"<= {fmax}", got=self.data.free_size, hint="split the free dim and aggregate "
+               "the statistics of all chunks with bn_aggr")
+        expect(self.dst.free_size == 6, "bn_stats writes 6 elements per partition", expected=6,
+               got=self.dst.free_size)
+
+    def run(self, m) -> None:
+        x = flat(m.read_f32(self.data)).astype(np.float64)
+        cols = []
+        for part in (x[:, 0::2], x[:, 1::2]):
+            n = part.shape[1]
+            mean = part.mean(axis=1) if n else np.zeros(len(x))
+            m2 = ((part - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(len(x))
+            cols += [np.full(len(x), n, np.float64), mean, m2]
+        m.write(self.dst, np.stack(cols, axis=1).astype(np.float32).reshape(self.dst.shape), self.mask)
+
+
+@instruction
+class BnAggr(Instruction):
+    """Aggregate bn_stats tuples: dst[P, 2] = (mean, population variance) over all (count, mean, m2)
+    triples of data (the free size is a multiple of 3)."""
+
+    opcode = "bn_aggr"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    data: object = operand(READ)
+
+    def check(self, ctx) -> None:
+        check_on_chip(self.data, "data")
+        check_on_chip(self.dst, "dst")
+        check_partitions(self.data, "data", ctx.hw)
+        check_same_partitions(self.dst, self.data, "dst", "data")
+        expect(self.data.free_size % 3 == 0, "bn_aggr input is a sequence of (count, mean, m2) triples",
+               expected="a multiple of 3 elements per partition", got=self.data.free_size)
+        expect(self.dst.free_size == 2, "bn_aggr writes 2 elements per partition (mean, variance)",
+               expected=2, got=self.dst.free_size)
+
+    def run(self, m) -> None:
+        t = flat(m.read_f32(self.data)).astype(np.float64).reshape(self.data.shape[0], -1, 3)
+        n, mu, m2 = t[..., 0], t[..., 1], t[..., 2]
+        total = n.sum(axis=1)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            mean = (n * mu).sum(axis=1) / total
+            var = (m2 + n * (mu - mean[:, None]) ** 2).sum(axis=1) / total
+        m.write(self.dst, np.stack([mean, var], axis=1).astype(np.float32).reshape(self.dst.shape), self.mask)

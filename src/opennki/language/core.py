@@ -1,0 +1,420 @@
+"""Language layer: the compositions both generations' `nl` ops are made of.
+
+Imports sim, instructions and machine. Every function here issues instructions; none computes anything
+itself (DESIGN decision 2). The legacy (`opennki.legacy.language`) and new (`opennki.language`) facades are
+thin signature adapters over these functions: defaults (result dtype of comparisons, buffers) differ per
+generation and are passed in explicitly.
+
+Functional results are *deferred* (see sim/program.py): `buf[...] = nl.exp(x)` makes the activation write
+`buf` directly, and `psum_acc += nl.matmul(a, b)` becomes one accumulating matmul.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, OpenNKIError,
+                            ShapeError, expect)
+from opennki.events import Engine, MemoryKind
+from opennki.instructions.dma import DmaCopy
+from opennki.instructions.ops import ACTIVATIONS, alu
+from opennki.instructions.scalar import Activation
+from opennki.instructions.tensor_engine import NcMatmul, NcTranspose
+from opennki.instructions.vector import (Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor,
+                                         normalize_axes, reduced_shape)
+from opennki.machine.dtypes import DataType, dtype_of, float32, promote, scalar_dtype
+from opennki.machine.memory import MemoryRegion
+from opennki.machine.tensor import TensorView
+from opennki.sim.program import current
+
+SBUF, PSUM = MemoryRegion.sbuf, MemoryRegion.psum
+
+
+def is_tensor(x) -> bool:
+    return isinstance(x, TensorView)
+
+
+def is_scalar(x) -> bool:
+    return isinstance(x, (int, float, bool, np.number))
+
+
+def region_of(buffer) -> MemoryRegion:
+    """Normalise a `buffer=` argument: MemoryRegion members, `nl.hbm` etc., strings (new generation 0.2),
+    or direct-allocation objects carrying a `region`."""
+    if buffer is None:
+        return SBUF
+    if isinstance(buffer, MemoryRegion):
+        return buffer
+    region = getattr(buffer, "region", None)
+    if isinstance(region, MemoryRegion):
+        return region
+    if isinstance(buffer, str):
+        key = {"hbm": "private_hbm"}.get(buffer, buffer)
+        try:
+            return MemoryRegion[key]
+        except KeyError:
+            pass
+    raise KernelError(f"unknown buffer {buffer!r}", expected="nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm",
+                      got=buffer)
+
+
+def normalize_shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, (int, np.integer)):
+        return (int(shape),)
+    return tuple(int(s) for s in shape)
+
+
+def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None) -> TensorView:
+    """A new tensor in `buffer` (poisoned unless `fill`)."""
+    prog = current("nl.ndarray")
+    return prog.new_tensor(region_of(buffer), normalize_shape(shape), dtype_of(dtype), name or None,
+                           fill=fill, address=address)
+
+
+def require_on_chip(t: TensorView, role: str, api: str) -> None:
+    if t.kind is MemoryKind.HBM:
+        raise MemoryKindError(f"Expected operand '{role}' of '{api}' to be in address space 'sbuf' or 'psum', "
+                              f"but got a tensor in 'hbm' instead", instruction=api,
+                              code="err_unsupported_memory",
+                              hint="load HBM tensors into SBUF with nl.load / nisa.dma_copy first")
+
+
+def to_sbuf(t: TensorView, api: str) -> TensorView:
+    """Tensor Engine operands live in SBUF: copy a PSUM tile there (the copy NKI's compiler inserts)."""
+    if t.kind is MemoryKind.PSUM:
+        out = alloc(t.shape, t.dtype, SBUF)
+        current(api).issue(TensorCopy(dst=out, src=t), api)
+        return out
+    return t
+
+
+def broadcast_view(t: TensorView, shape: tuple[int, ...]) -> TensorView:
+    """A zero-stride view of `t` broadcast to `shape` (NumPy rules)."""
+    if t.shape == shape:
+        return t
+    pad = len(shape) - t.ndim
+    expect(pad >= 0, "cannot broadcast to a lower rank", expected=shape, got=t.shape)
+    nd = len(t.amap)
+    cols, new_shape = [], []
+    for a, n in enumerate(shape):
+        src = a - pad
+        if src < 0:
+            cols.append([0] * nd)
+        else:
+            m = t.shape[src]
+            expect(m == n or m == 1, "shapes cannot be broadcast together", expected=shape, got=t.shape)
+            cols.append([t.amap[d][src] if m == n else 0 for d in range(nd)])
+        new_shape.append(n)
+    amap = tuple(tuple(cols[a][d] for a in range(len(cols))) for d in range(nd))
+    return t._derive(tuple(new_shape), amap, t.consts)
+
+
+def materialize_broadcast(t: TensorView, shape: tuple[int, ...], api: str) -> TensorView:
+    """Broadcast `t` to `shape`. Free-dim broadcasts are zero-stride views the engines read directly;
+    a partition broadcast ([1, F] -> [P, F]) needs data movement, done here by a DMA."""
+    if t.shape == shape:
+        return t
+    view = broadcast_view(t, shape)
+    if t.is_on_chip and t.shape[0] == 1 and shape[0] > 1 and len(t.shape) == len(shape):
+        out = alloc(shape, t.dtype, SBUF)
+        current(api).issue(DmaCopy(dst=out, src=view), api)
+        return out
+    return view
+
+
+def _is_column(t: TensorView, shape) -> bool:
+    """A [P, 1, ...] operand that broadcasts along all free dims of `shape` (a tensor_scalar operand)."""
+    return (t.is_on_chip and t.ndim == len(shape) and t.shape[0] == shape[0] and t.free_size == 1
+            and math_prod(shape[1:]) > 1)
+
+
+def math_prod(xs) -> int:
+    out = 1
+    for x in xs:
+        out *= int(x)
+    return out
+
+
+# ------------------------------------------------------------------------------------------- element-wise
+
+def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None = None,
+           default_dtype=None):
+    """`op(x, y)` element-wise into a new SBUF tile (or into `out`), with NumPy broadcasting.
+
+    tile (+) tile -> tensor_tensor; tile (+) scalar or [P, 1] column -> tensor_scalar.
+    `default_dtype` overrides promotion when `dtype` is None (comparisons in the legacy generation).
+    """
+    prog = current(api)
+    opdef = alu(op)
+    tx, ty = is_tensor(x), is_tensor(y)
+    if not tx and not ty:
+        raise KernelError(f"{api} needs at least one tile operand", got=(type(x).__name__, type(y).__name__))
+    for role, t in (("x", x), ("y", y)):
+        if is_tensor(t):
+            require_on_chip(t, role, api)
+        elif not is_scalar(t):
+            raise DtypeError(f"{api} operand '{role}' must be a tile or a scalar", got=type(t).__name__,
+                             instruction=api)
+    if tx and ty:
+        try:
+            shape = tuple(np.broadcast_shapes(x.shape, y.shape))
+        except ValueError:
+            raise ShapeError(f"{api}: operand shapes cannot be broadcast together", got=(x.shape, y.shape),
+                             instruction=api) from None
+        result_dtype = dtype_of(dtype) if dtype is not None else (default_dtype or promote(x.dtype, y.dtype))
+    else:
+        t, s = (x, y) if tx else (y, x)
+        shape = t.shape
+        result_dtype = dtype_of(dtype) if dtype is not None else (default_dtype or promote(t.dtype,
+                                                                                           scalar_dtype(s)))
+    if prog.options.hardware_strict and tx and ty and x.shape != y.shape and api.startswith("nl."):
+        if not (_is_column(x, shape) or _is_column(y, shape)):
+            raise HardwareUnsupportedError(f"{api}: broadcasting between tiles is not supported on hardware",
+                                           got=(x.shape, y.shape), instruction=api)
+    if out is None:
+        result = alloc(shape, result_dtype, SBUF)
+    else:
+        result = out
+        shape = out.shape
+    if tx and ty:
+        if x.shape == shape and _is_column(y, shape):
+            instr = TensorScalar(dst=result, data=x, op0=opdef, operand0=y, mask=mask)
+        elif y.shape == shape and _is_column(x, shape):
+            instr = TensorScalar(dst=result, data=y, op0=opdef, operand0=x, reverse0=True, mask=mask)
+        else:
+            xs = materialize_broadcast(x, shape, api)
+            ys = materialize_broadcast(y, shape, api)
+            instr = TensorTensor(dst=result, data1=xs, data2=ys, op=opdef, mask=mask)
+    else:
+        data = materialize_broadcast(x if tx else y, shape, api)
+        scalar = y if tx else x
+        if opdef.category == "arith":
+            scalar = float(scalar)
+        instr = TensorScalar(dst=result, data=data, op0=opdef, operand0=scalar, reverse0=not tx, mask=mask)
+    if out is not None:
+        prog.issue(instr, api)
+        return out
+    return prog.defer(instr, result, api)
+
+
+def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
+    """`fn(x)` on the Scalar Engine into a new SBUF tile."""
+    prog = current(api)
+    if not is_tensor(x):
+        raise DtypeError(f"{api} needs a tile operand", got=type(x).__name__, instruction=api)
+    require_on_chip(x, "x", api)
+    result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
+    instr = Activation(dst=result, op=ACTIVATIONS[fn_name].name, data=x, mask=mask)
+    return prog.defer(instr, result, api)
+
+
+def unary_alu(op_name: str, x, *, dtype=None, mask=None, api: str):
+    """A unary ALU op (`logical_not`, `invert`) on the Vector Engine into a new SBUF tile."""
+    prog = current(api)
+    require_on_chip(x, "x", api)
+    result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
+    instr = TensorScalar(dst=result, data=x, op0=op_name, operand0=0 if alu(op_name).category == "bitvec"
+                         else 0.0, mask=mask)
+    return prog.defer(instr, result, api)
+
+
+def scale_into(t: TensorView, factor: float, dtype, *, mask=None, api: str):
+    """`t * factor` into a new SBUF tile of `dtype` (tensor_scalar)."""
+    prog = current(api)
+    result = alloc(t.shape, dtype, SBUF)
+    return prog.defer(TensorScalar(dst=result, data=t, op0="multiply", operand0=float(factor), mask=mask),
+                      result, api)
+
+
+# ---------------------------------------------------------------------------------------------- reductions
+
+def reduce(op, x, axis, *, dtype=None, mask=None, keepdims=False, negate=False, api: str):
+    """Reduce free `axis` of a tile with an ALU op (tensor_reduce); on-chip results stay >= 2-D."""
+    prog = current(api)
+    require_on_chip(x, "x", api)
+    axes = normalize_axes(axis, x.ndim)
+    shape = reduced_shape(x.shape, axes, keepdims)
+    result = alloc(shape, dtype if dtype is not None else x.dtype, SBUF)
+    instr = TensorReduce(dst=result, op=op, data=x, axis=axes, keepdims=keepdims, negate=negate, mask=mask)
+    return prog.defer(instr, result, api)
+
+
+def mean(x, axis, *, dtype=None, mask=None, keepdims=False, api: str):
+    """Sum in fp32, then scale by 1/count into the result dtype (fp32 for integer inputs)."""
+    require_on_chip(x, "x", api)
+    axes = normalize_axes(axis, x.ndim)
+    count = math_prod(x.shape[a] for a in axes)
+    total = reduce("add", x, axes, dtype=float32, mask=mask, keepdims=keepdims, api=api)
+    out_dtype = dtype_of(dtype) if dtype is not None else (x.dtype if x.dtype.is_float else float32)
+    return scale_into(total, 1.0 / count, out_dtype, api=api)
+
+
+# ------------------------------------------------------------------------------------- data movement
+
+def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
+    """HBM -> a new SBUF tile (DMA); the tile's dim 0 is the partition dim."""
+    prog = current(api)
+    if not is_tensor(src) or src.kind is not MemoryKind.HBM:
+        where = src.kind.name.lower() if is_tensor(src) else type(src).__name__
+        raise MemoryKindError(f"Expected operand 'src' of '{api}' to be in address space 'hbm', but got a "
+                              f"tile in '{where}' instead.", instruction=api, code="err_unsupported_memory")
+    shape = src.shape
+    if len(shape) < 2:
+        raise ShapeError(f"{api}: a loaded tile needs at least 2 dimensions (partition dim first); Insufficient "
+                         "rank", got=shape, instruction=api, hint="index the source with a 2-D pattern, e.g. "
+                         "t[i:i+1, :] or reshape it")
+    result = alloc(shape, dtype if dtype is not None else src.dtype, SBUF)
+    return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api)
+
+
+def store(dst, value, *, mask=None, api: str = "nl.store") -> None:
+    """On-chip value (or scalar) -> HBM (DMA). A PSUM value is first copied to SBUF; a smaller value is
+    broadcast into the destination."""
+    prog = current(api)
+    if not is_tensor(dst) or dst.kind is not MemoryKind.HBM:
+        where = dst.kind.name.lower() if is_tensor(dst) else type(dst).__name__
+        raise MemoryKindError(f"Expected operand 'dst' of '{api}' to be in address space 'hbm', but got a "
+                              f"tile in '{where}' instead.", instruction=api, code="err_unsupported_memory")
+    if is_scalar(value):
+        rows = dst.shape[0] if dst.ndim >= 2 else 1
+        tile = alloc((rows, max(dst.size // rows, 1)), dst.dtype, SBUF)
+        prog.issue(Memset(dst=tile, value=value), api)
+        value = tile
+    if not is_tensor(value):
+        raise DtypeError(f"{api} value must be a tile or a scalar", got=type(value).__name__, instruction=api)
+    if value.kind is MemoryKind.PSUM:
+        value = to_sbuf(value, api)
+    if value.size != dst.size:
+        expect_broadcastable(value.shape, dst.shape, api)
+        value = materialize_broadcast(value, dst.shape, api)
+    prog.issue(DmaCopy(dst=dst, src=value, mask=mask), api)
+
+
+def expect_broadcastable(src_shape, dst_shape, api: str) -> None:
+    try:
+        ok = tuple(np.broadcast_shapes(src_shape, dst_shape)) == tuple(dst_shape)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ShapeError(f"{api}: the destination is smaller than the value assigned to it",
+                         expected=dst_shape, got=src_shape, code="err_store_dst_shape_smaller_than_other_shape",
+                         instruction=api)
+
+
+def copy(x, *, dtype=None, mask=None, engine=None, api: str = "nl.copy"):
+    """A new SBUF tile holding x (tensor_copy; bit-exact when the dtype is kept)."""
+    prog = current(api)
+    require_on_chip(x, "x", api)
+    result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
+    return prog.defer(TensorCopy(dst=result, src=x, engine=engine, mask=mask), result, api)
+
+
+# -------------------------------------------------------------------------------------- Tensor Engine
+
+def transpose(x, *, dtype=None, mask=None, api: str = "nl.transpose"):
+    """[P, F] -> [F, P] on the Tensor Engine (result in PSUM), or the Vector Engine for <= 32 x 32 tiles
+    already in PSUM."""
+    prog = current(api)
+    require_on_chip(x, "x", api)
+    if x.ndim > 2:
+        raise ShapeError(f"{api} takes a 2-D tile", got=x.shape, code="err_exceed_max_supported_dimension",
+                         instruction=api)
+    for d, n in enumerate(x.shape):
+        if n > 128:
+            raise ShapeError(f"size of dimension {d} ({n}) exceed architecture limitation of 128", got=x.shape,
+                             code="err_size_of_dimension_exceed_arch_limit", instruction=api)
+    x = to_sbuf(x, api)
+    result = alloc((x.shape[1], x.shape[0]), dtype if dtype is not None else x.dtype, PSUM)
+    return prog.defer(NcTranspose(dst=result, data=x, engine=Engine.TENSOR, mask=mask), result, api)
+
+
+def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul"):
+    """x @ y (or x.T @ y with transpose_x) on the Tensor Engine into a new fp32 PSUM tile.
+
+    Without transpose_x, x [M, K] is first transposed on the Tensor Engine (and copied back to SBUF, since
+    matmul operands come from SBUF), as NKI lowers it.
+    """
+    prog = current(api)
+    for role, t in (("x", x), ("y", y)):
+        if not is_tensor(t):
+            raise DtypeError(f"{api} operands must be tiles", got=type(t).__name__, instruction=api)
+        require_on_chip(t, role, api)
+    if not transpose_x:
+        xt = transpose(x, api=api)
+        stationary = to_sbuf(xt, api)
+    else:
+        stationary = to_sbuf(x, api)
+    moving = to_sbuf(y, api)
+    M, N = stationary.free_size, moving.free_size
+    result = alloc((M, N) if moving.ndim == 2 else (M,) + moving.shape[1:], float32, PSUM)
+    return prog.defer(NcMatmul(dst=result, stationary=stationary, moving=moving, accumulate=False, mask=mask),
+                      result, api)
+
+
+# ------------------------------------------------------------------------------------------ assignment
+
+def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
+    """`dst[...] = value`: retarget a just-computed result to write `dst`, else copy (or fill)."""
+    prog = current(api)
+    if is_tensor(value) and value.same_view(dst):
+        return
+    if is_scalar(value):
+        if dst.is_on_chip:
+            prog.issue(Memset(dst=dst, value=value), api)
+        else:
+            store(dst, value, api=api)
+        return
+    if not is_tensor(value):
+        raise DtypeError("only tiles and scalars can be assigned into a tensor", got=type(value).__name__,
+                         instruction=api)
+    expect_broadcastable(value.shape, dst.shape, api)
+    deferred = prog.take_pending(value)
+    if deferred is not None:
+        if value.shape == dst.shape and _retargetable(prog, deferred, dst):
+            prog.retarget(deferred, dst=dst)
+            return
+        prog.execute(deferred.instr, deferred.location, deferred.api)
+    copy_into(dst, value, api)
+
+
+def _retargetable(prog, deferred, dst) -> bool:
+    try:
+        dataclasses.replace(deferred.instr, dst=dst).check(prog)
+    except OpenNKIError:
+        return False
+    return True
+
+
+def copy_into(dst: TensorView, value: TensorView, api: str) -> None:
+    prog = current(api)
+    if dst.kind is MemoryKind.HBM:
+        store(dst, value, api=api)
+        return
+    if value.kind is MemoryKind.HBM:
+        src = value if value.shape == dst.shape else broadcast_view(value, dst.shape)
+        prog.issue(DmaCopy(dst=dst, src=src), api)
+        return
+    src = materialize_broadcast(value, dst.shape, api)
+    prog.issue(TensorCopy(dst=dst, src=src), api)
+
+
+def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
+    """`dst op= value` in place: a pending matmul accumulates straight into a PSUM destination (one matmul
+    accumulation group); anything else is an element-wise op reading and writing dst."""
+    prog = current(api)
+    if op == "add" and dst.kind is MemoryKind.PSUM and is_tensor(value):
+        deferred = prog.take_pending(value)
+        if deferred is not None:
+            if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
+                prog.retarget(deferred, dst=dst, accumulate=True)
+                return
+            prog.execute(deferred.instr, deferred.location, deferred.api)
+    if is_tensor(value) and value.shape != dst.shape:
+        expect_broadcastable(value.shape, dst.shape, api)
+    binary(op, dst, value, api=api, out=dst)
+
+
+__all__ = ["alloc", "binary", "unary", "unary_alu", "reduce", "mean", "load", "store", "copy", "transpose",
+           "matmul", "assign", "accumulate", "region_of", "is_tensor", "is_scalar", "DataType"]

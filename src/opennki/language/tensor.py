@@ -1,0 +1,382 @@
+"""Language layer: `NkiTensor`, the tensor object kernels of both generations hold.
+
+Imports machine (views) and language.core (for operators and assignment). It adds to the machine's view:
+  * subscripts (`t[i_p, i_f]`, `t[0:128, k]`) and assignment (`t[...] = value`, `acc += nl.matmul(...)`);
+  * the legacy tile operators (`+ - * / ** << >> & | ^ ~`, comparisons) and methods (`reshape`, `view`,
+    `broadcast_to`, `expand_dims`, `astype`, `assert_shape`);
+  * the new generation's view algebra (`slice`, `select`, `permute`, `broadcast`, `expand_dim`,
+    `squeeze_dim`, `reshape_dim`, `flatten_dims`, `reshape`, `ap`, `get_pattern`, `is_contiguous`, ...).
+
+Views never copy. Reshapes and `ap` patterns are expressed over the flat storage (partition x row on chip),
+where every dense view stays affine.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from opennki.errors import KernelError, ShapeError, UnsupportedError, expect
+from opennki.language import core
+from opennki.machine.dtypes import dtype_of
+from opennki.machine.memory import Storage
+from opennki.machine.tensor import TensorView, row_major_strides, slice_params
+
+
+def _nocopy_reshape(old_shape, old_strides, new_shape):
+    """Strides of `new_shape` over the same elements as (old_shape, old_strides), or None if a copy would be
+    needed (the algorithm NumPy uses for views)."""
+    old = [(n, s) for n, s in zip(old_shape, old_strides) if n != 1]
+    new_strides = [0] * len(new_shape)
+    oi = ni = 0
+    nonunit_new = [i for i, n in enumerate(new_shape) if n != 1]
+    if math.prod(old_shape) != math.prod(new_shape):
+        return None
+    j = 0
+    while oi < len(old) and j < len(nonunit_new):
+        ni = nonunit_new[j]
+        np_, op_ = new_shape[ni], old[oi][0]
+        ni_end, oi_end = j + 1, oi + 1
+        while np_ != op_:
+            if np_ < op_:
+                np_ *= new_shape[nonunit_new[ni_end]]
+                ni_end += 1
+            else:
+                op_ *= old[oi_end][0]
+                oi_end += 1
+        for k in range(oi, oi_end - 1):
+            if old[k][1] != old[k + 1][0] * old[k + 1][1]:
+                return None
+        stride = old[oi_end - 1][1]
+        for k in reversed(range(j, ni_end)):
+            idx = nonunit_new[k]
+            new_strides[idx] = stride
+            stride *= new_shape[idx]
+        oi, j = oi_end, ni_end
+    return new_strides
+
+
+class NkiTensor(TensorView):
+    """A tensor or view in HBM, SBUF or PSUM (both generations). See the module docstring."""
+
+    __slots__ = ()
+    __array_priority__ = 1000   # `np.float32(2) * t` must defer to the tile operator
+
+    # -- indexing and assignment -----------------------------------------------------------------------
+    def __getitem__(self, key):
+        return self.subscript(key)
+
+    def __setitem__(self, key, value):
+        core.assign(self.subscript(key), value)
+
+    def _inplace(self, value, op):
+        core.accumulate(self, value, op, api=f"tensor {op}=")
+        return self
+
+    def __iadd__(self, v):
+        return self._inplace(v, "add")
+
+    def __isub__(self, v):
+        return self._inplace(v, "subtract")
+
+    def __imul__(self, v):
+        return self._inplace(v, "multiply")
+
+    def __itruediv__(self, v):
+        return self._inplace(v, "divide")
+
+    # -- operators ------------------------------------------------------------------------------------
+    def _bin(self, other, op, reflect=False, default_dtype=None):
+        x, y = (other, self) if reflect else (self, other)
+        return core.binary(op, x, y, api=f"tensor operator {op}", default_dtype=default_dtype)
+
+    def __add__(self, o): return self._bin(o, "add")
+    def __radd__(self, o): return self._bin(o, "add", True)
+    def __sub__(self, o): return self._bin(o, "subtract")
+    def __rsub__(self, o): return self._bin(o, "subtract", True)
+    def __mul__(self, o): return self._bin(o, "multiply")
+    def __rmul__(self, o): return self._bin(o, "multiply", True)
+    def __truediv__(self, o): return self._bin(o, "divide")
+    def __rtruediv__(self, o): return self._bin(o, "divide", True)
+    def __pow__(self, o): return self._bin(o, "power")
+    def __rpow__(self, o): return self._bin(o, "power", True)
+    def __mod__(self, o): return self._bin(o, "mod")
+    def __lshift__(self, o): return self._bin(o, "left_shift")
+    def __rshift__(self, o): return self._bin(o, "right_shift")
+    def __and__(self, o): return self._bin(o, "bitwise_and")
+    def __or__(self, o): return self._bin(o, "bitwise_or")
+    def __xor__(self, o): return self._bin(o, "bitwise_xor")
+
+    def __invert__(self):
+        return core.unary_alu("invert", self, api="tensor operator ~")
+
+    def __neg__(self):
+        return core.unary("negative", self, api="tensor operator -")
+
+    def _cmp(self, other, op):
+        from opennki.machine.dtypes import bool_
+        return self._bin(other, op, default_dtype=bool_)
+
+    def __lt__(self, o): return self._cmp(o, "less")
+    def __le__(self, o): return self._cmp(o, "less_equal")
+    def __gt__(self, o): return self._cmp(o, "greater")
+    def __ge__(self, o): return self._cmp(o, "greater_equal")
+    def __eq__(self, o): return self._cmp(o, "equal")  # noqa: D105 - element-wise, as NKI tiles
+    def __ne__(self, o): return self._cmp(o, "not_equal")
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        raise KernelError("Cannot evaluate truth value of a multi-element tensor/array.",
+                          code="err_ambiguous_tensor_truth_value",
+                          hint="control flow cannot depend on tensor values; use masks or nl.where")
+
+    def __len__(self):
+        return self.shape[0]
+
+    def __iter__(self):
+        raise KernelError("tensors cannot be iterated in a kernel; index them instead")
+
+    def __array__(self, *a, **k):
+        raise KernelError("a kernel tensor cannot be converted to a NumPy array inside the kernel",
+                          hint="return it from the kernel, or print it with nl.device_print")
+
+    # -- plain attributes -------------------------------------------------------------------------------
+    @property
+    def offset(self):
+        return TensorView.offset.fget(self)
+
+    @property
+    def shape_2d(self) -> tuple[int, int]:
+        return (self.shape[0], self.free_size) if self.is_on_chip else (1, self.size)
+
+    # -- flat (rebased) form ----------------------------------------------------------------------------
+    def _flat_coords(self):
+        if self.is_on_chip:
+            return (self.storage.shape[0], math.prod(self.storage.shape[1:]))
+        return (self.storage.size,)
+
+    def _from_strides(self, shape, strides, offset, dynamic=()):
+        """A view given element strides and offset over the flat storage."""
+        coords = self._flat_coords()
+        if self.is_on_chip:
+            row = coords[1]
+            cols = []
+            for a, s in enumerate(strides):
+                if s != 0 and s % row == 0:
+                    cols.append((s // row, 0))
+                elif abs(s) < row:
+                    cols.append((0, s))
+                else:
+                    raise UnsupportedError("this view mixes partition and free strides", got=strides)
+            amap = (tuple(c[0] for c in cols), tuple(c[1] for c in cols))
+            consts = (offset // row, offset % row)
+        else:
+            amap = (tuple(strides),)
+            consts = (offset,)
+        return self._derive(tuple(shape), amap, consts, dynamic, None, coords)
+
+    # -- new-generation view algebra --------------------------------------------------------------------
+    def slice(self, dim, start, end, step=1):
+        key = [slice(None)] * self.ndim
+        key[dim] = slice(start, end, step)
+        expect(0 <= start < end <= self.shape[dim] and step >= 1, "slice bounds must satisfy 0 <= start < end "
+               "<= shape[dim] and step >= 1", expected=f"[0, {self.shape[dim]}]", got=(start, end, step))
+        return self.subscript(tuple(key))
+
+    def select(self, dim, index):
+        if isinstance(index, TensorView):
+            expect(not (self.is_on_chip and dim == 0), "a dynamic select cannot be on the partition dim of an "
+                   "on-chip tensor", got=dim)
+            key = [slice(None)] * self.ndim
+            dyn = self.subscript(tuple(key))
+            col = tuple(dyn.amap[d][dim] for d in range(len(dyn.amap)))
+            keep = [a for a in range(self.ndim) if a != dim]
+            amap = tuple(tuple(dyn.amap[d][a] for a in keep) for d in range(len(dyn.amap)))
+            from opennki.machine.tensor import DynamicTerm
+            term = DynamicTerm(index.subscript((0, 0)) if index.ndim >= 2 else index, 0, col)
+            return self._derive(tuple(self.shape[a] for a in keep), amap, self.consts, (term,), None)
+        n = self.shape[dim]
+        expect(0 <= int(index) < n, "select index out of range", expected=f"[0, {n - 1}]", got=index)
+        key = [slice(None)] * self.ndim
+        key[dim] = int(index)
+        return self.subscript(tuple(key))
+
+    def permute(self, dims):
+        dims = tuple(int(d) for d in dims)
+        expect(sorted(dims) == list(range(self.ndim)), "permute needs a permutation of the dims", got=dims)
+        if self.is_on_chip:
+            expect(dims[0] == 0, "the partition dim of an on-chip tensor must stay first", got=dims)
+        amap = tuple(tuple(row[d] for d in dims) for row in self.amap)
+        return self._derive(tuple(self.shape[d] for d in dims), amap, self.consts, self.dynamic)
+
+    def broadcast(self, dim, size):
+        expect(self.shape[dim] == 1, "only a size-1 dim can be broadcast", got=self.shape)
+        if self.is_on_chip:
+            expect(dim != 0, "the partition dim cannot be broadcast by a view", got=dim)
+        shape = list(self.shape)
+        shape[dim] = int(size)
+        amap = tuple(tuple(0 if a == dim else c for a, c in enumerate(row)) for row in self.amap)
+        return self._derive(tuple(shape), amap, self.consts, self.dynamic)
+
+    def expand_dim(self, dim):
+        dim = int(dim)
+        if self.is_on_chip:
+            expect(dim != 0, "a new dim cannot go before the partition dim", got=dim)
+        shape = self.shape[:dim] + (1,) + self.shape[dim:]
+        amap = tuple(row[:dim] + (0,) + row[dim:] for row in self.amap)
+        return self._derive(shape, amap, self.consts, self.dynamic)
+
+    def squeeze_dim(self, dim):
+        expect(self.shape[dim] == 1, "only a size-1 dim can be squeezed", got=self.shape)
+        if self.is_on_chip:
+            expect(dim != 0, "the partition dim cannot be squeezed", got=dim)
+        shape = self.shape[:dim] + self.shape[dim + 1:]
+        amap = tuple(row[:dim] + row[dim + 1:] for row in self.amap)
+        return self._derive(shape, amap, self.consts, self.dynamic)
+
+    def reshape(self, shape=None, *args, new_shape=None):
+        if shape is None:
+            shape = new_shape
+        elif args or isinstance(shape, (int, np.integer)):
+            shape = (shape,) + args
+        shape = list(int(s) for s in shape)
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            shape[shape.index(-1)] = self.size // max(known, 1)
+        shape = tuple(shape)
+        expect(math.prod(shape) == self.size, "reshape must keep the number of elements",
+               expected=self.size, got=shape)
+        if self.is_on_chip:
+            expect(shape[0] == self.shape[0], "reshaping an on-chip tensor must keep the partition dim",
+                   expected=self.shape[0], got=shape)
+        if self.dynamic:
+            raise UnsupportedError("an indirect view cannot be reshaped")
+        strides = _nocopy_reshape(self.shape, self.strides, shape)
+        if strides is None:
+            raise ShapeError("this view cannot be reshaped without a copy", got=(self.shape, self.strides))
+        return self._from_strides(shape, strides, self.offset)
+
+    def reshape_dim(self, dim, shape):
+        shape = list(int(s) for s in shape)
+        if -1 in shape:
+            shape[shape.index(-1)] = self.shape[dim] // max(math.prod(s for s in shape if s != -1), 1)
+        expect(math.prod(shape) == self.shape[dim], "reshape_dim must keep the dim's size",
+               expected=self.shape[dim], got=shape)
+        return self.reshape(self.shape[:dim] + tuple(shape) + self.shape[dim + 1:])
+
+    def flatten_dims(self, start_dim, end_dim):
+        if self.is_on_chip:
+            expect(start_dim > 0, "the partition dim cannot be flattened", got=start_dim)
+        merged = math.prod(self.shape[start_dim:end_dim + 1])
+        return self.reshape(self.shape[:start_dim] + (merged,) + self.shape[end_dim + 1:])
+
+    def rearrange(self, src_pattern, dst_pattern, fixed_sizes=None):
+        """einops-style: split groups of `src_pattern`, permute, merge groups of `dst_pattern`."""
+        fixed = dict(fixed_sizes or {})
+        names, split_shape = [], []
+        for dim, entry in enumerate(src_pattern):
+            group = list(entry) if isinstance(entry, (tuple, list)) else [entry]
+            unknown = [g for g in group if g not in fixed]
+            known = math.prod(fixed[g] for g in group if g in fixed)
+            expect(len(unknown) <= 1, "rearrange: at most one unknown size per group", got=group)
+            for g in group:
+                size = fixed[g] if g in fixed else self.shape[dim] // max(known, 1)
+                names.append(g)
+                split_shape.append(size)
+        view = self.reshape(tuple(split_shape))
+        flat_dst = [g for entry in dst_pattern for g in (entry if isinstance(entry, (tuple, list)) else [entry])]
+        expect(sorted(flat_dst) == sorted(names), "rearrange patterns must name the same dims",
+               got=(src_pattern, dst_pattern))
+        view = view.permute([names.index(g) for g in flat_dst])
+        merged = []
+        i = 0
+        for entry in dst_pattern:
+            group = list(entry) if isinstance(entry, (tuple, list)) else [entry]
+            merged.append(math.prod(view.shape[i:i + len(group)]))
+            i += len(group)
+        return view.reshape(tuple(merged))
+
+    def view(self, dtype):
+        """Reinterpret the bits as another dtype; the last dim scales by the itemsize ratio."""
+        new = dtype_of(dtype)
+        old = self.dtype
+        expect(self.is_root, "only whole tensors can be reinterpreted with view()", got=self.shape,
+               error=UnsupportedError)
+        last = self.shape[-1] * old.itemsize
+        expect(last % new.itemsize == 0, "the last dim must divide evenly into the new dtype",
+               expected=f"multiple of {new.itemsize} bytes", got=last)
+        shape = self.shape[:-1] + (last // new.itemsize,)
+        st = self.storage
+        array = None
+        if st.array is not None:
+            if st.array.dtype != old.np_dtype:
+                raise UnsupportedError("view(dtype) needs precise storage (NKI_PRECISE_FP=1)")
+            array = st.array.view(new.np_dtype if new.kind != "bool" else np.uint8)
+        clone = Storage(st.region, new, shape, array, st.placement, st.name, st.location, st.program)
+        clone.is_kernel_arg = st.is_kernel_arg
+        clone.base = st
+        return type(self).root(clone)
+
+    reinterpret_cast = view
+
+    def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
+        """A raw access pattern over the storage: `pattern` = [[stride, count], ...], outermost first; on
+        chip the first pair is the partition access and its stride must be the per-partition size."""
+        base = self if dtype is None else type(self).root(self.storage).view(dtype)
+        pattern = [(int(s), int(n)) for s, n in pattern]
+        coords = base._flat_coords()
+        if base.is_on_chip:
+            expect(pattern[0][0] == coords[1], "the partition step of an on-chip access pattern must equal the "
+                   "per-partition size (no partition skipping)", expected=coords[1], got=pattern[0][0])
+        off = (self.offset if offset is None else int(offset))
+        view = base._from_strides([n for _, n in pattern], [s for s, _ in pattern], off)
+        if scalar_offset is not None or vector_offset is not None:
+            raise UnsupportedError("dynamic access-pattern offsets (scalar_offset / vector_offset) are not "
+                                   "supported yet")
+        view.check_bounds()
+        return view
+
+    def get_pattern(self):
+        strides = self.strides
+        return [[int(s), int(n)] for s, n in zip(strides, self.shape)]
+
+    def is_contiguous(self) -> bool:
+        expected = row_major_strides(self.shape)
+        strides = self.strides
+        axes = range(1, self.ndim) if self.is_on_chip else range(self.ndim)
+        return all(strides[a] == expected[a] or self.shape[a] == 1 for a in axes)
+
+    def is_indirect(self) -> bool:
+        return bool(self.dynamic)
+
+    # -- legacy tile methods ----------------------------------------------------------------------------
+    def broadcast_to(self, shape):
+        return core.broadcast_view(self, tuple(int(s) for s in shape))
+
+    def expand_dims(self, axis):
+        axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+        view = self
+        for a in sorted(int(a) for a in axes):
+            view = view.expand_dim(a)
+        return view
+
+    def astype(self, dtype):
+        return core.copy(self, dtype=dtype, api="tensor.astype")
+
+    def assert_shape(self, shape):
+        expect(tuple(self.shape) == tuple(shape), "tensor shape does not match the annotation",
+               expected=tuple(shape), got=self.shape, code="err_annotation_shape_mismatch")
+        return self
+
+    @property
+    def sim_value(self):
+        """The simulator's current values of this tensor (a NumPy copy), for debugging."""
+        from opennki.machine.dtypes import to_public
+        from opennki.sim.program import current
+        prog = current("tensor.sim_value")
+        prog.flush()
+        return np.array(to_public(np.array(prog.machine.read(self)), self.dtype))
+
+
+__all__ = ["NkiTensor", "slice_params"]

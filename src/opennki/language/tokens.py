@@ -1,0 +1,37 @@
+"""Language layer: operator objects that are both callable `nl` functions and `op=` tokens for `nisa`.
+
+`nl.add(x, y)` adds tiles; `nisa.tensor_tensor(..., op=nl.add)` names the ALU operator. Instructions read
+the operator's `nki_name`, so an `NlOp` from either generation (or a NumPy function in the legacy one)
+selects the same table entry.
+"""
+
+from __future__ import annotations
+
+from opennki.errors import KernelError
+
+
+class NlOp:
+    """An `nl` operator: calling it runs the op; passing it as `op=` names it."""
+
+
+    def __init__(self, name: str, impl=None, doc: str | None = None):
+        self.nki_name = name
+        self._impl = impl
+        self.__doc__ = doc or (impl.__doc__ if impl is not None else None)
+        self.__wrapped__ = impl
+
+    @property
+    def __name__(self) -> str:
+        return self.nki_name
+
+    def __call__(self, *args, **kwargs):
+        if self._impl is None:
+            raise KernelError(f"nl.{self.nki_name} is an operator token for nisa instructions (op=...), not a "
+                              "callable function")
+        return self._impl(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"nl.{self.nki_name}"
+
+    def __reduce__(self):
+        return (NlOp, (self.nki_name,))

@@ -1,0 +1,381 @@
+"""Machine layer: legacy index expressions (`nl.arange`, `nl.mgrid`), masks and dynamic slices.
+
+Imports errors only. An `Index` is an affine function over the axes of an index grid: its value at grid
+position (i_0, ..., i_{r-1}) is `const + sum(coeffs[a] * i_a)`. `nl.arange(128)[:, None]` is the Index with
+shape (128, 1) and coeffs (1, 0). Adding, subtracting and multiplying by integers keeps it affine (loop
+variables and `program_id` are plain ints, so `k * 128 + i_p` is affine too); NumPy broadcasting rules apply
+between indices of different shapes. Because every legacy subscript with such indices is affine, it is a
+strided view of the tensor: no gather is needed.
+
+Comparisons build a `Predicate`: a boolean array over the grid, used as `mask=`. `%` and `//` give a
+`NonAffineIndex`, whose comparisons are not valid masks (`err_unsupported_expression_in_mask`), as in NKI.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+import numpy as np
+
+from opennki.errors import KernelError, ShapeError
+
+
+def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(a, b))
+    except ValueError:
+        raise ShapeError("index expressions have incompatible shapes", got=(a, b)) from None
+
+
+def _align(coeffs: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    return (0,) * (rank - len(coeffs)) + tuple(coeffs)
+
+
+class Index:
+    """An affine index expression over a grid (see the module docstring)."""
+
+    __slots__ = ("const", "coeffs", "shape")
+    __array_priority__ = 1000  # so `np.int32(3) * i` defers to Index
+
+    def __init__(self, const: int, coeffs: tuple[int, ...], shape: tuple[int, ...]):
+        self.const = int(const)
+        self.coeffs = tuple(int(c) for c in coeffs)
+        self.shape = tuple(int(s) for s in shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    # -- arithmetic -------------------------------------------------------------------------------------
+    def _combine(self, other, sign: int) -> "Index":
+        if isinstance(other, Index):
+            shape = _broadcast_shapes(self.shape, other.shape)
+            r = len(shape)
+            a, b = _align(self.coeffs, r), _align(other.coeffs, r)
+            return Index(self.const + sign * other.const, tuple(x + sign * y for x, y in zip(a, b)), shape)
+        if isinstance(other, NonAffineIndex):
+            return NotImplemented
+        if _is_int(other):
+            return Index(self.const + sign * int(other), self.coeffs, self.shape)
+        return NotImplemented
+
+    def __add__(self, other):
+        return self._combine(other, 1)
+
+    __radd__ = __add__
+
+    def __sub__(self, other):
+        return self._combine(other, -1)
+
+    def __rsub__(self, other):
+        return (-self)._combine(other, 1)
+
+    def __neg__(self):
+        return Index(-self.const, tuple(-c for c in self.coeffs), self.shape)
+
+    def __pos__(self):
+        return self
+
+    def __mul__(self, other):
+        if _is_int(other):
+            k = int(other)
+            return Index(self.const * k, tuple(c * k for c in self.coeffs), self.shape)
+        if isinstance(other, (Index, NonAffineIndex)):
+            return NonAffineIndex(self.values() * _values(other))
+        return NotImplemented
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other):
+        return NonAffineIndex(self.values() // _values(other))
+
+    def __mod__(self, other):
+        return NonAffineIndex(self.values() % _values(other))
+
+    def __rfloordiv__(self, other):
+        return NonAffineIndex(_values(other) // self.values())
+
+    def __rmod__(self, other):
+        return NonAffineIndex(_values(other) % self.values())
+
+    # -- comparisons build masks -----------------------------------------------------------------------
+    def _compare(self, other, op) -> "Predicate":
+        return Predicate(op(self.values(), _values(other)), affine=not isinstance(other, NonAffineIndex))
+
+    def __lt__(self, other):
+        return self._compare(other, operator.lt)
+
+    def __le__(self, other):
+        return self._compare(other, operator.le)
+
+    def __gt__(self, other):
+        return self._compare(other, operator.gt)
+
+    def __ge__(self, other):
+        return self._compare(other, operator.ge)
+
+    def __eq__(self, other):  # noqa: D105 - NKI semantics: element-wise predicate
+        return self._compare(other, operator.eq)
+
+    def __ne__(self, other):
+        return self._compare(other, operator.ne)
+
+    __hash__ = object.__hash__
+
+    # -- lifting: arange(n)[:, None] -------------------------------------------------------------------
+    def __getitem__(self, key) -> "Index":
+        if not isinstance(key, tuple):
+            key = (key,)
+        coeffs, shape, const = [], [], self.const
+        axis = 0
+        for k in key:
+            if k is None:
+                coeffs.append(0)
+                shape.append(1)
+            elif isinstance(k, slice):
+                if axis >= self.ndim:
+                    raise ShapeError("too many indices for an index expression", got=key)
+                start, stop, step = k.indices(self.shape[axis])
+                const += self.coeffs[axis] * start
+                coeffs.append(self.coeffs[axis] * step)
+                shape.append(max(0, -(-(stop - start) // step)))
+                axis += 1
+            elif _is_int(k):
+                if axis >= self.ndim:
+                    raise ShapeError("too many indices for an index expression", got=key)
+                const += self.coeffs[axis] * int(k)
+                axis += 1
+            else:
+                raise ShapeError("index expressions can only be lifted with slices and None", got=key)
+        for rest in range(axis, self.ndim):
+            coeffs.append(self.coeffs[rest])
+            shape.append(self.shape[rest])
+        return Index(const, tuple(coeffs), tuple(shape))
+
+    def __setitem__(self, key, value):
+        raise KernelError("cannot assign into an index expression", code="err_cannot_assign_to_index")
+
+    def __bool__(self):
+        raise KernelError("control flow cannot depend on an arange index",
+                          code="err_control_flow_condition_depending_on_arange",
+                          hint="use mask= to restrict an operation instead of an if statement")
+
+    def __iter__(self):
+        raise KernelError("cannot iterate over an index expression",
+                          code="err_control_flow_condition_depending_on_arange")
+
+    # -- values -----------------------------------------------------------------------------------------
+    def values(self) -> np.ndarray:
+        """The integer value at every grid position (shape `self.shape`)."""
+        out = np.full(self.shape, self.const, dtype=np.int64)
+        for axis, (c, n) in enumerate(zip(self.coeffs, self.shape)):
+            if c:
+                shape = [1] * self.ndim
+                shape[axis] = n
+                out = out + (np.arange(n, dtype=np.int64) * c).reshape(shape)
+        return out
+
+    def value_range(self) -> tuple[int, int]:
+        lo = hi = self.const
+        for c, n in zip(self.coeffs, self.shape):
+            lo += min(0, c * (n - 1))
+            hi += max(0, c * (n - 1))
+        return lo, hi
+
+    def __repr__(self) -> str:
+        terms = [f"{c}*i{a}" for a, c in enumerate(self.coeffs) if c]
+        return f"Index({' + '.join(terms + [str(self.const)])}, shape={self.shape})"
+
+
+class NonAffineIndex:
+    """An index expression that left the affine form (`i % 4`, `i // 2`, `i * j`): usable only as data."""
+
+    __slots__ = ("array",)
+    __array_priority__ = 1000
+
+    def __init__(self, array: np.ndarray):
+        self.array = np.asarray(array, dtype=np.int64)
+
+    @property
+    def shape(self):
+        return self.array.shape
+
+    def values(self) -> np.ndarray:
+        return self.array
+
+    def _arith(self, other, op, reflect=False):
+        a, b = self.array, _values(other)
+        return NonAffineIndex(op(b, a) if reflect else op(a, b))
+
+    def __add__(self, o): return self._arith(o, operator.add)
+    def __radd__(self, o): return self._arith(o, operator.add, True)
+    def __sub__(self, o): return self._arith(o, operator.sub)
+    def __rsub__(self, o): return self._arith(o, operator.sub, True)
+    def __mul__(self, o): return self._arith(o, operator.mul)
+    def __rmul__(self, o): return self._arith(o, operator.mul, True)
+    def __floordiv__(self, o): return self._arith(o, operator.floordiv)
+    def __mod__(self, o): return self._arith(o, operator.mod)
+
+    def _compare(self, other, op):
+        return Predicate(op(self.array, _values(other)), affine=False)
+
+    def __lt__(self, o): return self._compare(o, operator.lt)
+    def __le__(self, o): return self._compare(o, operator.le)
+    def __gt__(self, o): return self._compare(o, operator.gt)
+    def __ge__(self, o): return self._compare(o, operator.ge)
+    def __eq__(self, o): return self._compare(o, operator.eq)
+    def __ne__(self, o): return self._compare(o, operator.ne)
+    __hash__ = object.__hash__
+
+    def __bool__(self):
+        raise KernelError("control flow cannot depend on an arange index",
+                          code="err_control_flow_condition_depending_on_arange")
+
+
+class Predicate:
+    """A mask: a boolean array over an index grid. Combine with `&` (and `|`, `~`), never `and`/`or`."""
+
+    __slots__ = ("array", "affine")
+
+    def __init__(self, array: np.ndarray, affine: bool = True):
+        self.array = np.asarray(array, dtype=bool)
+        self.affine = affine
+
+    @property
+    def shape(self):
+        return self.array.shape
+
+    def _join(self, other, op):
+        if isinstance(other, Predicate):
+            return Predicate(op(self.array, other.array), self.affine and other.affine)
+        if isinstance(other, (bool, np.bool_)):
+            return Predicate(op(self.array, bool(other)), self.affine)
+        return NotImplemented
+
+    def __and__(self, o): return self._join(o, operator.and_)
+    __rand__ = __and__
+    def __or__(self, o): return self._join(o, operator.or_)
+    __ror__ = __or__
+
+    def __invert__(self):
+        return Predicate(~self.array, self.affine)
+
+    def __bool__(self):
+        raise KernelError("the truth value of a mask is ambiguous; combine masks with & and pass them as "
+                          "mask=", code="err_ambiguous_tensor_truth_value")
+
+    def __repr__(self):
+        return f"Predicate(shape={self.shape}, active={int(self.array.sum())})"
+
+
+def _is_int(x) -> bool:
+    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+
+
+def _values(x):
+    if isinstance(x, (Index, NonAffineIndex)):
+        return x.values()
+    if isinstance(x, (int, float, np.number)):
+        return x
+    raise KernelError(f"index expressions only combine with integers and other index expressions, got "
+                      f"{type(x).__name__}")
+
+
+def arange(*args) -> Index:
+    """`nl.arange(stop)` / `nl.arange(start, stop)`: the 1-D index start, ..., stop-1."""
+    if len(args) == 1:
+        start, stop = 0, args[0]
+    elif len(args) == 2:
+        start, stop = args
+    else:
+        raise ShapeError("nl.arange takes (stop) or (start, stop)", got=args)
+    start, stop = int(start), int(stop)
+    return Index(start, (1,), (max(0, stop - start),))
+
+
+class IndexGrid(tuple):
+    """The tuple of indices `nl.mgrid[...]` returns; also reachable as `.p`, `.x`, `.y`, `.z`."""
+
+    @property
+    def p(self):
+        return self[0]
+
+    @property
+    def x(self):
+        return self[1]
+
+    @property
+    def y(self):
+        return self[2]
+
+    @property
+    def z(self):
+        return self[3]
+
+
+class _MGrid:
+    """`nl.mgrid[0:128, 0:512]`: a dense mesh of affine indices, like `numpy.mgrid` (no complex steps)."""
+
+    def __getitem__(self, key) -> IndexGrid:
+        if not isinstance(key, tuple):
+            key = (key,)
+        rank = len(key)
+        shape = []
+        starts, steps = [], []
+        for k in key:
+            if not isinstance(k, slice) or k.stop is None:
+                raise ShapeError("nl.mgrid takes slices with explicit stops, e.g. nl.mgrid[0:128, 0:512]",
+                                 got=k)
+            start = 0 if k.start is None else int(k.start)
+            step = 1 if k.step is None else int(k.step)
+            if step <= 0:
+                raise ShapeError("nl.mgrid steps must be positive", got=step)
+            shape.append(max(0, math.ceil((int(k.stop) - start) / step)))
+            starts.append(start)
+            steps.append(step)
+        out = []
+        for axis in range(rank):
+            coeffs = [0] * rank
+            coeffs[axis] = steps[axis]
+            out.append(Index(starts[axis], tuple(coeffs), tuple(shape)))
+        return IndexGrid(out)
+
+
+mgrid = _MGrid()
+
+
+def ds(start, size) -> slice:
+    """`nl.ds(start, size)`: the slice start:start+size."""
+    return slice(start, start + size)
+
+
+def mask_array(mask, shape: tuple[int, ...]) -> np.ndarray | None:
+    """The boolean mask for an operand of `shape`, from a `mask=` argument (None = everything active).
+
+    The predicate is broadcast to the shape; where the operand is smaller than the predicate (a [P, 1]
+    operand under a [P, F] mask) an element is active if any element it feeds is.
+    """
+    if mask is None:
+        return None
+    if isinstance(mask, (bool, np.bool_)):
+        return np.full(shape, bool(mask))
+    if isinstance(mask, Predicate):
+        arr = mask.array
+    else:
+        arr = np.asarray(mask, dtype=bool)
+    if arr.shape == tuple(shape):
+        return arr
+    try:
+        return np.broadcast_to(arr, shape)
+    except ValueError:
+        pass
+    if arr.ndim == len(shape):
+        axes = tuple(a for a, (m, s) in enumerate(zip(arr.shape, shape)) if s == 1 and m != 1)
+        reduced = arr.any(axis=axes, keepdims=True) if axes else arr
+        try:
+            return np.broadcast_to(reduced, shape)
+        except ValueError:
+            pass
+    raise ShapeError("mask shape does not match the operand", expected=tuple(shape), got=arr.shape,
+                     code="err_unsupported_expression_in_mask")

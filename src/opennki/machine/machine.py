@@ -1,0 +1,137 @@
+"""Machine layer: the state one SPMD program sees, and the only place instruction semantics touch memory.
+
+Imports the rest of the machine package. `Machine.read` / `Machine.write` are how every instruction's `run`
+reads operands and writes results: they check bounds (honouring masks), resolve run-time indices, convert
+values (engines compute in fp32 and round on write) and record the element offsets of indirect accesses
+for the event stream. Nothing else mutates storage arrays.
+
+Hidden per-engine state lives here too: the Scalar Engine's reduce registers and the Vector Engine's
+accumulators (spec/isa.md §2.4), and the random generator behind `rand`/`dropout`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opennki.machine.dtypes import convert, poison_value, to_float32
+from opennki.machine.index import mask_array
+from opennki.machine.memory import Memory
+from opennki.machine.tensor import TensorView
+
+
+class Machine:
+    """One program's NeuronCore state (see the module docstring).
+
+    Attributes:
+        hw: target parameters.
+        memory: this program's SBUF/PSUM allocators and the shared HBM.
+        precise: store low-precision floats in their real format (False: fp32, NKI_PRECISE_FP=0).
+        act_acc: Scalar Engine reduce registers, one fp32 per lane.
+        dve_acc: Vector Engine accumulators, one fp32 per lane (NaN = unknown).
+        rng: random generator for `rand`, `dropout` and `rng` instructions.
+        offsets: flat offsets of indirect accesses made by the current instruction, keyed by view id.
+    """
+
+    def __init__(self, hw, memory: Memory, precise: bool, seed: int = 0):
+        self.hw = hw
+        self.memory = memory
+        self.precise = precise
+        lanes = hw.memory.partitions
+        self.act_acc = np.zeros(lanes, np.float32)
+        self.dve_acc = np.full(lanes, np.nan, np.float32)
+        self.rng = np.random.default_rng(seed)
+        self.offsets: dict[int, np.ndarray] = {}
+
+    # -- masks ---------------------------------------------------------------------------------------
+    @staticmethod
+    def effective_mask(view: TensorView, mask) -> np.ndarray | None:
+        """Combine an instruction's mask (broadcast to the operand) with the operand's own mask."""
+        m = mask_array(mask, view.shape) if mask is not None else None
+        if view.mask is not None:
+            own = mask_array(view.mask, view.shape)
+            m = own if m is None else (m & own)
+        return m
+
+    def _dynamic_values(self, view: TensorView) -> list[np.ndarray]:
+        values = []
+        for term in view.dynamic:
+            idx = self.read(term.index).astype(np.int64)
+            shape = (1,) * term.lead + idx.shape + (1,) * (view.ndim - term.lead - idx.ndim)
+            values.append(np.broadcast_to(idx.reshape(shape), view.shape))
+        return values
+
+    # -- reads -------------------------------------------------------------------------------------------
+    def read(self, view: TensorView, mask=None) -> np.ndarray:
+        """The stored elements of `view` (storage dtype). Masked-off elements of an out-of-bounds or
+        indirect view are not read; they come back as poison. The result may share memory: don't mutate."""
+        m = self.effective_mask(view, mask)
+        if not view.dynamic and view.in_bounds():
+            return view.np_view()
+        dyn = self._dynamic_values(view) if view.dynamic else None
+        view.check_bounds(m, dyn)
+        offs = view.flat_offsets(dyn)
+        arr = view.storage.array
+        if view.dynamic:
+            self.offsets[id(view)] = offs if m is None else offs[np.broadcast_to(m, view.shape)]
+        if m is None:
+            return arr[offs]
+        out = np.empty(view.shape, arr.dtype)
+        with np.errstate(invalid="ignore"):
+            out.fill(poison_value(view.dtype))
+        active = np.broadcast_to(m, view.shape)
+        out[active] = arr[offs[active]]
+        return out
+
+    def read_f32(self, view: TensorView, mask=None) -> np.ndarray:
+        """`read`, converted to fp32 as an engine input (exact for floats)."""
+        return to_float32(self.read(view, mask), view.dtype)
+
+    # -- writes ------------------------------------------------------------------------------------------
+    def write(self, view: TensorView, values, mask=None, *, raw: bool = False) -> None:
+        """Write `values` (broadcast to the view) into `view`, rounding to its dtype unless `raw` (values
+        already in the storage format: bit-exact copies). Masked-off elements are left untouched."""
+        m = self.effective_mask(view, mask)
+        arr = view.storage.array
+        vals = np.asarray(values)
+        if not raw:
+            vals = convert(vals, view.dtype, self.precise)
+        elif vals.dtype != arr.dtype:
+            vals = vals.astype(arr.dtype)
+        view.storage.written = True
+        if not view.dynamic and view.in_bounds():
+            dst = view.np_view()
+            if m is None:
+                dst[...] = vals
+            else:
+                np.copyto(dst, np.broadcast_to(vals, view.shape), where=np.broadcast_to(m, view.shape))
+            return
+        dyn = self._dynamic_values(view) if view.dynamic else None
+        view.check_bounds(m, dyn)
+        offs = view.flat_offsets(dyn)
+        vals = np.broadcast_to(vals, view.shape)
+        if m is not None:
+            active = np.broadcast_to(m, view.shape)
+            offs, vals = offs[active], vals[active]
+        if view.dynamic:
+            self.offsets[id(view)] = offs
+        arr[offs] = vals
+
+    def accumulate(self, view: TensorView, values_f32: np.ndarray, mask=None) -> None:
+        """Read-add-write in fp32 (PSUM accumulation, DMA accumulate), rounding once on the write."""
+        current = self.read_f32(view, mask)
+        self.write(view, current + values_f32, mask)
+
+    # -- PSUM accumulation-group state -------------------------------------------------------------------
+    @staticmethod
+    def matmul_flags(view: TensorView) -> np.ndarray:
+        """Per-element flags "last written by nc_matmul" of a PSUM view (drives `accumulate=None`)."""
+        st = view.storage
+        if st.matmul_written is None:
+            st.matmul_written = np.zeros(st.size, bool)
+        return np.ndarray(view.shape, bool, buffer=st.matmul_written, offset=view.offset, strides=view.strides)
+
+    @staticmethod
+    def clear_matmul_flags(view: TensorView) -> None:
+        """A non-matmul access ends the accumulation group of the elements it touches."""
+        if view.storage.matmul_written is not None and not view.dynamic and view.in_bounds():
+            Machine.matmul_flags(view)[...] = False

@@ -1,0 +1,279 @@
+"""Machine layer: memory regions, tensor storage and the SBUF/PSUM/HBM allocators.
+
+Imports events (for MemoryKind), errors and the dtype module. A `Storage` is one allocation: a NumPy array
+holding its elements (None in shape-only mode), its logical shape, dtype and where it lives. On chip every
+storage owns the same byte range in each of its partitions, as NKI places tiles; that range comes from an
+`Allocator` and is released as soon as the storage becomes unreachable (a `weakref.finalize`), which is when
+the kernel drops the last tensor or view that refers to it.
+
+Allocation is next-fit: a new tensor goes after the most recent one, wrapping around. Like a compiler that
+multi-buffers, this keeps a tensor allocated inside a loop at a different address in consecutive iterations,
+so the cost model sees no false dependency between them, while a tensor allocated once and rewritten keeps
+its address and does serialise.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import math
+import weakref
+from dataclasses import dataclass
+
+import numpy as np
+
+from opennki.errors import AllocationError, SourceLocation, ShapeError
+from opennki.events import MemoryKind
+from opennki.machine.dtypes import DataType, poison_value
+
+
+class MemoryRegion(enum.Enum):
+    """Where a tensor lives, as kernels name it (`nl.sbuf`, `nl.psum`, `nl.hbm`, `nl.shared_hbm`...).
+
+    The new generation's `nl.MemoryRegion` is this enum; the legacy generation's buffer objects are its
+    members too. `nl.hbm` is the same member as `nl.private_hbm`.
+    """
+
+    sbuf = "sbuf"
+    psum = "psum"
+    private_hbm = "private_hbm"
+    shared_hbm = "shared_hbm"
+
+    @property
+    def kind(self) -> MemoryKind:
+        if self is MemoryRegion.sbuf:
+            return MemoryKind.SBUF
+        if self is MemoryRegion.psum:
+            return MemoryKind.PSUM
+        return MemoryKind.HBM
+
+    def __repr__(self) -> str:
+        return f"nl.{self.name}"
+
+
+_ids = itertools.count(1)
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a storage sits: first partition and byte address (per partition on chip, linear in HBM)."""
+
+    partition: int
+    address: int
+
+
+class Storage:
+    """One allocation. See the module docstring.
+
+    Attributes:
+        id: unique id (events refer to storages by it).
+        region: the MemoryRegion it was allocated in.
+        dtype: element type.
+        shape: logical shape at creation (dim 0 is the partition dim on chip).
+        array: flat NumPy array of all elements in row-major order, or None in shape-only mode.
+        placement: partition and byte address from the allocator.
+        name: the tensor's name (kernel argument name, `name=` of `nl.ndarray`, or generated).
+        location: the kernel line that created it.
+        is_kernel_arg: True for tensors that wrap the caller's arrays.
+        written: set by the first write (used to copy modified inputs back to the caller).
+        program: the SPMD program that owns it (None for shared HBM).
+    """
+
+    __slots__ = ("id", "region", "dtype", "shape", "array", "placement", "name", "location",
+                 "is_kernel_arg", "written", "program", "matmul_written", "base", "__weakref__")
+
+    def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
+                 placement: Placement, name: str, location: SourceLocation | None, program=None):
+        self.id = next(_ids)
+        self.region = region
+        self.dtype = dtype
+        self.shape = shape
+        self.array = array
+        self.placement = placement
+        self.name = name
+        self.location = location
+        self.is_kernel_arg = False
+        self.written = False
+        self.program = program
+        self.matmul_written = None   # PSUM only: per-element "last written by nc_matmul" flags
+        self.base = None             # for reinterpreting views (`t.view(dtype)`): the storage owning the memory
+
+    @property
+    def kind(self) -> MemoryKind:
+        return self.region.kind
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def partitions(self) -> int:
+        return self.shape[0] if self.kind.is_on_chip else 1
+
+    @property
+    def row_elems(self) -> int:
+        """Elements per partition on chip; all elements in HBM."""
+        return math.prod(self.shape[1:]) if self.kind.is_on_chip else self.size
+
+    @property
+    def bytes_per_partition(self) -> int:
+        return self.row_elems * self.dtype.itemsize
+
+    def __repr__(self) -> str:
+        return f"<{self.region.name} {self.name} {self.shape} {self.dtype}>"
+
+
+def new_array(dtype: DataType, size: int, precise: bool, fill=None) -> np.ndarray:
+    """A flat backing array, poisoned (NaN / 4) unless `fill` is given."""
+    storage_dtype = dtype.storage_dtype(precise)
+    value = poison_value(dtype) if fill is None else fill
+    arr = np.empty(size, dtype=storage_dtype)
+    with np.errstate(invalid="ignore", over="ignore"):
+        arr.fill(value)
+    return arr
+
+
+class Allocator:
+    """Next-fit allocator of byte ranges shared by all partitions of SBUF or PSUM (or a linear HBM).
+
+    Args:
+        kind: the memory it manages.
+        capacity_bytes: usable bytes per partition (on chip) or in total (HBM).
+        alignment: address alignment in bytes.
+        bank_bytes: PSUM only: an allocation no larger than a bank never straddles a bank boundary, and a
+            larger one starts on a bank boundary (matmul results must sit in one bank).
+        target: target name, for error messages.
+    """
+
+    def __init__(self, kind: MemoryKind, capacity_bytes: int, alignment: int, target: str,
+                 bank_bytes: int | None = None):
+        self.kind = kind
+        self.capacity_bytes = capacity_bytes
+        self.alignment = alignment
+        self.bank_bytes = bank_bytes
+        self.target = target
+        self.live: dict[int, tuple[int, str]] = {}   # start -> (end, name)
+        self.cursor = 0
+        self.peak_bytes = 0
+
+    @property
+    def used_bytes(self) -> int:
+        return sum(end - start for start, (end, _) in self.live.items())
+
+    def _fit(self, candidate: int, size: int) -> int:
+        if self.bank_bytes:
+            bank = self.bank_bytes
+            if size <= bank:
+                if candidate // bank != (candidate + size - 1) // bank:
+                    candidate = (candidate // bank + 1) * bank
+            elif candidate % bank:
+                candidate = (candidate // bank + 1) * bank
+        return candidate
+
+    def _find(self, start: int, size: int) -> int | None:
+        candidate = self._fit(-(-start // self.alignment) * self.alignment, size)
+        spans = sorted(self.live.items())
+        moved = True
+        while moved:
+            moved = False
+            if candidate + size > self.capacity_bytes:
+                return None
+            for a, (b, _) in spans:
+                if a < candidate + size and candidate < b:
+                    candidate = self._fit(-(-b // self.alignment) * self.alignment, size)
+                    moved = True
+                    break
+        return candidate
+
+    def allocate(self, nbytes: int, name: str) -> int:
+        size = max(nbytes, 1)
+        size = -(-size // self.alignment) * self.alignment
+        start = self._find(self.cursor, size)
+        if start is None:
+            start = self._find(0, size)
+        if start is None:
+            unit = "per partition " if self.kind.is_on_chip else ""
+            raise AllocationError(
+                f"{self.kind.name} overflow while allocating {name!r}: {nbytes} bytes {unit}needed, "
+                f"{self.capacity_bytes - self.used_bytes} of {self.capacity_bytes} bytes {unit}free "
+                f"({len(self.live)} live tensors) on target {self.target}",
+                expected=f"<= {self.capacity_bytes - self.used_bytes} bytes {unit}".strip(),
+                got=f"{nbytes} bytes",
+                hint="allocate big tensors once outside loops, use smaller tiles, or let temporaries go out "
+                     "of scope (opennki frees a tensor when the kernel drops its last reference)")
+        self.live[start] = (start + size, name)
+        self.cursor = start + size
+        self.peak_bytes = max(self.peak_bytes, self.used_bytes)
+        return start
+
+    def free(self, start: int) -> None:
+        self.live.pop(start, None)
+
+
+class Memory:
+    """The memories of one SPMD program: its own SBUF and PSUM allocators, plus the launch's shared HBM.
+
+    `new_storage` creates, poisons and places a tensor; a finalizer frees its range when it dies.
+    """
+
+    def __init__(self, hw, hbm: Allocator, precise: bool, shape_only: bool, program, listeners_emit=None):
+        mem = hw.memory
+        self.hw = hw
+        self.sbuf = Allocator(MemoryKind.SBUF, mem.sbuf_usable_bytes_per_partition, hw.tiles.sbuf_min_align,
+                              hw.name)
+        self.psum = Allocator(MemoryKind.PSUM, mem.psum_bytes_per_partition, hw.tiles.psum_min_align,
+                              hw.name, bank_bytes=mem.psum_bank_bytes)
+        self.hbm = hbm
+        self.precise = precise
+        self.shape_only = shape_only
+        self.program = program
+        self.emit = listeners_emit
+
+    def allocator(self, kind: MemoryKind) -> Allocator:
+        return {MemoryKind.SBUF: self.sbuf, MemoryKind.PSUM: self.psum, MemoryKind.HBM: self.hbm}[kind]
+
+    def new_storage(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], name: str,
+                    location: SourceLocation | None, fill=None, array=None,
+                    address: tuple[int, int] | None = None) -> Storage:
+        kind = region.kind
+        shape = tuple(int(s) for s in shape)
+        if any(s <= 0 for s in shape):
+            raise ShapeError(f"tensor {name!r} has a non-positive dimension", got=shape)
+        if kind.is_on_chip:
+            if len(shape) < 2:
+                raise ShapeError(f"on-chip tensor {name!r} must have at least 2 dimensions "
+                                 "(partition dim first); Insufficient rank", got=shape,
+                                 hint="use a [P, 1] tile instead of a 1-D one")
+            pmax = self.hw.tiles.pmax
+            if shape[0] > pmax:
+                raise ShapeError(f"number of partitions {shape[0]} exceed architecture limitation of {pmax}",
+                                 expected=f"partition dim <= {pmax}", got=shape,
+                                 code="err_num_partition_exceed_arch_limit",
+                                 hint="split the tensor into tiles of at most 128 partitions")
+            nbytes = math.prod(shape[1:]) * dtype.itemsize
+        else:
+            nbytes = math.prod(shape) * dtype.itemsize
+        allocator = self.allocator(kind)
+        if address is not None:
+            partition, start = address
+            placement = Placement(int(partition), int(start))
+            release = None
+        else:
+            start = allocator.allocate(nbytes, name)
+            placement = Placement(0, start)
+            release = allocator.free
+        if array is None and not self.shape_only:
+            array = new_array(dtype, math.prod(shape), self.precise, fill)
+        program = self.program if kind.is_on_chip or region is MemoryRegion.private_hbm else None
+        storage = Storage(region, dtype, shape, array, placement, name, location, program)
+        if release is not None:
+            weakref.finalize(storage, _release, release, start, self.emit, storage.id, kind)
+        if self.emit is not None:
+            self.emit.allocated(storage, nbytes)
+        return storage
+
+
+def _release(free, start, emit, storage_id, kind):
+    free(start)
+    if emit is not None:
+        emit.freed(storage_id, kind)

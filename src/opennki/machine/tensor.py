@@ -1,0 +1,395 @@
+"""Machine layer: tensor views over a storage, and the subscript rules of both NKI generations.
+
+Imports errors, memory and index. A `TensorView` is a storage plus an affine map from view positions to
+storage positions, kept per storage dimension: element (i_0, ..., i_{n-1}) of the view is storage element
+(c_d + sum_a A[d][a] * i_a for each storage dim d). Keeping the map per dimension lets bounds be checked the
+way NKI reports them ("index range [0, 4095] exceed dimension size of 4000") and lets legacy affine index
+tiles (`t[k*128 + i_p, 2*i_f]`) and new-generation slicing share one mechanism. Both end in a strided
+NumPy view, so reading a view costs no gather.
+
+Views are checked lazily: a legacy subscript may point out of bounds where a later `mask=` switches the
+elements off, so bounds are checked when an instruction touches the view, with its mask.
+
+Indirect (dynamic) indexing adds `DynamicTerm`s: an on-chip integer tile whose run-time values, times a
+coefficient per storage dim, are added to the affine position (`data[idx_tile, i_f]`).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from opennki.errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
+from opennki.machine.index import Index, NonAffineIndex, Predicate, _is_int
+from opennki.machine.memory import Storage
+
+
+@functools.lru_cache(maxsize=4096)
+def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, acc = [], 1
+    for n in reversed(shape):
+        strides.append(acc)
+        acc *= n
+    return tuple(reversed(strides))
+
+
+@dataclass(frozen=True)
+class DynamicTerm:
+    """A run-time index: `values(index) * coeffs[d]` is added to storage dim d. The index tile's axes align
+    with view axes `lead .. lead + index.ndim - 1`."""
+
+    index: "TensorView"
+    lead: int
+    coeffs: tuple[int, ...]
+
+
+class TensorView:
+    """A view of a storage (see the module docstring).
+
+    Attributes:
+        storage: the allocation it views.
+        shape: the view's shape; on chip dim 0 is the partition dim.
+        amap: amap[d][a] = step along storage dim d per step along view axis a.
+        consts: storage position of view element (0, ..., 0), per storage dim.
+        dynamic: run-time index terms (indirect indexing), usually empty.
+        mask: boolean array broadcastable to `shape` restricting this operand (legacy matmul operand masks).
+    """
+
+    __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np")
+
+    def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
+        self.storage = storage
+        self.shape = tuple(int(s) for s in shape)
+        self.amap = amap
+        self.consts = consts
+        self.dynamic = dynamic
+        self.mask = mask
+        self.coords = storage.shape if coords is None else coords
+        self._np = None
+
+    @classmethod
+    def root(cls, storage: Storage):
+        n = len(storage.shape)
+        amap = tuple(tuple(1 if a == d else 0 for a in range(n)) for d in range(n))
+        return cls(storage, storage.shape, amap, (0,) * n)
+
+    def _derive(self, shape, amap, consts, dynamic=(), mask=None, coords=None):
+        view = object.__new__(type(self))
+        TensorView.__init__(view, self.storage, shape, amap, consts, dynamic, mask,
+                            self.coords if coords is None else coords)
+        return view
+
+    # -- plain properties ---------------------------------------------------------------------------------
+    @property
+    def dtype(self):
+        return self.storage.dtype
+
+    @property
+    def buffer(self):
+        return self.storage.region
+
+    @property
+    def kind(self):
+        return self.storage.kind
+
+    @property
+    def is_on_chip(self) -> bool:
+        return self.storage.kind.is_on_chip
+
+    @property
+    def name(self) -> str:
+        return self.storage.name
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.storage.dtype.itemsize
+
+    @property
+    def partitions(self) -> int:
+        """Partition count of an on-chip view (dim 0); 1 for HBM."""
+        return self.shape[0] if self.is_on_chip else 1
+
+    @property
+    def free_size(self) -> int:
+        """Elements per partition (product of the free dims); all elements for HBM."""
+        return math.prod(self.shape[1:]) if self.is_on_chip else self.size
+
+    @property
+    def strides(self) -> tuple[int, ...]:
+        """Element strides of the view into its storage (row-major over the storage's logical shape)."""
+        ss = row_major_strides(self.coords)
+        return tuple(sum(self.amap[d][a] * ss[d] for d in range(len(ss))) for a in range(self.ndim))
+
+    @property
+    def offset(self) -> int:
+        ss = row_major_strides(self.coords)
+        return sum(c * s for c, s in zip(self.consts, ss))
+
+    @property
+    def is_indirect(self) -> bool:
+        return bool(self.dynamic)
+
+    @property
+    def is_root(self) -> bool:
+        return (self.shape == self.storage.shape and self.coords == self.storage.shape
+                and not any(self.consts) and not self.dynamic and self.amap == TensorView.root(self.storage).amap)
+
+    def same_view(self, other: "TensorView") -> bool:
+        return (other.storage is self.storage and other.shape == self.shape and other.amap == self.amap
+                and other.consts == self.consts and other.dynamic == self.dynamic and other.coords == self.coords)
+
+    # -- subscripts ---------------------------------------------------------------------------------------
+    def subscript(self, key) -> "TensorView":
+        """`t[key]` for both generations: ints, slices (`nl.ds`), `...`, legacy index expressions, an
+        on-chip integer tile (indirect, first axis only) or a predicate (operand mask)."""
+        if isinstance(key, Predicate):
+            return self._derive(self.shape, self.amap, self.consts, self.dynamic, key.array)
+        if not isinstance(key, tuple):
+            key = (key,)
+        if any(k is Ellipsis for k in key):
+            i = next(j for j, k in enumerate(key) if k is Ellipsis)
+            fill = self.ndim - (len(key) - 1)
+            key = key[:i] + (slice(None),) * max(fill, 0) + key[i + 1:]
+        if len(key) > self.ndim:
+            raise ShapeError(f"too many indices for tensor {self.name!r}", expected=f"<= {self.ndim}",
+                             got=len(key))
+        if self.dynamic:
+            raise UnsupportedError("a view with run-time (indirect) indices cannot be indexed again")
+        for k in key:
+            if isinstance(k, NonAffineIndex):
+                raise KernelError("index expressions must be affine (sums of arange indices, loop variables "
+                                  "and integer multiples); % and // are not", got=k.shape)
+        if any(isinstance(k, (Index, TensorView)) for k in key):
+            return self._advanced(key)
+        return self._basic(key)
+
+    def _is_partition_axis(self, a: int) -> bool:
+        return self.is_on_chip and a == 0
+
+    def _basic(self, key) -> "TensorView":
+        nd = len(self.amap)
+        consts = list(self.consts)
+        cols, shape = [], []
+        for a in range(self.ndim):
+            k = key[a] if a < len(key) else slice(None)
+            n = self.shape[a]
+            col = [self.amap[d][a] for d in range(nd)]
+            if _is_int(k) or (hasattr(k, "__index__") and not isinstance(k, (slice, TensorView))):
+                k = int(k)
+                if k < 0:
+                    k += n
+                for d in range(nd):
+                    consts[d] += col[d] * k
+                if self._is_partition_axis(a):
+                    shape.append(1)
+                    cols.append(col)
+                continue
+            if not isinstance(k, slice):
+                raise ShapeError(f"unsupported index {k!r} for tensor {self.name!r}",
+                                 expected="int, slice, nl.ds(...), ... or an index expression",
+                                 got=type(k).__name__)
+            start, length, step = slice_params(k, n)
+            for d in range(nd):
+                consts[d] += col[d] * start
+            shape.append(length)
+            cols.append([c * step for c in col])
+        if self.is_on_chip and len(shape) < 2:
+            shape.append(1)
+            cols.append([0] * nd)
+        elif not shape:
+            shape.append(1)
+            cols.append([0] * nd)
+        amap = tuple(tuple(cols[a][d] for a in range(len(cols))) for d in range(nd))
+        return self._derive(shape, amap, tuple(consts))
+
+    def _advanced(self, key) -> "TensorView":
+        nd = len(self.amap)
+        for a, k in enumerate(key):
+            if isinstance(k, slice):
+                raise KernelError("basic (slice) and advanced (arange) indices cannot be mixed in one "
+                                  "subscript", got=key,
+                                  code="err_unsupported_mixing_basic_advanced_tensor_indexing",
+                                  hint="index every dimension with nl.arange / nl.mgrid expressions")
+            if isinstance(k, Index) and k.ndim == 1 and self.ndim > 1:
+                raise KernelError("a 1-D nl.arange cannot index a tensor; lift it, e.g. nl.arange(n)[:, None]",
+                                  code="err_1d_arange_not_supported")
+            if isinstance(k, TensorView):
+                if a != 0:
+                    raise KernelError("indirect (run-time) indices are only allowed on the first dimension",
+                                      code="err_indirect_indices_free_dim")
+                if not k.is_on_chip or not k.dtype.is_int:
+                    raise KernelError("indirect indices must be an integer tile in SBUF",
+                                      got=f"{k.dtype} in {k.buffer.name}")
+        shapes = [k.shape for k in key if isinstance(k, (Index, TensorView))]
+        try:
+            grid = tuple(np.broadcast_shapes(*shapes))
+        except ValueError:
+            raise ShapeError("index expressions of a subscript have incompatible shapes", got=shapes) from None
+        r = len(grid)
+        trailing = list(range(len(key), self.ndim))
+        consts = list(self.consts)
+        cols = [[0] * nd for _ in range(r)] + [[self.amap[d][a] for d in range(nd)] for a in trailing]
+        shape = list(grid) + [self.shape[a] for a in trailing]
+        dynamic = []
+        for a, k in enumerate(key):
+            col = [self.amap[d][a] for d in range(nd)]
+            if _is_int(k):
+                k = int(k)
+                for d in range(nd):
+                    consts[d] += col[d] * k
+            elif isinstance(k, Index):
+                coeffs = (0,) * (r - k.ndim) + k.coeffs
+                for d in range(nd):
+                    consts[d] += col[d] * k.const
+                    for ax in range(r):
+                        cols[ax][d] += col[d] * coeffs[ax]
+            elif isinstance(k, TensorView):
+                dynamic.append(DynamicTerm(k, r - k.ndim, tuple(col)))
+            else:
+                raise ShapeError(f"unsupported index {k!r} for tensor {self.name!r}", got=type(k).__name__)
+        amap = tuple(tuple(cols[ax][d] for ax in range(len(cols))) for d in range(nd))
+        return self._derive(shape, amap, tuple(consts), tuple(dynamic))
+
+    # -- bounds -------------------------------------------------------------------------------------------
+    def _dim_range(self, d: int) -> tuple[int, int]:
+        lo = hi = self.consts[d]
+        for a, n in enumerate(self.shape):
+            step = self.amap[d][a] * (n - 1)
+            lo += min(0, step)
+            hi += max(0, step)
+        return lo, hi
+
+    def _dim_values(self, d: int) -> np.ndarray:
+        out = np.full(self.shape, self.consts[d], dtype=np.int64)
+        for a, n in enumerate(self.shape):
+            c = self.amap[d][a]
+            if c:
+                sh = [1] * self.ndim
+                sh[a] = n
+                out = out + (np.arange(n, dtype=np.int64) * c).reshape(sh)
+        return out
+
+    def check_bounds(self, mask: np.ndarray | None = None, dynamic_values=None) -> None:
+        """Raise OutOfBoundsError (err_tensor_access_out_of_bound) if an active element is outside the
+        tensor. `dynamic_values` are the run-time index values, one array per DynamicTerm."""
+        if self.size == 0:
+            return
+        for d, dim_size in enumerate(self.coords):
+            if self.dynamic:
+                vals = self._dim_values(d)
+                for term, v in zip(self.dynamic, dynamic_values or ()):
+                    if term.coeffs[d]:
+                        vals = vals + term.coeffs[d] * v
+                if mask is not None:
+                    vals = vals[np.broadcast_to(mask, self.shape)]
+                if vals.size == 0:
+                    continue
+                lo, hi = int(vals.min()), int(vals.max())
+            else:
+                lo, hi = self._dim_range(d)
+                if (lo < 0 or hi >= dim_size) and mask is not None:
+                    vals = self._dim_values(d)[np.broadcast_to(mask, self.shape)]
+                    if vals.size == 0:
+                        continue
+                    lo, hi = int(vals.min()), int(vals.max())
+            if lo < 0 or hi >= dim_size:
+                raise OutOfBoundsError(
+                    f"Out-of-bound access for tensor `{self.name}` on dimension {d}: index range "
+                    f"[{lo}, {hi}] exceed dimension size of {dim_size}",
+                    expected=f"indices in [0, {dim_size - 1}]", got=f"[{lo}, {hi}]",
+                    code="err_tensor_access_out_of_bound",
+                    hint="restrict the access with mask= (legacy) or clamp the slice with min() (new)")
+
+    def in_bounds(self) -> bool:
+        if self.dynamic:
+            return False
+        for d, dim_size in enumerate(self.coords):
+            lo, hi = self._dim_range(d)
+            if lo < 0 or hi >= dim_size:
+                return False
+        return True
+
+    # -- element addressing -------------------------------------------------------------------------------
+    def np_view(self) -> np.ndarray:
+        """The NumPy view of an in-bounds, direct view (shares memory with the storage)."""
+        if self._np is None:
+            arr = self.storage.array
+            it = arr.itemsize
+            self._np = np.ndarray(self.shape, arr.dtype, buffer=arr, offset=self.offset * it,
+                                  strides=tuple(s * it for s in self.strides))
+        return self._np
+
+    def flat_offsets(self, dynamic_values=None) -> np.ndarray:
+        """Flat storage offsets of every element (for gathers/scatters and indirect views)."""
+        ss = row_major_strides(self.coords)
+        out = np.full(self.shape, self.offset, dtype=np.int64)
+        for a, (n, s) in enumerate(zip(self.shape, self.strides)):
+            if s:
+                sh = [1] * self.ndim
+                sh[a] = n
+                out = out + (np.arange(n, dtype=np.int64) * s).reshape(sh)
+        for term, v in zip(self.dynamic, dynamic_values or ()):
+            step = sum(c * s for c, s in zip(term.coeffs, ss))
+            out = out + step * v
+        return out
+
+    def partition_range(self) -> tuple[int, int]:
+        """First partition and partition count touched (on chip), from the affine part of the view."""
+        if not self.is_on_chip:
+            return 0, 1
+        if self.dynamic and any(t.coeffs[0] for t in self.dynamic):
+            return 0, self.coords[0]
+        lo, hi = self._dim_range(0)
+        return lo, hi - lo + 1
+
+    def free_byte_range(self) -> tuple[int, int]:
+        """[start, end) byte offsets touched within each partition (on chip) or within the tensor (HBM)."""
+        shape = self.coords
+        if self.is_on_chip:
+            dims = range(1, len(shape))
+            fs = row_major_strides(shape[1:])
+            strides = {d: fs[d - 1] for d in dims}
+        else:
+            dims = range(len(shape))
+            strides = dict(enumerate(row_major_strides(shape)))
+        lo = hi = 0
+        for d in dims:
+            if self.dynamic and any(t.coeffs[d] for t in self.dynamic):
+                lo += 0
+                hi += (shape[d] - 1) * strides[d]
+                continue
+            dlo, dhi = self._dim_range(d)
+            lo += max(dlo, 0) * strides[d]
+            hi += min(dhi, shape[d] - 1) * strides[d]
+        it = self.itemsize
+        return lo * it, (hi + 1) * it
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name}, shape={self.shape}, dtype={self.dtype}, {self.buffer!r})"
+
+
+def slice_params(k: slice, n: int) -> tuple[int, int, int]:
+    """(start, length, step) of a slice over an axis of size n. Negative start/stop count from the end;
+    bounds are not clamped (a slice past the end is an out-of-bounds access, reported when used)."""
+    step = 1 if k.step is None else int(k.step)
+    if step < 1:
+        raise ShapeError("slice steps must be positive", got=step)
+    start = 0 if k.start is None else int(k.start)
+    stop = n if k.stop is None else int(k.stop)
+    if start < 0:
+        start += n
+    if stop < 0:
+        stop += n
+    length = max(0, -(-(stop - start) // step))
+    return start, length, step

@@ -1,0 +1,39 @@
+"""Simulator layer: the options that change how a kernel runs, as one frozen record.
+
+Environment variables only supply defaults (read when a `SimOptions` is created, never at import).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+
+def _env_flag(name: str, default: bool) -> bool:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        return default
+    return value.strip().lower() not in ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimOptions:
+    """How the simulator runs a kernel.
+
+    Fields:
+        target: NeuronCore target name (`trn1`/`trn2`/`trn3` or NKI's aliases); None means
+            `$NEURON_PLATFORM_TARGET_OVERRIDE`, else trn3.
+        precise_fp: store bf16/fp16/fp8 tensors in their real formats so every write rounds as hardware
+            does (default; `NKI_PRECISE_FP=0` stores them as fp32, to tell algorithm bugs from rounding).
+        shape_only: check and account every instruction without computing (no data is allocated); used for
+            cost estimates and framework shape inference.
+        hardware_strict: raise for operations that NKI's simulator accepts but hardware rejects (default
+            from `OPENNKI_HARDWARE_STRICT`).
+        seed: seed of the random generator behind `rand`, `dropout` and `rng` (`random_seed` reseeds it).
+    """
+
+    target: str | None = None
+    precise_fp: bool = field(default_factory=lambda: _env_flag("NKI_PRECISE_FP", True))
+    shape_only: bool = False
+    hardware_strict: bool = field(default_factory=lambda: _env_flag("OPENNKI_HARDWARE_STRICT", False))
+    seed: int = 0

@@ -1,0 +1,227 @@
+"""Simulator layer: one SPMD program while it runs, and the issue path every instruction takes.
+
+Imports machine, instructions, events and errors. The program running on this thread is found through a
+context variable (`current()`), which is how `nl` / `nisa` calls reach the machine without globals; two
+simulators, or nested launches, never see each other's state.
+
+Issue path: capture the user's kernel line, `check` the instruction (shapes/dtypes/buffers), `run` it on
+the machine (unless shape-only), then emit an `InstructionExecuted` event to the listeners. Errors raised
+on the way get the instruction's API name and the kernel line attached.
+
+Deferred results (legacy functional style): `nl.exp(x)` allocates a result tile and *defers* its
+instruction. If the next thing the kernel does is assign that tile into a destination
+(`buf[...] = nl.exp(x)`, `acc += nl.matmul(...)`), the instruction is retargeted to write there directly,
+as NKI's compiler does, instead of costing an extra copy. Any other issue first flushes the deferred
+instruction, so program order is kept exactly.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import dataclasses
+import itertools
+
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, user_location
+from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
+                            TensorAllocated, TensorFreed)
+from opennki.machine.machine import Machine
+from opennki.machine.memory import Memory, MemoryRegion
+from opennki.machine.tensor import TensorView
+
+_current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
+
+
+def current(api: str | None = None) -> "Program":
+    """The program running now; NKI APIs called outside a kernel raise `err_nki_api_outside_of_nki_kernel`."""
+    program = _current.get()
+    if program is None:
+        raise KernelError(f"{api or 'NKI APIs'} can only be called inside a running NKI kernel",
+                          code="err_nki_api_outside_of_nki_kernel",
+                          hint="call the kernel (decorated with nki.jit) or run it with simulate_kernel")
+    return program
+
+
+def active() -> "Program | None":
+    return _current.get()
+
+
+@dataclasses.dataclass
+class Deferred:
+    instr: object
+    result: TensorView
+    location: SourceLocation | None
+    api: str | None
+
+
+class LaunchState:
+    """What all programs of one launch share: HBM, the shared-HBM tensors the kernel creates, counters."""
+
+    def __init__(self, sim, hbm_allocator, tensor_type, grid, kernel_name):
+        self.sim = sim
+        self.hbm = hbm_allocator
+        self.tensor_type = tensor_type
+        self.grid = grid
+        self.kernel_name = kernel_name
+        self.shared: list = []
+        self.seq = itertools.count()
+        self.loop_ids = itertools.count()
+
+
+class Program:
+    """One SPMD program of a launch: its own SBUF/PSUM and engine state, plus the shared HBM."""
+
+    def __init__(self, sim, launch: LaunchState, ids: tuple[int, ...], core: int = 0):
+        self.sim = sim
+        self.hw = sim.hw
+        self.options = sim.options
+        self.launch = launch
+        self.ids = ids
+        self.core = core
+        listening = bool(sim.listeners)
+        self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
+                             self if listening else None)
+        self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed)
+        self.pending: Deferred | None = None
+        self.shared_count = 0
+        self.loops: list = []   # (loop_id, kind, iteration) of the loops currently running, outermost first
+        self._token = None
+
+    # -- context ----------------------------------------------------------------------------------------
+    def __enter__(self):
+        self._token = _current.set(self)
+        return self
+
+    def __exit__(self, *exc):
+        try:
+            if exc[0] is None:
+                self.flush()
+        finally:
+            self.pending = None
+            _current.reset(self._token)
+        return False
+
+    @property
+    def grid(self) -> tuple[int, ...]:
+        return self.launch.grid
+
+    # -- tensors ----------------------------------------------------------------------------------------
+    def new_tensor(self, region: MemoryRegion, shape, dtype, name: str | None = None, *, fill=None,
+                   location: SourceLocation | None = None, address=None) -> TensorView:
+        """Allocate a tensor (poisoned unless `fill`) and return its root view."""
+        location = location or user_location()
+        shape = tuple(int(s) for s in shape)
+        if region is MemoryRegion.shared_hbm and self.launch.grid:
+            k = self.shared_count
+            self.shared_count += 1
+            if k < len(self.launch.shared):
+                storage = self.launch.shared[k]
+                if storage.shape != shape or storage.dtype is not dtype:
+                    raise KernelError("SPMD programs must create the same shared_hbm tensors",
+                                      expected=(storage.shape, storage.dtype), got=(shape, dtype))
+                return self.launch.tensor_type.root(storage)
+        name = name or f"{region.name}_{shape}"
+        storage = self.memory.new_storage(region, dtype, shape, name, location, fill=fill, address=address)
+        if region is MemoryRegion.shared_hbm and self.launch.grid:
+            self.launch.shared.append(storage)
+        return self.launch.tensor_type.root(storage)
+
+    # allocation events (Memory calls these when listeners are attached)
+    def allocated(self, storage, nbytes: int) -> None:
+        self.sim.emit(TensorAllocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
+                                      storage.dtype.name, storage.partitions, storage.placement.address,
+                                      nbytes, storage.location))
+
+    def freed(self, storage_id: int, kind: MemoryKind) -> None:
+        self.sim.emit(TensorFreed(storage_id, kind))
+
+    # -- issuing ----------------------------------------------------------------------------------------
+    def issue(self, instr, api: str | None = None) -> None:
+        """Check, run and report one instruction now."""
+        self.flush()
+        self.execute(instr, user_location(), api)
+
+    def defer(self, instr, result: TensorView, api: str | None = None) -> TensorView:
+        """Check an instruction now and keep it pending until its result is consumed (module docstring)."""
+        self.flush()
+        location = user_location()
+        self._check(instr, location, api)
+        self.pending = Deferred(instr, result, location, api)
+        return result
+
+    def take_pending(self, result) -> Deferred | None:
+        """Claim the pending instruction if `result` is its result tile (for retargeting)."""
+        p = self.pending
+        if p is not None and isinstance(result, TensorView) and p.result.same_view(result):
+            self.pending = None
+            return p
+        return None
+
+    def retarget(self, deferred: Deferred, **changes) -> None:
+        """Issue a claimed deferred instruction with some fields replaced (usually `dst`)."""
+        instr = dataclasses.replace(deferred.instr, **changes)
+        self.execute(instr, deferred.location, deferred.api)
+
+    def flush(self) -> None:
+        p = self.pending
+        if p is not None:
+            self.pending = None
+            self._run_and_emit(p.instr, p.location, p.api)
+
+    def execute(self, instr, location: SourceLocation | None, api: str | None) -> None:
+        self._check(instr, location, api)
+        self._run_and_emit(instr, location, api)
+
+    def _check(self, instr, location, api) -> None:
+        try:
+            instr.check(self)
+        except OpenNKIError as e:
+            raise _located(e, instr, location, api)
+
+    def _run_and_emit(self, instr, location, api) -> None:
+        machine = self.machine
+        if not self.options.shape_only:
+            try:
+                instr.run(machine)
+            except OpenNKIError as e:
+                raise _located(e, instr, location, api)
+            if instr.executor is not Engine.TENSOR:
+                for _, view, _access in instr.operands():
+                    if view.kind is MemoryKind.PSUM and view.storage.matmul_written is not None:
+                        Machine.clear_matmul_flags(view)
+        if self.sim.listeners:
+            self.sim.emit(self._event(instr, location))
+        machine.offsets.clear()
+
+    def _event(self, instr, location) -> InstructionExecuted:
+        operands = tuple(operand_record(role, view, access, self.machine.offsets.get(id(view)))
+                         for role, view, access in instr.operands())
+        mask = None
+        if instr.mask is not None and instr.output is not None:
+            mask = Machine.effective_mask(instr.output, instr.mask)
+        return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
+                                   operands, instr.params(), mask, location, instr.name)
+
+
+def _located(e: OpenNKIError, instr, location, api) -> OpenNKIError:
+    if e.instruction is None:
+        e.instruction = api or f"nisa.{instr.opcode}"
+    if location is not None:
+        e.location = location
+    return e
+
+
+def region_of(view: TensorView) -> Region:
+    st = view.storage
+    b0, b1 = view.free_byte_range()
+    if view.is_on_chip:
+        p0, pc = view.partition_range()
+        return Region(st.kind, st.id, st.placement.partition + max(p0, 0), pc,
+                      st.placement.address + b0, st.placement.address + b1)
+    return Region(st.kind, st.id, 0, 1, st.placement.address + b0, st.placement.address + b1)
+
+
+def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None) -> Operand:
+    direct = not view.dynamic
+    return Operand(role, access, region_of(view), view.shape, view.dtype.name, view.itemsize, view.partitions,
+                   view.free_size, view.strides if direct else None, view.offset if direct else None,
+                   view.name, view.storage.shape, offsets)

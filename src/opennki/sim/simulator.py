@@ -1,0 +1,177 @@
+"""Simulator layer: launching a kernel over its SPMD grid on the simulated machine.
+
+`Simulator.launch(fn, args, kwargs, grid=...)` copies array arguments into HBM tensors (named after the
+kernel's parameters; the caller's arrays are never touched unless the kernel writes them, in which case the
+new contents are copied back), runs the kernel body as ordinary Python once per program of the grid (each
+with its own SBUF, PSUM and engine state; `nl.shared_hbm` tensors are shared), and returns what the kernel
+returns with its tensors converted to NumPy arrays. Listeners attached to the simulator receive every event.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+import math
+
+import numpy as np
+
+from opennki.errors import KernelError
+from opennki.events import LaunchFinished, LaunchStarted, MemoryKind, ProgramFinished, ProgramStarted
+from opennki.hw import get_target
+from opennki.machine.dtypes import convert, dtype_of, to_public
+from opennki.machine.memory import Allocator, MemoryRegion, Placement, Storage
+from opennki.machine.tensor import TensorView
+from opennki.sim.options import SimOptions
+from opennki.sim.program import LaunchState, Program
+
+HBM_ALIGN_BYTES = 64
+
+
+class ShapeSpec:
+    """A shape-and-dtype stand-in for an array argument (`nt.tensor[[M, K], nl.bfloat16]`): enough to run a
+    kernel shape-only, e.g. for a cost estimate."""
+
+    def __init__(self, shape, dtype):
+        self.shape = tuple(int(s) for s in shape)
+        self.dtype = dtype_of(dtype)
+
+    def __repr__(self):
+        return f"ShapeSpec({list(self.shape)}, {self.dtype})"
+
+
+def is_array_arg(x) -> bool:
+    return isinstance(x, (np.ndarray, ShapeSpec)) or (hasattr(x, "__array__") and hasattr(x, "shape")
+                                                      and hasattr(x, "dtype") and not isinstance(x, TensorView))
+
+
+class Simulator:
+    """Runs kernels. See the module docstring.
+
+    Args:
+        target: NeuronCore target (overrides `options.target`).
+        options: SimOptions (defaults read from the environment).
+        listeners: objects with `on_event(event)`; they observe and never change results.
+    """
+
+    def __init__(self, target=None, *, options: SimOptions | None = None, listeners=()):
+        self.options = options or SimOptions()
+        self.hw = get_target(target if target is not None else self.options.target)
+        self.listeners = list(listeners)
+
+    def emit(self, event) -> None:
+        for listener in self.listeners:
+            listener.on_event(event)
+
+    def launch(self, fn, args=(), kwargs=None, *, grid=(), tensor_type=TensorView, kernel_name=None,
+               cores_of=None, before_program=None, after_program=None):
+        """Run `fn` over `grid` and return its outputs (see the module docstring).
+
+        Args:
+            grid: SPMD grid sizes, () for a single program.
+            tensor_type: the tensor class kernels see (the language layer's NkiTensor).
+            cores_of: optional function mapping program ids to a physical core index.
+            before_program / after_program: callbacks `(ids) -> None` and `(ids) -> bool | None`; when
+                after_program returns False the remaining programs are skipped.
+        """
+        kwargs = dict(kwargs or {})
+        grid = tuple(int(g) for g in grid)
+        name = kernel_name or getattr(fn, "__name__", "kernel")
+        hbm = Allocator(MemoryKind.HBM, self.hw.memory.hbm_bytes, HBM_ALIGN_BYTES, self.hw.name)
+        launch = LaunchState(self, hbm, tensor_type, grid, name)
+        bound_args, bound_kwargs, arg_storages = self._bind(fn, args, kwargs, launch)
+        cores = len({cores_of(ids) for ids in _grid_points(grid)}) if cores_of else 1
+        self.emit(LaunchStarted(name, grid, self.hw.name, cores, self.options.shape_only))
+        result, ran = None, 0
+        for ids in _grid_points(grid):
+            core = cores_of(ids) if cores_of else 0
+            if before_program is not None:
+                before_program(ids)
+            self.emit(ProgramStarted(ids, core, grid))
+            with Program(self, launch, ids, core):
+                result = fn(*bound_args, **bound_kwargs)
+            ran += 1
+            self.emit(ProgramFinished(ids, core))
+            if after_program is not None and after_program(ids) is False:
+                break
+        self.emit(LaunchFinished(name, ran))
+        self._write_back(arg_storages)
+        return self._outputs(result)
+
+    # -- arguments ------------------------------------------------------------------------------------------
+    def _bind(self, fn, args, kwargs, launch):
+        """Wrap array arguments (also inside tuples/lists) as HBM tensors named after the parameters."""
+        storages = []
+
+        def wrap(value, name):
+            if is_array_arg(value):
+                view = self._arg_tensor(value, name, launch)
+                storages.append((view.storage, value))
+                return view
+            if isinstance(value, (tuple, list)):
+                return type(value)(wrap(v, f"{name}[{i}]") for i, v in enumerate(value))
+            return value
+
+        try:
+            bound = inspect.signature(fn).bind(*args, **kwargs)
+        except TypeError as e:
+            raise KernelError(f"kernel {launch.kernel_name} called with mismatching arguments: {e}") from None
+        except ValueError:   # no introspectable signature: positional names arg0, arg1, ...
+            return (tuple(wrap(a, f"arg{i}") for i, a in enumerate(args)),
+                    {k: wrap(v, k) for k, v in kwargs.items()}, storages)
+        for pname, value in list(bound.arguments.items()):
+            bound.arguments[pname] = wrap(value, pname)
+        return bound.args, bound.kwargs, storages
+
+    def _arg_tensor(self, value, name, launch) -> TensorView:
+        dtype = dtype_of(value.dtype)
+        shape = tuple(int(s) for s in value.shape) or (1,)
+        nbytes = math.prod(shape) * dtype.itemsize
+        address = launch.hbm.allocate(nbytes, name)
+        array = None
+        if not self.options.shape_only:
+            if isinstance(value, ShapeSpec):
+                raise KernelError(f"argument {name!r} is a shape placeholder; it can only be used shape-only "
+                                  "(benchmark/profile)")
+            src = np.asarray(value)
+            array = np.ascontiguousarray(convert(src.reshape(shape), dtype, self.options.precise_fp)).reshape(-1)
+            if array is src or np.shares_memory(array, src):
+                array = array.copy()
+        storage = Storage(MemoryRegion.shared_hbm, dtype, shape, array, Placement(0, address), name, None)
+        storage.is_kernel_arg = True
+        return launch.tensor_type.root(storage)
+
+    def _write_back(self, arg_storages) -> None:
+        if self.options.shape_only:
+            return
+        for storage, caller in arg_storages:
+            if storage.written and isinstance(caller, np.ndarray) and caller.flags.writeable:
+                caller[...] = to_public(storage.array, storage.dtype).reshape(caller.shape)
+
+    def _outputs(self, result):
+        if isinstance(result, TensorView):
+            return self._to_numpy(result)
+        if isinstance(result, tuple):
+            return tuple(self._outputs(r) for r in result)
+        if isinstance(result, list):
+            return [self._outputs(r) for r in result]
+        if isinstance(result, dict):
+            return {k: self._outputs(v) for k, v in result.items()}
+        return result
+
+    def _to_numpy(self, view: TensorView):
+        if self.options.shape_only:
+            return ShapeSpec(view.shape, view.dtype)
+        if view.is_root:
+            data = view.storage.array.reshape(view.shape)
+        else:
+            data = np.array(view.np_view()) if view.in_bounds() and not view.dynamic else None
+            if data is None:
+                raise KernelError("a kernel can only return whole tensors or in-bounds views of them")
+        return np.array(to_public(data, view.dtype))
+
+
+def _grid_points(grid):
+    if not grid:
+        yield ()
+        return
+    yield from itertools.product(*(range(g) for g in grid))
