@@ -1,0 +1,34 @@
+"""Listeners layer: observers of the simulator's event stream. Imports events (and hw) only.
+
+A listener is any object with `on_event(event)`; it keeps what it needs and offers a `report()`. Listeners
+never change results: they receive frozen events that hold no live state.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from opennki.events import Event
+
+
+class Listener(Protocol):
+    def on_event(self, event: Event) -> None: ...
+
+
+class Recorder:
+    """Keeps every event, in order (useful in tests and for ad-hoc analysis)."""
+
+    def __init__(self):
+        self.events: list[Event] = []
+
+    def on_event(self, event: Event) -> None:
+        self.events.append(event)
+
+    def of_type(self, cls) -> list:
+        return [e for e in self.events if isinstance(e, cls)]
+
+    def report(self) -> list[Event]:
+        return list(self.events)
+
+
+__all__ = ["Listener", "Recorder"]
