@@ -174,6 +174,7 @@ class Program:
     def _check(self, instr, location, api) -> None:
         try:
             instr.check(self)
+            check_static_bounds(instr)
         except OpenNKIError as e:
             raise _located(e, instr, location, api)
 
@@ -200,6 +201,17 @@ class Program:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
                                    operands, instr.params(), mask, location, instr.name)
+
+
+def check_static_bounds(instr) -> None:
+    """Out-of-bounds accesses with compile-time indices are reported when the instruction is issued (as NKI's
+    compiler does), honouring the mask: an operand shaped like the output shares the instruction's mask."""
+    output = instr.output
+    for _, view, _ in instr.operands():
+        if view.dynamic or view.in_bounds():
+            continue
+        mask = instr.mask if (output is not None and view.shape == output.shape) else None
+        view.check_bounds(Machine.effective_mask(view, mask))
 
 
 def _located(e: OpenNKIError, instr, location, api) -> OpenNKIError:

@@ -1,0 +1,43 @@
+"""Foundation kernels of the new generation (`dst=` style) against NumPy on random data."""
+
+import numpy as np
+import pytest
+
+import opennki as nki
+from tests.conftest import bf16
+from tests.kernels import new_kernels as K
+
+
+@pytest.mark.parametrize("n", [128, 300])
+def test_add(rng, n):
+    a, b = rng.standard_normal((2, n, 256), dtype=np.float32)
+    np.testing.assert_array_equal(K.add(a, b), a + b)
+    np.testing.assert_array_equal(nki.simulate(K.add)(a, b), a + b)
+
+
+def test_add_bf16(rng):
+    a, b = bf16(rng.standard_normal((2, 128, 64)))
+    out = K.add(a, b)
+    np.testing.assert_array_equal(out.astype(np.float32),
+                                  (a.astype(np.float32) + b.astype(np.float32)).astype(a.dtype).astype(np.float32))
+
+
+@pytest.mark.parametrize("shape", [(128, 128, 512), (384, 256, 1024)])
+def test_matmul_tiled(rng, shape):
+    K_, M, N = shape
+    lhsT = rng.standard_normal((K_, M), dtype=np.float32)
+    rhs = rng.standard_normal((K_, N), dtype=np.float32)
+    np.testing.assert_allclose(K.matmul_tiled(lhsT, rhs), lhsT.T @ rhs, rtol=1e-4, atol=2e-4)
+
+
+def test_matmul_tiled_bf16(rng):
+    lhsT, rhs = bf16(rng.standard_normal((256, 128))), bf16(rng.standard_normal((256, 512)))
+    ref = (lhsT.astype(np.float32).T @ rhs.astype(np.float32))
+    np.testing.assert_allclose(K.matmul_tiled(lhsT, rhs).astype(np.float32), ref, rtol=1e-2, atol=1e-1)
+
+
+@pytest.mark.parametrize("n", [128, 200])
+def test_softmax_explicit_instructions(rng, n):
+    x = rng.standard_normal((n, 80), dtype=np.float32) * 2
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(K.softmax(x), e / e.sum(axis=1, keepdims=True), rtol=1e-5, atol=1e-6)
