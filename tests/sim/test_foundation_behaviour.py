@@ -1,0 +1,186 @@
+"""Behaviour the foundation promises: poison, capacity errors, partition limits, bounds, events, listeners
+that never change results, and errors whose last traceback frame is the user's kernel line."""
+
+import traceback
+
+import numpy as np
+import pytest
+
+import opennki.legacy as nki
+import opennki.legacy.language as nl
+from opennki.errors import AllocationError, OutOfBoundsError, ShapeError
+from opennki.events import InstructionExecuted
+from opennki.kernel import run_kernel
+from opennki.listeners import Recorder
+from opennki.listeners.tracer import Tracer
+from tests.kernels import legacy_kernels as K
+
+
+def _last_frame(exc_info):
+    return traceback.extract_tb(exc_info.value.__traceback__)[-1]
+
+
+@nki.jit
+def reads_unwritten(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+    nl.store(out, value=nl.add(tile, nl.load(a)))
+    return out
+
+
+def test_reading_never_written_memory_gives_nan(rng):
+    a = rng.standard_normal((128, 64), dtype=np.float32)
+    assert np.isnan(reads_unwritten(a)).all()
+
+
+@nki.jit
+def reads_unwritten_int(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    tile = nl.ndarray((128, 64), dtype=nl.int32, buffer=nl.sbuf)
+    nl.store(out, value=nl.copy(tile))
+    return out
+
+
+def test_reading_never_written_int_memory_gives_sentinel(rng):
+    a = rng.integers(-5, 5, (128, 64)).astype(np.int32)
+    assert (reads_unwritten_int(a) == 4).all()
+
+
+@nki.jit
+def overflows_sbuf(a):
+    tiles = []
+    for i in range(200):
+        tiles.append(nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf))   # 2 KiB/partition each
+    return a
+
+
+@pytest.mark.parametrize("target,capacity", [("trn1", 176 * 1024), ("trn2", 208 * 1024)])
+def test_sbuf_overflow_raises_with_numbers_and_line(target, capacity):
+    with pytest.raises(AllocationError) as exc:
+        run_kernel(overflows_sbuf.func, (np.zeros((1, 1), np.float32),), target=target)
+    msg = str(exc.value)
+    assert "SBUF overflow" in msg and "2048 bytes per partition needed" in msg
+    assert str(capacity) in msg and target in msg
+    assert _last_frame(exc).line == "tiles.append(nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf))   # 2 KiB/partition each"
+
+
+@nki.jit
+def frees_as_it_goes(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), dtype=nl.float32)
+    for i in nl.affine_range(200):
+        t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)   # dropped each iteration
+        t[...] = nl.load(a)
+        acc[...] = nl.add(acc, t)
+    nl.store(out, value=acc)
+    return out
+
+
+def test_unreachable_tensors_are_freed(rng):
+    a = rng.standard_normal((128, 512), dtype=np.float32)
+    np.testing.assert_allclose(frees_as_it_goes(a), 200 * a, rtol=1e-5)
+
+
+@nki.jit
+def too_many_partitions(a):
+    t = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.sbuf)
+    return a
+
+
+def test_256_partition_tile_raises_with_kernel_line():
+    with pytest.raises(ShapeError) as exc:
+        too_many_partitions(np.zeros((1, 1), np.float32))
+    assert "err_num_partition_exceed_arch_limit" in str(exc.value)
+    assert "number of partitions 256 exceed architecture limitation of 128" in str(exc.value)
+    assert _last_frame(exc).line == "t = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.sbuf)"
+
+
+@nki.jit
+def loads_past_the_end(a):
+    out = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    tile = nl.load(a[i_p + 100, i_f])
+    nl.store(out, value=tile)
+    return out
+
+
+def test_out_of_bounds_raises_with_index_range_and_line():
+    with pytest.raises(OutOfBoundsError) as exc:
+        loads_past_the_end(np.zeros((200, 64), np.float32))
+    msg = str(exc.value)
+    assert "err_tensor_access_out_of_bound" in msg and "index range [100, 227]" in msg and "200" in msg
+    assert "nl.load" in msg
+    assert _last_frame(exc).line == "tile = nl.load(a[i_p + 100, i_f])"
+
+
+@nki.jit
+def masked_past_the_end(a):
+    out = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.shared_hbm)
+    i_p = nl.arange(128)[:, None]
+    i_f = nl.arange(64)[None, :]
+    tile = nl.load(a[i_p + 100, i_f], mask=(i_p + 100 < 200))
+    nl.store(out[i_p, i_f], value=tile, mask=(i_p + 100 < 200))
+    return out
+
+
+def test_masked_off_elements_are_not_bounds_checked(rng):
+    a = rng.standard_normal((200, 64), dtype=np.float32)
+    out = masked_past_the_end(a)
+    np.testing.assert_array_equal(out[:100], a[100:])
+    assert np.isnan(out[100:]).all()
+
+
+@nki.jit
+def wrong_memory(a):
+    t = nl.exp(a)             # an HBM tensor straight into a compute op
+    return a
+
+
+def test_wrong_buffer_kind_raises():
+    from opennki.errors import MemoryKindError
+    with pytest.raises(MemoryKindError) as exc:
+        wrong_memory(np.zeros((4, 4), np.float32))
+    assert "err_unsupported_memory" in str(exc.value)
+    assert _last_frame(exc).line == "t = nl.exp(a)             # an HBM tensor straight into a compute op"
+
+
+def test_listener_sees_every_instruction_with_its_line(rng):
+    a, b = rng.standard_normal((2, 128, 512), dtype=np.float32)
+    rec = Recorder()
+    run_kernel(K.add_tile.func, (a, b), listeners=[rec])
+    executed = rec.of_type(InstructionExecuted)
+    assert [e.opcode for e in executed] == ["dma_copy", "dma_copy", "tensor_tensor", "dma_copy"]
+    source = open(K.__file__).read().splitlines()
+    lines = [source[e.location.lineno - 1].strip() for e in executed]
+    assert lines == ["a_tile = nl.load(a_input)", "b_tile = nl.load(b_input)",
+                     "nl.store(out, value=nl.add(a_tile, b_tile))", "nl.store(out, value=nl.add(a_tile, b_tile))"]
+    assert [e.seq for e in executed] == list(range(len(executed)))
+
+
+@pytest.mark.parametrize("kernel,make_args", [
+    (K.softmax_rows, lambda r: (r.standard_normal((200, 64), dtype=np.float32),)),
+    (K.matmul_tiled, lambda r: (r.standard_normal((256, 128), dtype=np.float32),
+                                r.standard_normal((256, 512), dtype=np.float32))),
+    (K.layernorm_bn, lambda r: (r.standard_normal((128, 700), dtype=np.float32),
+                                r.standard_normal(700, dtype=np.float32), r.standard_normal(700, dtype=np.float32),
+                                1e-5)),
+])
+def test_results_identical_with_and_without_listeners(rng, kernel, make_args):
+    args = make_args(rng)
+    plain = run_kernel(kernel.func, args)
+    observed = run_kernel(kernel.func, args, listeners=[Recorder(), Tracer()])
+    np.testing.assert_array_equal(plain, observed)
+
+
+def test_tracer_records_loads_and_stores_with_masks(rng):
+    x = rng.standard_normal((200, 64), dtype=np.float32)
+    tracer = Tracer()
+    run_kernel(K.softmax_rows.func, (x,), listeners=[tracer])
+    assert len(tracer.loads) == 2 and len(tracer.stores) == 2
+    first, second = tracer.loads
+    assert first.tensor == "x" and second.tensor == "x"
+    assert first.mask is not None and first.mask.all()
+    np.testing.assert_array_equal(np.sort(second.active_offsets()), np.arange(128 * 64, 200 * 64))
+    assert second.mask.sum() == 72 * 64
+    assert tracer.stores[1].on_chip.kind.name == "SBUF"
