@@ -1,0 +1,106 @@
+"""Legacy index expressions and the view algebra behind every subscript."""
+
+import numpy as np
+import pytest
+
+from opennki.errors import KernelError, OutOfBoundsError
+from opennki.events import MemoryKind
+from opennki.hw import get_target
+from opennki.machine.dtypes import float32
+from opennki.machine.index import Predicate, arange, ds, mask_array, mgrid
+from opennki.machine.memory import Allocator, Memory, MemoryRegion
+from opennki.machine.tensor import TensorView
+
+
+def _view(region, shape):
+    hw = get_target("trn2")
+    mem = Memory(hw, Allocator(MemoryKind.HBM, 1 << 30, 64, hw.name), precise=True, shape_only=False, program=())
+    st = mem.new_storage(region, float32, shape, "t", None)
+    st.array[:] = np.arange(st.array.size, dtype=np.float32)
+    return TensorView.root(st), st.array.reshape(shape)
+
+
+def test_arange_lifting_and_affine_arithmetic():
+    i_p = arange(128)[:, None]
+    i_f = arange(8, 72)[None, :]
+    e = 3 * i_p + 2 * i_f - 5
+    assert e.shape == (128, 64)
+    np.testing.assert_array_equal(e.values(), 3 * np.arange(128)[:, None] + 2 * np.arange(8, 72)[None, :] - 5)
+    assert e.value_range() == (11, 3 * 127 + 2 * 71 - 5)
+
+
+def test_mgrid_matches_numpy_and_exposes_axes():
+    grid = mgrid[0:4, 2:10:2, 0:3]
+    ref = np.mgrid[0:4, 2:10:2, 0:3]
+    for ours, theirs in zip(grid, ref):
+        np.testing.assert_array_equal(ours.values(), theirs)
+    np.testing.assert_array_equal(grid.x.values(), ref[1])
+
+
+def test_comparisons_build_predicates_and_refuse_truth_values():
+    i_p = arange(10)[:, None]
+    pred = (i_p < 7) & (i_p >= 2)
+    np.testing.assert_array_equal(pred.array[:, 0], (np.arange(10) < 7) & (np.arange(10) >= 2))
+    with pytest.raises(KernelError, match="err_ambiguous_tensor_truth_value"):
+        bool(pred)
+    with pytest.raises(KernelError, match="err_control_flow_condition_depending_on_arange"):
+        bool(i_p)
+
+
+def test_non_affine_index_is_not_a_valid_subscript():
+    view, _ = _view(MemoryRegion.shared_hbm, (16, 16))
+    i_p, i_f = arange(16)[:, None], arange(16)[None, :]
+    with pytest.raises(KernelError, match="affine"):
+        view.subscript((i_p % 4, i_f))
+    assert not (i_p % 4 < 2).affine
+
+
+def test_affine_subscript_is_a_strided_view():
+    view, data = _view(MemoryRegion.shared_hbm, (64, 100))
+    i_p = arange(32)[:, None]
+    i_f = arange(20)[None, :]
+    v = view.subscript((2 * i_p + 1, 5 * i_f + 3))
+    np.testing.assert_array_equal(v.np_view(), data[1::2, 3::5][:32, :20])
+    assert v.strides == (200, 5) and v.offset == 103
+
+
+def test_basic_subscript_rules_on_chip_keep_two_dims():
+    view, data = _view(MemoryRegion.sbuf, (128, 4, 8))
+    assert view.subscript(5).shape == (1, 4, 8)                  # int on the partition dim keeps it
+    assert view.subscript((slice(0, 64), 2)).shape == (64, 8)
+    assert view.subscript((slice(0, 64), 2, 3)).shape == (64, 1)  # never below 2-D on chip
+    np.testing.assert_array_equal(view.subscript((ds(10, 20), 1, slice(2, 8, 3))).np_view(), data[10:30, 1, 2:8:3])
+
+
+def test_basic_subscript_rules_in_hbm_drop_dims():
+    view, data = _view(MemoryRegion.shared_hbm, (4, 8, 16))
+    v = view.subscript((2, slice(None), 5))
+    assert v.shape == (8,)
+    np.testing.assert_array_equal(v.np_view(), data[2, :, 5])
+
+
+def test_mixing_slices_and_aranges_is_rejected():
+    view, _ = _view(MemoryRegion.shared_hbm, (16, 16))
+    with pytest.raises(KernelError, match="err_unsupported_mixing_basic_advanced_tensor_indexing"):
+        view.subscript((arange(16)[:, None], slice(None)))
+
+
+def test_one_dimensional_arange_rejected():
+    view, _ = _view(MemoryRegion.shared_hbm, (16, 16))
+    with pytest.raises(KernelError, match="err_1d_arange_not_supported"):
+        view.subscript((arange(16), 0))
+
+
+def test_out_of_bounds_is_lazy_and_mask_aware():
+    view, _ = _view(MemoryRegion.shared_hbm, (100, 8))
+    i_p, i_f = arange(128)[:, None], arange(8)[None, :]
+    v = view.subscript((i_p, i_f))                  # creating the view is fine
+    assert not v.in_bounds()
+    with pytest.raises(OutOfBoundsError, match=r"index range \[0, 127\] exceed dimension size of 100"):
+        v.check_bounds()
+    v.check_bounds(mask_array(i_p < 100, v.shape))  # masked-off rows are not checked
+
+
+def test_mask_array_reduces_over_broadcast_axes():
+    pred = Predicate(np.arange(12).reshape(3, 4) > 5)
+    np.testing.assert_array_equal(mask_array(pred, (3, 1))[:, 0], [False, True, True])
