@@ -34,6 +34,10 @@ REGISTRY: dict[str, type["Instruction"]] = {}
 def instruction(cls):
     """Class decorator: make `cls` a frozen keyword-only dataclass and register it under its opcode."""
     cls = dataclass(frozen=True, kw_only=True, eq=False)(cls)
+    cls._operand_fields = tuple((f.name, f.metadata["access"]) for f in dataclasses.fields(cls)
+                                if "access" in f.metadata)
+    cls._param_fields = tuple(f.name for f in dataclasses.fields(cls)
+                              if "access" not in f.metadata and f.name not in ("mask", "name"))
     if cls.opcode in REGISTRY:
         raise RuntimeError(f"instruction {cls.opcode} defined twice")
     REGISTRY[cls.opcode] = cls
@@ -67,31 +71,32 @@ class Instruction:
     name: object = None
 
     # -- derived views of the fields -------------------------------------------------------------------
-    @classmethod
-    def operand_fields(cls) -> tuple[dataclasses.Field, ...]:
-        return tuple(f for f in dataclasses.fields(cls) if "access" in f.metadata)
+    _operand_fields: ClassVar[tuple] = ()
+    _param_fields: ClassVar[tuple] = ()
 
-    def operands(self):
+    def operands(self) -> tuple:
         """(role, view, access) for every tensor operand present, including run-time index tiles."""
-        for f in self.operand_fields():
-            value = getattr(self, f.name)
+        cached = self.__dict__.get("_operands")
+        if cached is not None:
+            return cached
+        out = []
+        for fname, access in self._operand_fields:
+            value = getattr(self, fname)
             if isinstance(value, TensorView):
-                yield f.name, value, f.metadata["access"]
+                out.append((fname, value, access))
                 for term in value.dynamic:
-                    yield f"index:{f.name}", term.index, AccessKind.READ
+                    out.append((f"index:{fname}", term.index, AccessKind.READ))
             elif isinstance(value, (tuple, list)):
                 for i, v in enumerate(value):
                     if isinstance(v, TensorView):
-                        yield f"{f.name}[{i}]", v, f.metadata["access"]
+                        out.append((f"{fname}[{i}]", v, access))
+        out = tuple(out)
+        object.__setattr__(self, "_operands", out)
+        return out
 
     def params(self) -> dict:
         """The non-tensor fields as plain values (ops by name, enums by name, scalars as numbers)."""
-        out = {}
-        for f in dataclasses.fields(self):
-            if "access" in f.metadata or f.name in ("mask", "name"):
-                continue
-            out[f.name] = plain(getattr(self, f.name))
-        return out
+        return {name: plain(getattr(self, name)) for name in self._param_fields}
 
     @property
     def executor(self) -> Engine:
@@ -136,28 +141,32 @@ def is_tensor(x) -> bool:
 
 
 def check_on_chip(t: TensorView, role: str, kinds=(MemoryKind.SBUF, MemoryKind.PSUM)) -> None:
-    names = "/".join(k.name for k in kinds)
-    expect(t.kind in kinds, f"operand '{role}' must be in {names}", expected=names, got=t.kind.name,
-           code="err_unsupported_memory", error=MemoryKindError)
+    if t.storage.kind not in kinds:
+        names = "/".join(k.name for k in kinds)
+        raise MemoryKindError(f"operand '{role}' must be in {names}", expected=names, got=t.kind.name,
+                              code="err_unsupported_memory")
 
 
 def check_partitions(t: TensorView, role: str, hw) -> None:
-    expect(t.is_on_chip and t.ndim >= 2, f"operand '{role}' must be an on-chip tile of rank >= 2",
-           got=t.shape)
+    if not (t.storage.kind.is_on_chip and len(t.shape) >= 2):
+        raise ShapeError(f"operand '{role}' must be an on-chip tile of rank >= 2", got=t.shape)
     pmax = hw.tiles.pmax
-    expect(t.shape[0] <= pmax, f"{role} partition dimension {t.shape[0]} exceeds maximum {pmax}",
-           expected=f"<= {pmax}", got=t.shape[0], code="err_num_partition_exceed_arch_limit",
-           hint="tile the partition dimension into blocks of 128")
+    if t.shape[0] > pmax:
+        raise ShapeError(f"{role} partition dimension {t.shape[0]} exceeds maximum {pmax}", expected=f"<= {pmax}",
+                         got=t.shape[0], code="err_num_partition_exceed_arch_limit",
+                         hint="tile the partition dimension into blocks of 128")
 
 
 def check_same_partitions(a: TensorView, b: TensorView, ra: str, rb: str) -> None:
-    expect(a.shape[0] == b.shape[0], f"'{ra}' and '{rb}' must have the same number of partitions",
-           expected=a.shape[0], got=b.shape[0], code="err_num_partition_mismatch")
+    if a.shape[0] != b.shape[0]:
+        raise ShapeError(f"'{ra}' and '{rb}' must have the same number of partitions", expected=a.shape[0],
+                         got=b.shape[0], code="err_num_partition_mismatch")
 
 
 def check_same_free(a: TensorView, b: TensorView, ra: str, rb: str) -> None:
-    expect(a.free_size == b.free_size, f"'{ra}' and '{rb}' must have the same number of elements per "
-           "partition", expected=a.free_size, got=b.free_size)
+    if a.free_size != b.free_size:
+        raise ShapeError(f"'{ra}' and '{rb}' must have the same number of elements per partition",
+                         expected=a.free_size, got=b.free_size)
 
 
 def check_column(t, role: str, P: int) -> None:

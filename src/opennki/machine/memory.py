@@ -41,15 +41,14 @@ class MemoryRegion(enum.Enum):
 
     @property
     def kind(self) -> MemoryKind:
-        if self is MemoryRegion.sbuf:
-            return MemoryKind.SBUF
-        if self is MemoryRegion.psum:
-            return MemoryKind.PSUM
-        return MemoryKind.HBM
+        return _REGION_KIND[self]
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
 
+
+_REGION_KIND = {MemoryRegion.sbuf: MemoryKind.SBUF, MemoryRegion.psum: MemoryKind.PSUM,
+                MemoryRegion.private_hbm: MemoryKind.HBM, MemoryRegion.shared_hbm: MemoryKind.HBM}
 
 _ids = itertools.count(1)
 
@@ -79,13 +78,14 @@ class Storage:
         program: the SPMD program that owns it (None for shared HBM).
     """
 
-    __slots__ = ("id", "region", "dtype", "shape", "array", "placement", "name", "location",
+    __slots__ = ("id", "region", "kind", "dtype", "shape", "array", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "base", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
         self.id = next(_ids)
         self.region = region
+        self.kind = region.kind
         self.dtype = dtype
         self.shape = shape
         self.array = array
@@ -97,10 +97,6 @@ class Storage:
         self.program = program
         self.matmul_written = None   # PSUM only: per-element "last written by nc_matmul" flags
         self.base = None             # for reinterpreting views (`t.view(dtype)`): the storage owning the memory
-
-    @property
-    def kind(self) -> MemoryKind:
-        return self.region.kind
 
     @property
     def size(self) -> int:

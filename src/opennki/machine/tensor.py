@@ -36,6 +36,11 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+@functools.lru_cache(maxsize=16)
+def _identity_map(n: int) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(1 if a == d else 0 for a in range(n)) for d in range(n))
+
+
 @dataclass(frozen=True)
 class DynamicTerm:
     """A run-time index: `values(index) * coeffs[d]` is added to storage dim d. The index tile's axes align
@@ -58,7 +63,8 @@ class TensorView:
         mask: boolean array broadcastable to `shape` restricting this operand (legacy matmul operand masks).
     """
 
-    __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np")
+    __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np", "_inb", "_strides",
+                 "_offset")
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
@@ -69,12 +75,14 @@ class TensorView:
         self.mask = mask
         self.coords = storage.shape if coords is None else coords
         self._np = None
+        self._inb = None
+        self._strides = None
+        self._offset = None
 
     @classmethod
     def root(cls, storage: Storage):
         n = len(storage.shape)
-        amap = tuple(tuple(1 if a == d else 0 for a in range(n)) for d in range(n))
-        return cls(storage, storage.shape, amap, (0,) * n)
+        return cls(storage, storage.shape, _identity_map(n), (0,) * n)
 
     def _derive(self, shape, amap, consts, dynamic=(), mask=None, coords=None):
         view = object.__new__(type(self))
@@ -128,13 +136,17 @@ class TensorView:
     @property
     def strides(self) -> tuple[int, ...]:
         """Element strides of the view into its storage (row-major over the storage's logical shape)."""
-        ss = row_major_strides(self.coords)
-        return tuple(sum(self.amap[d][a] * ss[d] for d in range(len(ss))) for a in range(self.ndim))
+        if self._strides is None:
+            ss = row_major_strides(self.coords)
+            self._strides = tuple(sum(self.amap[d][a] * ss[d] for d in range(len(ss))) for a in range(self.ndim))
+        return self._strides
 
     @property
     def offset(self) -> int:
-        ss = row_major_strides(self.coords)
-        return sum(c * s for c, s in zip(self.consts, ss))
+        if self._offset is None:
+            ss = row_major_strides(self.coords)
+            self._offset = sum(c * s for c, s in zip(self.consts, ss))
+        return self._offset
 
     @property
     def is_indirect(self) -> bool:
@@ -143,7 +155,7 @@ class TensorView:
     @property
     def is_root(self) -> bool:
         return (self.shape == self.storage.shape and self.coords == self.storage.shape
-                and not any(self.consts) and not self.dynamic and self.amap == TensorView.root(self.storage).amap)
+                and not any(self.consts) and not self.dynamic and self.amap == _identity_map(len(self.coords)))
 
     def same_view(self, other: "TensorView") -> bool:
         return (other.storage is self.storage and other.shape == self.shape and other.amap == self.amap
@@ -312,13 +324,12 @@ class TensorView:
                     hint="restrict the access with mask= (legacy) or clamp the slice with min() (new)")
 
     def in_bounds(self) -> bool:
-        if self.dynamic:
-            return False
-        for d, dim_size in enumerate(self.coords):
-            lo, hi = self._dim_range(d)
-            if lo < 0 or hi >= dim_size:
-                return False
-        return True
+        """True if every element is inside the tensor (always False for indirect views)."""
+        if self._inb is None:
+            self._inb = not self.dynamic and all(
+                0 <= lo and hi < dim_size for lo, hi, dim_size in
+                ((*self._dim_range(d), n) for d, n in enumerate(self.coords)))
+        return self._inb
 
     # -- element addressing -------------------------------------------------------------------------------
     def np_view(self) -> np.ndarray:
