@@ -1,0 +1,27 @@
+"""The bundled examples (what `make demo` runs) match their NumPy references on random data."""
+
+import pathlib
+import sys
+
+import numpy as np
+import pytest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))
+import run_demo  # noqa: E402
+
+EXAMPLES = run_demo.load_examples()
+TOLERANCE = {"gelu_mlp": 2e-2}   # its hidden activations are kept in bf16
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e["name"] for e in EXAMPLES])
+def test_example_matches_reference(example):
+    row = run_demo.run(example, seed=7)
+    assert row["rel_err"] < TOLERANCE.get(example["name"], 1e-5), row
+
+
+def test_demo_runs_every_example(capsys):
+    assert run_demo.main() == 0
+    out = capsys.readouterr().out
+    for example in EXAMPLES:
+        assert example["name"] in out
+    assert len(EXAMPLES) >= 3 and {e["generation"] for e in EXAMPLES} == {"legacy", "new"}
