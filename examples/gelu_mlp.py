@@ -14,8 +14,8 @@ import opennki.legacy.language as nl
 def gelu_mlp(xT, w1, w2):
     D, T = xT.shape          # model dim (contraction of layer 1), tokens
     _, H = w1.shape          # hidden dim
-    _, O = w2.shape          # output dim
-    y = nl.ndarray((T, O), dtype=xT.dtype, buffer=nl.shared_hbm)
+    _, n_out = w2.shape      # output dim
+    y = nl.ndarray((T, n_out), dtype=xT.dtype, buffer=nl.shared_hbm)
     for t in nl.affine_range(T // 128):
         # layer 1, produced transposed: hT[h, t] = sum_d w1[d, h] * xT[d, t], one 128-row block of H at a time
         hT = [None] * (H // 128)                   # a list of on-chip tiles, one per hidden block
@@ -27,7 +27,7 @@ def gelu_mlp(xT, w1, w2):
                 acc += nl.matmul(w_tile, x_tile, transpose_x=True)
             hT[h] = nl.gelu(acc, dtype=nl.bfloat16)
         # layer 2: y[t, o] = sum_h hT[h, t] * w2[h, o]
-        for o in nl.affine_range(O // 512):
+        for o in nl.affine_range(n_out // 512):
             out = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
             for h in nl.affine_range(H // 128):
                 w_tile = nl.load(w2[h * 128:(h + 1) * 128, o * 512:(o + 1) * 512], dtype=nl.bfloat16)

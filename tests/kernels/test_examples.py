@@ -3,7 +3,6 @@
 import pathlib
 import sys
 
-import numpy as np
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2] / "examples"))

@@ -61,7 +61,7 @@ def test_sbuf_overflow_raises_with_numbers_and_line(target, capacity):
     msg = str(exc.value)
     assert "SBUF overflow" in msg and "2048 bytes per partition needed" in msg
     assert str(capacity) in msg and target in msg
-    assert _last_frame(exc).line == "tiles.append(nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf))   # 2 KiB/partition each"
+    assert _last_frame(exc).line.startswith("tiles.append(nl.ndarray((128, 512), dtype=nl.float32")
 
 
 @nki.jit
@@ -83,7 +83,7 @@ def test_unreachable_tensors_are_freed(rng):
 
 @nki.jit
 def too_many_partitions(a):
-    t = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.sbuf)
+    nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.sbuf)
     return a
 
 
@@ -92,7 +92,7 @@ def test_256_partition_tile_raises_with_kernel_line():
         too_many_partitions(np.zeros((1, 1), np.float32))
     assert "err_num_partition_exceed_arch_limit" in str(exc.value)
     assert "number of partitions 256 exceed architecture limitation of 128" in str(exc.value)
-    assert _last_frame(exc).line == "t = nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.sbuf)"
+    assert _last_frame(exc).line == "nl.ndarray((256, 64), dtype=nl.float32, buffer=nl.sbuf)"
 
 
 @nki.jit
@@ -133,7 +133,7 @@ def test_masked_off_elements_are_not_bounds_checked(rng):
 
 @nki.jit
 def wrong_memory(a):
-    t = nl.exp(a)             # an HBM tensor straight into a compute op
+    nl.exp(a)             # an HBM tensor straight into a compute op
     return a
 
 
@@ -142,7 +142,7 @@ def test_wrong_buffer_kind_raises():
     with pytest.raises(MemoryKindError) as exc:
         wrong_memory(np.zeros((4, 4), np.float32))
     assert "err_unsupported_memory" in str(exc.value)
-    assert _last_frame(exc).line == "t = nl.exp(a)             # an HBM tensor straight into a compute op"
+    assert _last_frame(exc).line == "nl.exp(a)             # an HBM tensor straight into a compute op"
 
 
 def test_listener_sees_every_instruction_with_its_line(rng):
@@ -151,7 +151,8 @@ def test_listener_sees_every_instruction_with_its_line(rng):
     run_kernel(K.add_tile.func, (a, b), listeners=[rec])
     executed = rec.of_type(InstructionExecuted)
     assert [e.opcode for e in executed] == ["dma_copy", "dma_copy", "tensor_tensor", "dma_copy"]
-    source = open(K.__file__).read().splitlines()
+    with open(K.__file__) as f:
+        source = f.read().splitlines()
     lines = [source[e.location.lineno - 1].strip() for e in executed]
     assert lines == ["a_tile = nl.load(a_input)", "b_tile = nl.load(b_input)",
                      "nl.store(out, value=nl.add(a_tile, b_tile))", "nl.store(out, value=nl.add(a_tile, b_tile))"]

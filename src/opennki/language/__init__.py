@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from opennki.language import core
 from opennki.language.constants import _TileSize, tile_size  # noqa: F401
-from opennki.language.control import (affine_range, num_programs, program_id as _program_id, program_ndim,
-                                      sequential_range, static_range)
-from opennki.language.tensor import NkiTensor
+from opennki.language.control import (affine_range, num_programs, program_ndim, sequential_range,  # noqa: F401
+                                      static_range)
+from opennki.language.control import program_id as _program_id
+from opennki.language.tensor import NkiTensor  # noqa: F401
 from opennki.language.tokens import NlOp
-from opennki.machine import dtypes as _dt
-from opennki.machine.index import ds
+from opennki.machine.index import ds  # noqa: F401
 from opennki.machine.memory import MemoryRegion
 
 DType = str

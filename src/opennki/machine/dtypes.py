@@ -119,7 +119,8 @@ ALL = (float32, float16, bfloat16, float8_e4m3, float8_e5m2, float8_e4m3fn, floa
 _BY_NAME: dict[str, DataType] = {dt.name: dt for dt in ALL}
 _BY_NAME.update({"bool_": bool_, "fp32": float32, "bf16": bfloat16, "fp16": float16, "tf32": tfloat32,
                  "float8_e4m3fn_x4": float8_e4m3fn_x4})
-_BY_NP: dict[np.dtype, DataType] = {dt.np_dtype: dt for dt in ALL if dt.kind not in (PACKED, BOOL) and dt is not tfloat32}
+_BY_NP: dict[np.dtype, DataType] = {dt.np_dtype: dt for dt in ALL
+                                    if dt.kind not in (PACKED, BOOL) and dt is not tfloat32}
 _BY_NP[np.dtype(np.bool_)] = bool_
 _BY_NP[np.dtype("V4")] = tfloat32
 
