@@ -24,8 +24,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from opennki.errors import DtypeError, MemoryKindError, ShapeError, expect
+from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
+from opennki.machine.index import mask_array
 from opennki.machine.tensor import TensorView
 
 REGISTRY: dict[str, type["Instruction"]] = {}
@@ -196,6 +197,42 @@ def column(m, x, P: int) -> np.ndarray:
 def flat(a: np.ndarray) -> np.ndarray:
     """[P, F]: all free dims flattened in row-major order."""
     return a.reshape(a.shape[0], -1)
+
+
+def check_nc_version(ctx, minimum: int, what: str) -> None:
+    """`what` exists only from NeuronCore-v`minimum` on (v2 = trn1, v3 = trn2, v4 = trn3)."""
+    hw = ctx.hw
+    expect(hw.nc_version >= minimum, f"{what} needs NeuronCore-v{minimum} or newer",
+           expected=f"NeuronCore-v{minimum}+", got=f"{hw.name} (NeuronCore-v{hw.nc_version})", error=KernelError,
+           hint="select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)")
+
+
+def check_dtype(t, role: str, names, what: str = "") -> None:
+    """The operand's dtype is one of `names` (NKI dtype names)."""
+    expect(t.dtype.name in names, f"'{role}' must be {what or ' / '.join(names)}", expected="/".join(names),
+           got=t.dtype.name, error=DtypeError)
+
+
+def active_mask(view: TensorView, mask) -> np.ndarray | None:
+    """The boolean [view.shape] array of elements an instruction's `mask=` (and the operand's own mask)
+    switches on, or None for all of them. A mask that cannot be laid over this operand applies to none
+    of its elements individually (None): it then only restricts what the instruction writes."""
+    try:
+        m = mask_array(mask, view.shape) if mask is not None else None
+    except ShapeError:
+        m = None
+    if view.mask is not None:
+        own = mask_array(view.mask, view.shape)
+        m = own if m is None else (m & own)
+    return None if m is None else np.broadcast_to(m, view.shape)
+
+
+def read_operand(m, view: TensorView, dst: TensorView, mask, *, raw: bool = False) -> np.ndarray:
+    """A [P, F] input of an element-wise instruction (fp32, or stored values if `raw`); an input shaped
+    like `dst` is read under the instruction's mask (masked-off elements are not read)."""
+    use = mask if view.shape == dst.shape else None
+    values = m.read(view, use) if raw else m.read_f32(view, use)
+    return flat(values)
 
 
 def shape_error(rule, **kw):

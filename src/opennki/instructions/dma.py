@@ -1,18 +1,22 @@
-"""ISA layer: DMA instructions (spec/isa.md §7.1).
+"""ISA layer: DMA instructions (spec/isa.md §7.1, §7.2).
 
-`dma_copy` moves elements between HBM and SBUF (either direction, or within one memory), in row-major
-order of both access patterns, so source and destination may differ in shape but not in element count.
+Imports the ISA base and machine dtypes. `dma_copy` moves elements between HBM and SBUF (either direction,
+or within one memory), in row-major order of both access patterns, so source and destination may differ in
+shape but not in element count. `dma_transpose` permutes the axes of a 2-4-D tensor on the way into SBUF.
 Different dtypes convert through fp32; equal dtypes copy bits. Run-time (indirect) indices come with the
-views (`data[idx_tile, i_f]` in the legacy generation).
+views (`data[idx_tile, i_f]` in the legacy generation) and are resolved by the machine; `oob_mode=skip`
+turns an out-of-range run-time index into a skipped element (the destination keeps its bits) instead of
+an error.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from opennki.errors import DtypeError, MemoryKindError, expect
+from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import READ, WRITE, Instruction, instruction, operand
+from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_nc_version, instruction,
+                                       operand)
 from opennki.instructions.enums import dge_mode, dge_mode_of, oob_mode, oob_mode_of
 from opennki.instructions.ops import alu
 from opennki.machine.dtypes import to_float32
@@ -20,18 +24,41 @@ from opennki.machine.dtypes import to_float32
 _DMA_MEMORIES = (MemoryKind.HBM, MemoryKind.SBUF)
 
 
+def _check_dge(ctx, mode: dge_mode) -> None:
+    if mode is dge_mode.hwdge:
+        check_nc_version(ctx, 3, "dge_mode=hwdge (hardware descriptor generation)")
+
+
+def _in_bounds(m, view, mask) -> np.ndarray:
+    """For oob_mode=skip: the elements of an indirect view whose run-time index is in range (and active)."""
+    active = np.ones(view.shape, bool)
+    if mask is not None:
+        active &= np.broadcast_to(m.effective_mask(view, mask), view.shape)
+    values = m._dynamic_values(view)
+    for d, dim_size in enumerate(view.coords):
+        pos = view._dim_values(d)
+        for term, v in zip(view.dynamic, values):
+            pos = pos + term.coeffs[d] * v
+        active &= (pos >= 0) & (pos < dim_size)
+    return active
+
+
 @instruction
 class DmaCopy(Instruction):
-    """dst = src, element by element in row-major order (optionally dst = dst + src: `dst_rmw_op=add`).
+    """dst = src, element by element in row-major order (or dst = dst + src with `dst_rmw_op=add`).
 
     Args:
-        dst: HBM or SBUF access pattern.
+        dst: HBM or SBUF access pattern, possibly with run-time (indirect) row indices.
         src: HBM, SBUF (or, in the legacy generation, PSUM) access pattern with as many elements as dst.
-        dst_rmw_op: None, or `add` for a read-modify-write accumulation in fp32.
+        dst_rmw_op: None, or `add` for a read-modify-write accumulation in fp32. Every element of src is
+            added, also when run-time indices send several of them to the same destination element (the
+            atomic scatter-add `nl.atomic_rmw` relies on): the contributions are summed in fp32 and the
+            destination rounded once. Only with oob_mode=error.
         oob_mode: `error` (default) or `skip` for indirect accesses.
-        dge_mode: descriptor generation; `hwdge` moves raw bytes and needs equal dtypes.
+        dge_mode: descriptor generation; `hwdge` (NeuronCore-v3+) moves raw bytes and needs equal dtypes.
+        engine, priority: the new generation's queue selection (no functional effect).
     Raises:
-        MemoryKindError: an operand in PSUM as destination, or outside HBM/SBUF/PSUM.
+        MemoryKindError: destination outside HBM/SBUF.
         ShapeError: element counts differ.
         DtypeError: `hwdge` with different dtypes.
     """
@@ -56,40 +83,124 @@ class DmaCopy(Instruction):
             expect(self.dst.shape[0] <= ctx.hw.tiles.pmax,
                    f"dst partition dimension {self.dst.shape[0]} exceeds maximum {ctx.hw.tiles.pmax}",
                    got=self.dst.shape, code="err_num_partition_exceed_arch_limit")
-        if dge_mode_of(self.dge_mode) is dge_mode.hwdge:
+        mode = dge_mode_of(self.dge_mode)
+        _check_dge(ctx, mode)
+        if mode is dge_mode.hwdge:
             expect(self.src.dtype is self.dst.dtype, "dge_mode=hwdge moves raw bytes: dtypes must match",
                    expected=self.dst.dtype, got=self.src.dtype, error=DtypeError,
                    hint="use .view(dtype) to reinterpret, or let the DGE mode default")
+        oob = oob_mode_of(self.oob_mode)
         if self.dst_rmw_op is not None:
-            expect(alu(self.dst_rmw_op).name == "add", "dst_rmw_op must be add", got=alu(self.dst_rmw_op).name)
-        oob_mode_of(self.oob_mode)
+            expect(alu(self.dst_rmw_op).name == "add", "dst_rmw_op must be add", got=alu(self.dst_rmw_op).name,
+                   error=KernelError)
+            expect(oob is oob_mode.error, "dst_rmw_op needs oob_mode=error", got=oob.name, error=KernelError)
 
     def run(self, m) -> None:
         same_shape = self.src.shape == self.dst.shape
         mask = self.mask
-        skip = oob_mode_of(self.oob_mode) is oob_mode.skip
-        if skip and (self.src.dynamic or self.dst.dynamic):
-            mask = _in_bounds_rows(m, self.src if self.src.dynamic else self.dst, mask)
+        if oob_mode_of(self.oob_mode) is oob_mode.skip and (self.src.dynamic or self.dst.dynamic):
+            mask = _in_bounds(m, self.src if self.src.dynamic else self.dst, mask)
         values = m.read(self.src, mask if same_shape else None)
         if not same_shape:
             values = np.ascontiguousarray(values).reshape(self.dst.shape)
         if self.dst_rmw_op is not None:
-            m.accumulate(self.dst, to_float32(values, self.src.dtype), mask)
+            self._accumulate(m, to_float32(values, self.src.dtype), mask)
         elif self.src.dtype is self.dst.dtype:
             m.write(self.dst, values, mask, raw=True)
         else:
             m.write(self.dst, to_float32(values, self.src.dtype), mask)
 
+    def _accumulate(self, m, values: np.ndarray, mask) -> None:
+        dst = self.dst
+        current = m.read_f32(dst, mask)
+        offsets = dst.flat_offsets(m._dynamic_values(dst) if dst.dynamic else None)
+        active = active_mask(dst, mask)
+        on = np.ones(dst.shape, bool) if active is None else active
+        # np.add.at semantics: every contribution to the same destination element is summed
+        unique, inverse = np.unique(offsets[on], return_inverse=True)
+        sums = np.zeros(unique.size, np.float32)
+        np.add.at(sums, inverse, np.asarray(values, np.float32)[on])
+        result = np.array(current, dtype=np.float32)
+        result[on] = result[on] + sums[inverse]
+        m.write(dst, result, on)
 
-def _in_bounds_rows(m, view, mask):
-    """For oob_mode=skip: a mask that switches off the elements whose run-time index is out of range."""
-    active = np.ones(view.shape, bool)
-    if mask is not None:
-        active &= np.broadcast_to(m.effective_mask(view, mask), view.shape)
-    values = m._dynamic_values(view)
-    for d, dim_size in enumerate(view.coords):
-        pos = view._dim_values(d)
-        for term, v in zip(view.dynamic, values):
-            pos = pos + term.coeffs[d] * v
-        active &= (pos >= 0) & (pos < dim_size)
-    return active
+
+DEFAULT_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}
+
+
+@instruction
+class DmaTranspose(Instruction):
+    """dst = np.transpose(src, axes) by DMA, into SBUF, bit-exact for equal dtypes (different dtypes
+    convert through fp32, except with hwdge).
+
+    Args:
+        src: HBM or SBUF, 2-D, 3-D or 4-D, 2- or 4-byte dtype (4-byte only off the hwdge path,
+            spec/isa.md C31); may carry run-time row indices (new generation; the legacy API rejects them).
+        dst: SBUF, exactly the permuted shape (at most pmax partitions).
+        axes: the only permutations the hardware has: (1, 0), (2, 1, 0), (3, 1, 2, 0) (None: that one).
+        dge_mode: hwdge (NeuronCore-v3+) additionally needs a 2-byte dtype, src.shape[0] in {1, 2, 4, 8, 16},
+            (src.shape[0] * src.shape[-2]) % 16 == 0 for 3-/4-D and src.shape[-1] <= 128 (NKI 2.32 limits).
+        oob_mode: skip rows whose run-time index is out of range.
+    """
+
+    opcode = "dma_transpose"
+    default_engine = Engine.DMA
+
+    dst: object = operand(WRITE)
+    src: object = operand(READ)
+    axes: object = None
+    dge_mode: object = None
+    oob_mode: object = None
+    priority: object = None
+
+    def permutation(self) -> tuple[int, ...]:
+        return tuple(self.axes) if self.axes is not None else DEFAULT_AXES.get(self.src.ndim, ())
+
+    def check(self, ctx) -> None:
+        expect(self.src.kind in _DMA_MEMORIES, "dma_transpose reads HBM or SBUF", expected="HBM/SBUF",
+               got=self.src.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+        expect(self.dst.kind is MemoryKind.SBUF, "dma_transpose writes SBUF", expected="SBUF",
+               got=self.dst.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+        nd = self.src.ndim
+        expect(nd in DEFAULT_AXES, "dma_transpose takes a 2-D, 3-D or 4-D source", got=self.src.shape,
+               error=ShapeError)
+        axes = self.permutation()
+        expect(axes == DEFAULT_AXES[nd], f"a {nd}-D DMA transpose permutes axes as {DEFAULT_AXES[nd]}",
+               expected=DEFAULT_AXES[nd], got=axes, error=KernelError)
+        permuted = tuple(self.src.shape[a] for a in axes)
+        expect(self.dst.shape == permuted, "dst must have exactly the transposed shape", expected=permuted,
+               got=self.dst.shape)
+        expect(self.dst.shape[0] <= ctx.hw.tiles.pmax, f"dst partition dimension exceeds {ctx.hw.tiles.pmax}",
+               got=self.dst.shape, code="err_num_partition_exceed_arch_limit")
+        expect(self.src.itemsize in (2, 4), "dma_transpose moves 2- or 4-byte elements", got=self.src.dtype,
+               error=DtypeError)
+        mode = dge_mode_of(self.dge_mode)
+        _check_dge(ctx, mode)
+        if mode is dge_mode.hwdge or self.src.dynamic:
+            expect(self.src.itemsize == 2, "hwdge and indirect DMA transposes need a 2-byte dtype",
+                   got=self.src.dtype, error=DtypeError)
+            expect(self.src.dtype is self.dst.dtype, "hwdge and indirect DMA transposes do not convert",
+                   expected=self.src.dtype, got=self.dst.dtype, error=DtypeError)
+        if mode is dge_mode.hwdge:
+            s = self.src.shape
+            expect(s[0] in (1, 2, 4, 8, 16) and s[-1] <= 128 and (nd == 2 or (s[0] * s[-2]) % 16 == 0),
+                   "hwdge transpose limits: src.shape[0] in {1, 2, 4, 8, 16}, src.shape[-1] <= 128, "
+                   "(src.shape[0] * src.shape[-2]) % 16 == 0", got=s)
+        if self.src.dynamic:
+            expect(self.src.kind is MemoryKind.HBM, "an indirect DMA transpose reads HBM", got=self.src.kind.name,
+                   error=MemoryKindError)
+        oob_mode_of(self.oob_mode)
+
+    def run(self, m) -> None:
+        axes = self.permutation()
+        inverse = tuple(int(a) for a in np.argsort(axes))
+        dst_active = active_mask(self.dst, self.mask)
+        src_mask = None if dst_active is None else np.transpose(dst_active, inverse)
+        if oob_mode_of(self.oob_mode) is oob_mode.skip and self.src.dynamic:
+            src_mask = _in_bounds(m, self.src, src_mask)
+        values = np.transpose(m.read(self.src, src_mask), axes)
+        out_mask = None if src_mask is None else np.transpose(src_mask, axes)
+        if self.src.dtype is self.dst.dtype:
+            m.write(self.dst, values, out_mask, raw=True)
+        else:
+            m.write(self.dst, to_float32(values, self.src.dtype), out_mask)

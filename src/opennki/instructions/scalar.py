@@ -1,20 +1,23 @@
-"""ISA layer: Scalar Engine (ACT) instructions (spec/isa.md §6.1).
+"""ISA layer: Scalar Engine (ACT) instructions (spec/isa.md §6.1, §6.2).
 
 `activation` computes `op(data * scale + bias)` per lane in fp32 and can fold the result into the engine's
-reduce registers, which persist across instructions (`reduce_cmd`).
+reduce registers, which persist across instructions (`reduce_cmd`, see accumulators.py);
+`activation_reduce` is the same instruction with the registers reset, folded and read out in one go.
 """
 
 from __future__ import annotations
 
-import numpy as np
 
 from opennki.errors import DtypeError, KernelError, expect
 from opennki.events import Engine
-from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_on_chip,
+from opennki.instructions import accumulators as acc
+from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_column, check_on_chip,
                                        check_same_partitions, column, flat, instruction, is_tensor, operand)
-from opennki.instructions.enums import reduce_cmd, reduce_cmd_of
+from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.ops import activation_fn, alu, evaluate
 from opennki.instructions.vector import check_elementwise
+
+_BIAS_DTYPES = ("float32", "float16", "bfloat16")
 
 
 @instruction
@@ -22,10 +25,15 @@ class Activation(Instruction):
     """dst = op(data * scale + bias); optionally reduce the result per partition into the ACT registers.
 
     Args:
-        op: an activation function (spec/isa.md §9).
-        scale: fp32 scalar or [P, 1] vector. bias: [P, 1] vector (a scalar too on NeuronCore-v3+).
-        reduce_op: `add` only; reduce_cmd: idle / reset / reduce / reset_reduce (register state machine);
-            reduce_res: optional [P, 1] output receiving the registers after this instruction.
+        op: an activation function (spec/isa.md §9), computed exactly in fp32 (ops.py says why).
+        scale: fp32 scalar or fp32 [P, 1] vector. bias: [P, 1] fp32/fp16/bf16 vector (a scalar too on
+            NeuronCore-v3+). `x * scale` and `+ bias` are separate fp32 operations (spec gap: fused or not).
+        reduce_op: `add` only (spec/isa.md C22); reduce_cmd: idle / reset / reduce / reset_reduce (register
+            state machine); reduce_res: optional [P, 1] output receiving the registers after this
+            instruction (the fp32 sum of the activated values, before rounding into dst).
+    Raises:
+        DtypeError: scale tensor not fp32, bias not fp32/fp16/bf16, scalar bias before NeuronCore-v3.
+        KernelError: reduce_op other than add; `reciprocal` with a bias on NeuronCore-v2.
     """
 
     opcode = "activation"
@@ -40,8 +48,10 @@ class Activation(Instruction):
     reduce_res: object = operand(WRITE, optional=True)
     reduce_cmd: object = None
 
+    allowed_cmds = (cmds.idle, cmds.reset, cmds.reduce, cmds.reset_reduce)
+
     def check(self, ctx) -> None:
-        activation_fn(self.op)
+        fn = activation_fn(self.op)
         check_elementwise(ctx, self.dst, {"data": self.data})
         P = self.data.shape[0]
         if self.scale is not None:
@@ -52,16 +62,17 @@ class Activation(Instruction):
         if self.bias is not None:
             if is_tensor(self.bias):
                 check_column(self.bias, "bias", P)
-                expect(self.bias.dtype.name in ("float32", "float16", "bfloat16"),
-                       "activation bias must be an fp32/fp16/bf16 vector", got=self.bias.dtype,
-                       code="err_activation_bias_invalid_type", error=DtypeError)
+                expect(self.bias.dtype.name in _BIAS_DTYPES, "activation bias must be an fp32/fp16/bf16 vector",
+                       got=self.bias.dtype, code="err_activation_bias_invalid_type", error=DtypeError)
             else:
                 expect(ctx.hw.nc_version >= 3, "a scalar bias needs NeuronCore-v3 or newer; pass a [P, 1] "
                        "tile", got=self.bias, code="err_activation_bias_invalid_type", error=DtypeError)
+            expect(not (fn.name == "reciprocal" and ctx.hw.nc_version == 2),
+                   "activation(op=reciprocal) takes no bias on NeuronCore-v2", got="bias", error=KernelError)
         if self.reduce_op is not None:
-            expect(alu(self.reduce_op).name == "add", "activation reduce_op must be add",
+            expect(alu(self.reduce_op).name == "add", f"{self.opcode} reduce_op must be add",
                    got=alu(self.reduce_op).name, error=KernelError)
-        reduce_cmd_of(self.reduce_cmd)
+        acc.check_reduce_cmd(self.reduce_cmd, self.allowed_cmds, self.opcode)
         if self.reduce_res is not None:
             check_on_chip(self.reduce_res, "reduce_res")
             check_same_partitions(self.reduce_res, self.data, "reduce_res", "data")
@@ -69,18 +80,36 @@ class Activation(Instruction):
 
     def run(self, m) -> None:
         P = self.data.shape[0]
-        x = flat(m.read_f32(self.data, self.mask))
+        use_mask = self.mask if self.data.shape == self.dst.shape else None
+        x = flat(m.read_f32(self.data, use_mask))
         pre = x
         if self.scale is not None and not (not is_tensor(self.scale) and self.scale == 1.0):
             pre = pre * column(m, self.scale, P)
         if self.bias is not None:
             pre = pre + column(m, self.bias, P)
         y = evaluate(activation_fn(self.op), pre)
+        cmd = acc.check_reduce_cmd(self.reduce_cmd, self.allowed_cmds, self.opcode)
+        active = active_mask(self.dst, self.mask)
+        contribution = acc.partial(alu("add"), y, active) if cmd in acc.FOLDING else None
+        acc.step(m.act_acc, P, cmd, alu("add"), contribution, reset_value=0.0, idle_clobbers=False,
+                 lanes=acc.lanes_of(active))
+        # both results are computed before either is written, so reduce_res may alias dst
         m.write(self.dst, y.reshape(self.dst.shape), self.mask)
-        cmd = reduce_cmd_of(self.reduce_cmd)
-        if cmd in (reduce_cmd.reset, reduce_cmd.reset_reduce):
-            m.act_acc[:P] = 0.0
-        if cmd in (reduce_cmd.reduce, reduce_cmd.reset_reduce):
-            m.act_acc[:P] += y.sum(axis=1, dtype=np.float32)
         if self.reduce_res is not None:
-            m.write(self.reduce_res, m.act_acc[:P].reshape(self.reduce_res.shape).copy())
+            m.write(self.reduce_res, m.act_acc[:P].reshape(self.reduce_res.shape).copy(),
+                    active_mask(self.reduce_res, self.mask))
+
+
+@instruction
+class ActivationReduce(Activation):
+    """`activation` with reduce_cmd=reset_reduce: dst = op(data * scale + bias) and reduce_res[P, 1] = the
+    sum of dst's fp32 values over all free dims. Shares the ACT registers with `activation` (the registers
+    hold the sum afterwards). `reduce_res=None` (new generation) keeps the sum in the registers only."""
+
+    opcode = "activation_reduce"
+    reduce_cmd: object = cmds.reset_reduce
+    allowed_cmds = (cmds.reset_reduce,)
+
+    def check(self, ctx) -> None:
+        expect(self.reduce_op is not None, "activation_reduce needs reduce_op (add)", got=None, error=KernelError)
+        super().check(ctx)

@@ -1,25 +1,29 @@
-"""ISA layer: Vector Engine (DVE) instructions, some also runnable on GpSimd or Scalar (spec/isa.md §6).
+"""ISA layer: Vector Engine (DVE) element-wise, reduction and copy instructions, some also runnable on
+GpSimd or Scalar (spec/isa.md §6.4-6.7, §6.14-6.16).
 
-Arithmetic is fp32 on up-cast inputs with one rounding on write; bit-vector ops work on raw integers.
-Element-wise operands need the same partition count and the same number of elements per partition; their
-free dims are matched in flattened row-major order (the ranks may differ).
+Imports the ISA base and tables. Arithmetic is fp32 on up-cast inputs with one rounding on write;
+bit-vector ops work on raw integers. Element-wise operands need the same partition count and the same
+number of elements per partition; their free dims are matched in flattened row-major order (the ranks may
+differ). Statistics (`bn_stats`, `max8`, ...) live in vector_stats.py, accumulator users in
+vector_accumulate.py, copies with a run-time element in vector_move.py.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
+from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
-                                       check_on_chip, check_partitions, check_same_free,
-                                       check_same_partitions, column, flat, instruction, is_tensor, operand)
+from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_column, check_not_both_psum,
+                                       check_on_chip, check_partitions, check_same_free, check_same_partitions,
+                                       column, flat, instruction, is_tensor, operand, read_operand)
 from opennki.instructions.enums import engine_of
-from opennki.instructions.ops import BITVEC, alu
+from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.dtypes import PACKED, to_float32
 
 _INT32 = ("int32", "uint32")
-_SBUF = (MemoryKind.SBUF,)
+# Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
+_ACT_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
 
 
 def check_elementwise(ctx, dst, inputs: dict) -> None:
@@ -35,9 +39,8 @@ def check_elementwise(ctx, dst, inputs: dict) -> None:
 
 
 def check_engine(executor: Engine, allowed: tuple[Engine, ...], opcode: str) -> None:
-    if executor not in allowed:
-        raise KernelError(f"{opcode} cannot run on the {executor.name.lower()} engine",
-                          expected="/".join(e.name.lower() for e in allowed), got=executor.name.lower())
+    expect(executor in allowed, f"{opcode} cannot run on the {executor.name.lower()} engine",
+           expected="/".join(e.name.lower() for e in allowed), got=executor.name.lower(), error=KernelError)
 
 
 def check_gpsimd_buffers(executor: Engine, tensors: dict) -> None:
@@ -48,19 +51,34 @@ def check_gpsimd_buffers(executor: Engine, tensors: dict) -> None:
                        got=t.kind.name, code="err_unsupported_memory", error=MemoryKindError)
 
 
-def _masked_inputs(m, views, dst, mask):
-    """Read inputs as [P, F] fp32 arrays; an input shaped like dst shares its mask."""
-    out = []
-    for v in views:
-        arr = m.read_f32(v, mask if v.shape == dst.shape else None)
-        out.append(flat(arr))
-    return out
+def check_arith(op, role: str) -> None:
+    expect(op.category == ARITH, f"'{role}' must be an arithmetic operator", got=op.name, error=KernelError)
+
+
+def check_v4_ops(ctx, ops) -> None:
+    """abs_max / abs_min exist on the NeuronCore-v4 Vector Engine only (spec/isa.md §8)."""
+    for op in ops:
+        if op is not None and op.name in ("abs_max", "abs_min"):
+            expect(ctx.hw.nc_version >= 4, f"'{op.name}' needs NeuronCore-v4", got=ctx.hw.name, error=KernelError)
+
+
+def chosen_engine(value, default: Engine) -> Engine:
+    chosen = engine_of(value)
+    return default if chosen is Engine.UNKNOWN else chosen
 
 
 def _wrap_int(values: np.ndarray, dtype_name: str) -> np.ndarray:
     """Two's-complement wrap of int64 results into a 32-bit integer type (GpSimd native integer math)."""
     target = np.int32 if dtype_name == "int32" else np.uint32
     return values.astype(np.int64).astype(target)
+
+
+def apply(op, x, operand, reverse: bool):
+    """One ALU stage: op(x, operand), or op(operand, x) when reversed; unary ops ignore the operand."""
+    with np.errstate(all="ignore"):
+        if op.arity == 1:
+            return op.fn(x)
+        return op.fn(operand, x) if reverse else op.fn(x, operand)
 
 
 @instruction
@@ -70,8 +88,10 @@ class TensorTensor(Instruction):
     Args:
         dst, data1, data2: on-chip tiles with the same partition count and elements per partition; on the
             Vector Engine data1 and data2 cannot both be in PSUM; on GpSimd all operands are in SBUF.
-        op: an ALU operator (arithmetic in fp32, or bit-vector on integers).
-        engine: vector (default) or gpsimd; `power` and all-int32 operands go to GpSimd by default.
+        op: an ALU operator (arithmetic in fp32, or bit-vector on raw integers).
+        engine: vector or gpsimd. Unknown picks GpSimd for `power` and, as NKI >= 0.3 does, for operands
+            that are all int32/uint32 in SBUF; GpSimd add/subtract/multiply on int32 is native integer
+            math with two's-complement wrap (spec gap: wrap assumed).
     """
 
     opcode = "tensor_tensor"
@@ -105,6 +125,7 @@ class TensorTensor(Instruction):
         check_gpsimd_buffers(ex, {"dst": self.dst, "data1": self.data1, "data2": self.data2})
         if ex is Engine.VECTOR:
             check_not_both_psum(self.data1, self.data2, "data1", "data2")
+        check_v4_ops(ctx, (op,))
         if op.category == BITVEC:
             for role, t in (("data1", self.data1), ("data2", self.data2), ("dst", self.dst)):
                 expect(t.dtype.is_int, f"bit-vector operator '{op.name}' needs integer operands ('{role}')",
@@ -113,34 +134,30 @@ class TensorTensor(Instruction):
     def run(self, m) -> None:
         op = alu(self.op)
         if op.category == BITVEC:
-            a, b = (flat(m.read(v, self.mask if v.shape == self.dst.shape else None))
-                    for v in (self.data1, self.data2))
+            a, b = (read_operand(m, v, self.dst, self.mask, raw=True) for v in (self.data1, self.data2))
             result = op.fn(a, b.astype(a.dtype))
         elif (self.executor is Engine.GPSIMD and op.name in ("add", "subtract", "multiply")
               and all(v.dtype.name in _INT32 for v in (self.dst, self.data1, self.data2))):
-            a, b = (flat(m.read(v)).astype(np.int64) for v in (self.data1, self.data2))
+            a, b = (read_operand(m, v, self.dst, self.mask, raw=True).astype(np.int64)
+                    for v in (self.data1, self.data2))
             m.write(self.dst, _wrap_int(op.fn(a, b), self.dst.dtype.name).reshape(self.dst.shape), self.mask,
                     raw=True)
             return
         else:
-            a, b = _masked_inputs(m, (self.data1, self.data2), self.dst, self.mask)
-            with np.errstate(all="ignore"):
-                result = op.fn(a, b)
+            a, b = (read_operand(m, v, self.dst, self.mask) for v in (self.data1, self.data2))
+            result = apply(op, a, b, False)
         m.write(self.dst, np.asarray(result).reshape(self.dst.shape), self.mask)
-
-
-def _apply(op, x, operand, reverse):
-    if op.arity == 1:
-        return op.fn(x)
-    return op.fn(operand, x) if reverse else op.fn(x, operand)
 
 
 @instruction
 class TensorScalar(Instruction):
     """dst = op1(op0(data, operand0), operand1): each operand a scalar or a [P, 1] per-partition column.
 
-    `reverse0` / `reverse1` swap the operand order of a stage. Both ops are arithmetic (fp32) or both
-    bit-vector (integers). Runs on vector (default), scalar or gpsimd.
+    `reverse0` / `reverse1` swap the operand order of a stage; a unary op ignores its operand; `op1=None`
+    skips the second stage. Both ops are arithmetic (fp32, rounded once on write) or both bit-vector
+    (integers, Vector Engine only). Engines: vector (default), scalar (before NeuronCore-v4 only the pairs
+    (multiply, add), (multiply, -), (add, -)), gpsimd (documented for `rsqrt`; other ops are accepted, and
+    rejected in hardware-strict mode, spec/isa.md C23).
     """
 
     opcode = "tensor_scalar"
@@ -158,8 +175,7 @@ class TensorScalar(Instruction):
 
     @property
     def executor(self) -> Engine:
-        chosen = engine_of(self.engine)
-        return Engine.VECTOR if chosen is Engine.UNKNOWN else chosen
+        return chosen_engine(self.engine, Engine.VECTOR)
 
     def check(self, ctx) -> None:
         check_elementwise(ctx, self.dst, {"data": self.data})
@@ -169,39 +185,109 @@ class TensorScalar(Instruction):
                                   "operand1": self.operand1})
         P = self.data.shape[0]
         op0 = alu(self.op0)
+        op1 = alu(self.op1) if self.op1 is not None else None
         if op0.arity == 2:
             check_column(self.operand0, "operand0", P)
-        if self.op1 is not None:
-            op1 = alu(self.op1)
+        if op1 is not None:
             expect(op0.category == op1.category, "op0 and op1 must both be arithmetic or both bit-vector",
                    got=(op0.name, op1.name), error=KernelError)
             if op1.arity == 2:
                 check_column(self.operand1, "operand1", P)
+        check_v4_ops(ctx, (op0, op1))
         if op0.category == BITVEC:
             expect(ex is Engine.VECTOR, "bit-vector tensor_scalar runs on the Vector Engine only",
                    got=ex.name.lower(), error=KernelError)
             expect(self.data.dtype.is_int, "bit-vector operators need integer data", got=self.data.dtype,
                    error=DtypeError)
+        if ex is Engine.SCALAR and ctx.hw.nc_version < 4:
+            pair = (op0.name, op1.name if op1 is not None else None)
+            expect(pair in _ACT_PAIRS, "the Scalar Engine runs tensor_scalar only as (multiply, add), "
+                   "(multiply, -) or (add, -) before NeuronCore-v4", got=pair, error=KernelError)
+        if ex is Engine.GPSIMD and ctx.options.hardware_strict:
+            expect(op0.name == "rsqrt" and op1 is None, "tensor_scalar on GpSimd is documented for rsqrt only",
+                   got=pair_names(op0, op1), error=HardwareUnsupportedError)
 
     def run(self, m) -> None:
         P = self.data.shape[0]
         op0 = alu(self.op0)
+        op1 = alu(self.op1) if self.op1 is not None else None
         if op0.category == BITVEC:
-            x = flat(m.read(self.data, self.mask))
+            x = read_operand(m, self.data, self.dst, self.mask, raw=True)
 
             def col(v):
                 return flat(m.read(v))[:, :1].astype(x.dtype) if is_tensor(v) else x.dtype.type(v)
-            t = _apply(op0, x, col(self.operand0), self.reverse0)
-            if self.op1 is not None:
-                t = _apply(alu(self.op1), t, col(self.operand1), self.reverse1)
+            t = apply(op0, x, col(self.operand0) if op0.arity == 2 else None, self.reverse0)
+            if op1 is not None:
+                t = apply(op1, t, col(self.operand1) if op1.arity == 2 else None, self.reverse1)
         else:
-            x = flat(m.read_f32(self.data, self.mask))
-            with np.errstate(all="ignore"):
-                t = _apply(op0, x, column(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
-                if self.op1 is not None:
-                    op1 = alu(self.op1)
-                    t = _apply(op1, t, column(m, self.operand1, P) if op1.arity == 2 else None, self.reverse1)
+            x = read_operand(m, self.data, self.dst, self.mask)
+            t = apply(op0, x, column(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
+            if op1 is not None:
+                t = apply(op1, t, column(m, self.operand1, P) if op1.arity == 2 else None, self.reverse1)
         m.write(self.dst, np.asarray(t).reshape(self.dst.shape), self.mask)
+
+
+def pair_names(op0, op1):
+    return (op0.name, op1.name if op1 is not None else None)
+
+
+@instruction
+class ScalarTensorTensor(Instruction):
+    """dst = op1(op0(data, operand0), operand1): operand0 a scalar or [P, 1] column, operand1 a tile
+    shaped like data. Arithmetic ops only, fp32 throughout, one rounding on write. `reverse0` / `reverse1`
+    swap the operand order of a stage. data and operand1 cannot both be in PSUM."""
+
+    opcode = "scalar_tensor_tensor"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    data: object = operand(READ)
+    op0: object = None
+    operand0: object = operand(READ, optional=True)
+    op1: object = None
+    operand1: object = operand(READ)
+    reverse0: bool = False
+    reverse1: bool = False
+
+    def check(self, ctx) -> None:
+        check_elementwise(ctx, self.dst, {"data": self.data, "operand1": self.operand1})
+        expect(is_tensor(self.operand1), "operand1 of scalar_tensor_tensor must be a tile",
+               got=type(self.operand1).__name__, error=DtypeError)
+        check_not_both_psum(self.data, self.operand1, "data", "operand1")
+        op0, op1 = alu(self.op0), alu(self.op1)
+        check_arith(op0, "op0")
+        check_arith(op1, "op1")
+        expect(op1.arity == 2, "op1 of scalar_tensor_tensor must be binary", got=op1.name, error=KernelError)
+        if op0.arity == 2:
+            check_column(self.operand0, "operand0", self.data.shape[0])
+        check_v4_ops(ctx, (op0, op1))
+
+    def run(self, m) -> None:
+        P = self.data.shape[0]
+        op0, op1 = alu(self.op0), alu(self.op1)
+        x = read_operand(m, self.data, self.dst, self.mask)
+        u = read_operand(m, self.operand1, self.dst, self.mask)
+        t = apply(op0, x, column(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
+        m.write(self.dst, np.asarray(apply(op1, t, u, self.reverse1)).reshape(self.dst.shape), self.mask)
+
+
+@instruction
+class Reciprocal(Instruction):
+    """dst = 1 / data in fp32 on the Vector Engine (more precise than the Scalar Engine's `reciprocal`
+    activation, which is only valid on ±[2^-42, 2^42]). 1/0 = inf."""
+
+    opcode = "reciprocal"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    data: object = operand(READ)
+
+    def check(self, ctx) -> None:
+        check_elementwise(ctx, self.dst, {"data": self.data})
+
+    def run(self, m) -> None:
+        x = read_operand(m, self.data, self.dst, self.mask)
+        m.write(self.dst, apply(alu("reciprocal"), x, None, False).reshape(self.dst.shape), self.mask)
 
 
 def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
@@ -226,13 +312,12 @@ def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool)
 
 
 def reduce_along(op, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
-    """Fold `op` over `axes` (moved last and merged), keeping dims, in fp32 or raw integers."""
+    """Fold `op` over `axes` (moved last and merged), in fp32 or raw integers."""
     rest = [a for a in range(x.ndim) if a not in axes]
     moved = np.transpose(x, rest + list(axes))
     merged = moved.reshape(moved.shape[:len(rest)] + (-1,))
     with np.errstate(all="ignore"):
-        r = op.reduce(merged, -1)
-    return r
+        return op.reduce(merged, -1)
 
 
 @instruction
@@ -240,10 +325,14 @@ class TensorReduce(Instruction):
     """dst = reduce(op, data, axis), optionally negated, over free axes only.
 
     Args:
-        axis: int or list of free axes (never 0, the partition axis). The new generation requires trailing
-            contiguous axes; opennki accepts any set of free axes and enforces that rule in hardware-strict
-            mode, as spec/isa.md C15 suggests.
+        op: a reduction operator (add, subtract, multiply, maximum, minimum, bitwise and/or/xor, logical
+            and/or/xor); arithmetic in fp32, bit-vector on raw integers. `subtract` folds as NumPy does
+            (x0 - x1 - x2 ...; the fold order is a spec gap).
+        axis: int or list of free axes (never 0, the partition axis). The legacy generation reduces any set
+            of free axes (NumPy semantics, spec/isa.md C15); the trailing-axes rule of NKI >= 0.3 is
+            enforced in hardware-strict mode.
         keepdims: keep reduced axes as size 1 (an on-chip result is never below 2-D either way).
+        mask (legacy): elements of data it switches off are not folded.
     """
 
     opcode = "tensor_reduce"
@@ -271,7 +360,7 @@ class TensorReduce(Instruction):
         if ctx.options.hardware_strict:
             nd = self.data.ndim
             expect(axes == tuple(range(nd - len(axes), nd)),
-                   "reduction axes must be the trailing free axes", got=axes)
+                   "reduction axes must be the trailing free axes", got=axes, error=HardwareUnsupportedError)
         expected = reduced_shape(self.data.shape, axes, True)
         expect(self.dst.free_size == int(np.prod(expected[1:])),
                "dst must hold the reduced result", expected=expected, got=self.dst.shape)
@@ -284,6 +373,9 @@ class TensorReduce(Instruction):
         op = alu(self.op)
         axes = normalize_axes(self.axis, self.data.ndim)
         x = m.read(self.data) if op.category == BITVEC else m.read_f32(self.data)
+        active = active_mask(self.data, self.mask)
+        if active is not None:
+            x = np.where(active, x, np.asarray(op.identity).astype(x.dtype))
         r = reduce_along(op, x, axes)
         if self.negate:
             r = -r
@@ -304,8 +396,7 @@ class TensorCopy(Instruction):
 
     @property
     def executor(self) -> Engine:
-        chosen = engine_of(self.engine)
-        return Engine.VECTOR if chosen is Engine.UNKNOWN else chosen
+        return chosen_engine(self.engine, Engine.VECTOR)
 
     def check(self, ctx) -> None:
         check_elementwise(ctx, self.dst, {"src": self.src})
@@ -314,8 +405,7 @@ class TensorCopy(Instruction):
         check_gpsimd_buffers(ex, {"dst": self.dst, "src": self.src})
 
     def run(self, m) -> None:
-        mask = self.mask if self.src.shape == self.dst.shape else None
-        values = m.read(self.src, mask)
+        values = read_operand(m, self.src, self.dst, self.mask, raw=True)
         if self.src.dtype is self.dst.dtype and not (self.executor is Engine.SCALAR and m.hw.nc_version == 2):
             m.write(self.dst, np.reshape(values, self.dst.shape), self.mask, raw=True)
         else:
@@ -324,8 +414,8 @@ class TensorCopy(Instruction):
 
 @instruction
 class Memset(Instruction):
-    """dst = value everywhere. Engines: vector (default) or gpsimd (SBUF only). Packed MX dtypes accept
-    only 0."""
+    """dst = value everywhere (converted to dst's dtype). Engines: vector (default) or gpsimd (SBUF only).
+    Packed MX dtypes accept only 0."""
 
     opcode = "memset"
     default_engine = Engine.VECTOR
@@ -336,8 +426,7 @@ class Memset(Instruction):
 
     @property
     def executor(self) -> Engine:
-        chosen = engine_of(self.engine)
-        return Engine.VECTOR if chosen is Engine.UNKNOWN else chosen
+        return chosen_engine(self.engine, Engine.VECTOR)
 
     def check(self, ctx) -> None:
         check_on_chip(self.dst, "dst")
@@ -354,68 +443,3 @@ class Memset(Instruction):
     def run(self, m) -> None:
         value = np.float32(self.value) if not self.dst.dtype.is_int else np.asarray(self.value)
         m.write(self.dst, value, self.mask)
-
-
-@instruction
-class BnStats(Instruction):
-    """Batch-norm statistics of each partition's free elements, for even and odd positions separately:
-    dst[P, 6] = (count, mean, variance * count) for the even elements, then for the odd ones."""
-
-    opcode = "bn_stats"
-    default_engine = Engine.VECTOR
-
-    dst: object = operand(WRITE)
-    data: object = operand(READ)
-
-    def check(self, ctx) -> None:
-        check_on_chip(self.data, "data")
-        check_on_chip(self.dst, "dst")
-        check_partitions(self.data, "data", ctx.hw)
-        check_same_partitions(self.dst, self.data, "dst", "data")
-        fmax = ctx.hw.tiles.bn_stats_fmax
-        expect(self.data.free_size <= fmax, f"bn_stats input has at most {fmax} elements per partition",
-               expected=f"<= {fmax}", got=self.data.free_size, hint="split the free dim and aggregate "
-               "the statistics of all chunks with bn_aggr")
-        expect(self.dst.free_size == 6, "bn_stats writes 6 elements per partition", expected=6,
-               got=self.dst.free_size)
-
-    def run(self, m) -> None:
-        x = flat(m.read_f32(self.data)).astype(np.float64)
-        cols = []
-        for part in (x[:, 0::2], x[:, 1::2]):
-            n = part.shape[1]
-            mean = part.mean(axis=1) if n else np.zeros(len(x))
-            m2 = ((part - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(len(x))
-            cols += [np.full(len(x), n, np.float64), mean, m2]
-        m.write(self.dst, np.stack(cols, axis=1).astype(np.float32).reshape(self.dst.shape), self.mask)
-
-
-@instruction
-class BnAggr(Instruction):
-    """Aggregate bn_stats tuples: dst[P, 2] = (mean, population variance) over all (count, mean, m2)
-    triples of data (the free size is a multiple of 3)."""
-
-    opcode = "bn_aggr"
-    default_engine = Engine.VECTOR
-
-    dst: object = operand(WRITE)
-    data: object = operand(READ)
-
-    def check(self, ctx) -> None:
-        check_on_chip(self.data, "data")
-        check_on_chip(self.dst, "dst")
-        check_partitions(self.data, "data", ctx.hw)
-        check_same_partitions(self.dst, self.data, "dst", "data")
-        expect(self.data.free_size % 3 == 0, "bn_aggr input is a sequence of (count, mean, m2) triples",
-               expected="a multiple of 3 elements per partition", got=self.data.free_size)
-        expect(self.dst.free_size == 2, "bn_aggr writes 2 elements per partition (mean, variance)",
-               expected=2, got=self.dst.free_size)
-
-    def run(self, m) -> None:
-        t = flat(m.read_f32(self.data)).astype(np.float64).reshape(self.data.shape[0], -1, 3)
-        n, mu, m2 = t[..., 0], t[..., 1], t[..., 2]
-        total = n.sum(axis=1)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            mean = (n * mu).sum(axis=1) / total
-            var = (m2 + n * (mu - mean[:, None]) ** 2).sum(axis=1) / total
-        m.write(self.dst, np.stack([mean, var], axis=1).astype(np.float32).reshape(self.dst.shape), self.mask)

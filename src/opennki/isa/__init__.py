@@ -1,9 +1,10 @@
 """Front door (new generation): `nki.isa`, the `dst=` instruction API of NKI 0.2 and later.
 
-Each function builds the one instruction class that defines its semantics (`opennki.instructions`) with the
-caller's destination and issues it. Unknown keyword arguments are errors, as in NKI >= 0.2; the only
-tolerated extra is `dtype=` when it names the destination's own dtype (official samples pass it to
-`tensor_copy`).
+Imports sim and the instruction classes. Each function builds the one instruction class that defines its
+semantics (`opennki.instructions`) with the caller's destination and issues it. Unknown keyword arguments
+are errors, as in NKI >= 0.2; the only tolerated extra is `dtype=` when it names the destination's own
+dtype (official samples pass it to `tensor_copy`). Signatures follow NKI 0.6 (SDK 2.32); the dynamic copies
+`tensor_copy_dynamic_src/dst` of NKI 0.2 are kept.
 """
 
 from __future__ import annotations
@@ -11,9 +12,13 @@ from __future__ import annotations
 from opennki.errors import DtypeError, KernelError
 from opennki.instructions import dma as _dma
 from opennki.instructions import gpsimd as _pool
+from opennki.instructions import rng as _rng
 from opennki.instructions import scalar as _act
 from opennki.instructions import tensor_engine as _pe
 from opennki.instructions import vector as _dve
+from opennki.instructions import vector_accumulate as _acc
+from opennki.instructions import vector_move as _move
+from opennki.instructions import vector_stats as _stats
 from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
                                         reduce_cmd)
 from opennki.instructions.ops import activation_fn
@@ -51,12 +56,30 @@ def _check_dtype_kw(dst, dtype, api: str) -> None:
                          got=dtype_of(dtype), instruction=api)
 
 
+def _check_activation_op(op, api: str) -> None:
+    fn = activation_fn(op)
+    if not fn.is_token:
+        raise KernelError(f"'{fn.name}' is not an activation function of the Scalar Engine", got=fn.name,
+                          instruction=api)
+
+
+# ------------------------------------------------------------------------------------------------- DMA
+
 def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown, name=None,
              priority=None):
     """dst = src by DMA (HBM <-> SBUF), converting through fp32 when dtypes differ."""
     _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=dge_mode, engine=engine, priority=priority,
-                       name=name), "nisa.dma_copy")
+                        name=name), "nisa.dma_copy")
 
+
+def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
+                  name=None):
+    """dst = src with its axes permuted ((1,0), (2,1,0) or (3,1,2,0)) by DMA, into SBUF."""
+    _issue(_dma.DmaTranspose(dst=dst, src=src, axes=axes, priority=priority, dge_mode=dge_mode, oob_mode=oob_mode,
+                             name=name), "nisa.dma_transpose")
+
+
+# ------------------------------------------------------------------------------------ Vector: element-wise
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     """dst = op(data1, data2), element-wise."""
@@ -68,14 +91,18 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
                   engine=engine.unknown, name=None):
     """dst = op1(op0(data, operand0), operand1); operands are scalars or [P, 1] columns."""
     _issue(_dve.TensorScalar(dst=dst, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
-                               operand1=operand1, reverse1=reverse1, engine=engine, name=name),
-           "nisa.tensor_scalar")
+                             operand1=operand1, reverse1=reverse1, engine=engine, name=name), "nisa.tensor_scalar")
 
 
-def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
-    """dst = reduce(op, data, axis) over trailing free axes."""
-    _issue(_dve.TensorReduce(dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims,
-                               name=name), "nisa.tensor_reduce")
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
+    """dst = op1(op0(data, operand0), operand1); operand0 a scalar / [P, 1], operand1 a tile."""
+    _issue(_dve.ScalarTensorTensor(dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
+                                   reverse0=reverse0, reverse1=reverse1, name=name), "nisa.scalar_tensor_tensor")
+
+
+def reciprocal(dst, data, name=None):
+    """dst = 1 / data (Vector Engine, fp32)."""
+    _issue(_dve.Reciprocal(dst=dst, data=data, name=name), "nisa.reciprocal")
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
@@ -84,40 +111,136 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
     _issue(_dve.TensorCopy(dst=dst, src=src, engine=engine, name=name), "nisa.tensor_copy")
 
 
+def tensor_copy_dynamic_src(dst, src, engine=engine.unknown, name=None):
+    """dst = src, where src's free-dim index carries a run-time offset (NKI 0.2)."""
+    _issue(_move.TensorCopyDynamicSrc(dst=dst, src=src, engine=engine, name=name), "nisa.tensor_copy_dynamic_src")
+
+
+def tensor_copy_dynamic_dst(dst, src, engine=engine.unknown, name=None):
+    """dst = src, where dst's free-dim index carries a run-time offset (NKI 0.2)."""
+    _issue(_move.TensorCopyDynamicDst(dst=dst, src=src, engine=engine, name=name), "nisa.tensor_copy_dynamic_dst")
+
+
+def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
+    """dst = src where predicate is nonzero; other dst elements keep their contents."""
+    _issue(_move.TensorCopyPredicated(dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred, name=name),
+           "nisa.tensor_copy_predicated")
+
+
 def memset(dst, value, engine=engine.unknown, name=None):
     """dst = value everywhere."""
     _issue(_dve.Memset(dst=dst, value=value, engine=engine, name=name), "nisa.memset")
 
 
+def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
+    """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst)."""
+    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=tuple(shuffle_mask), name=name),
+           "nisa.nc_stream_shuffle")
+
+
+# -------------------------------------------------------------------------------------- Vector: reductions
+
+def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
+    """dst = reduce(op, data, axis) over trailing free axes."""
+    _issue(_dve.TensorReduce(dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims, name=name),
+           "nisa.tensor_reduce")
+
+
+def tensor_partition_reduce(dst, op, data, name=None):
+    """dst[1, F...] = reduce(op, data) across partitions (GpSimd)."""
+    _issue(_pool.TensorPartitionReduce(dst=dst, op=op, data=data, name=name), "nisa.tensor_partition_reduce")
+
+
+def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
+    """dst[i] = state = op1(op0(data0[i], state), data1[i]) along each partition's free elements."""
+    _issue(_acc.TensorTensorScan(dst=dst, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
+                                 reverse0=reverse0, reverse1=reverse1, name=name), "nisa.tensor_tensor_scan")
+
+
+def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
+    """dst = op0(data, operand0), reduced with reduce_op into the Vector Engine accumulators (and reduce_res)."""
+    _issue(_acc.TensorScalarReduce(dst=dst, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
+                                   reduce_res=reduce_res, reverse0=reverse0, reduce_cmd=reduce_cmd,
+                                   reduce_init=reduce_init, reduce_res_negate=reduce_res_negate, name=name),
+           "nisa.tensor_scalar_reduce")
+
+
+def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
+    """dst[i] = acc = op1(op0(src[i], imm0), acc) through the Vector Engine accumulator."""
+    _issue(_acc.TensorScalarCumulative(dst=dst, src=src, op0=op0, op1=op1, imm0=imm0, imm1=imm1,
+                                       reduce_cmd=reduce_cmd, name=name), "nisa.tensor_scalar_cumulative")
+
+
+def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
+                 reduce_res=None, reduce_op="maximum", range_start=0, on_false_value=_acc.FP32_MIN, name=None):
+    """dst = on_true_tile where bound comparisons of range_start + index hold, else fp32.min; max-reduced
+    into the accumulators (NeuronCore-v3+)."""
+    _issue(_acc.RangeSelect(dst=dst, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1, bound0=bound0,
+                            bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res, reduce_op=reduce_op,
+                            range_start=range_start, on_false_value=on_false_value, name=name), "nisa.range_select")
+
+
+def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                  reduce_op="maximum", reverse_pred=False, name=None):
+    """dst = where(predicate, on_true, on_false), max-reduced into the accumulators."""
+    _issue(_acc.SelectReduce(dst=dst, predicate=predicate, on_true=on_true, on_false=on_false, reduce_res=reduce_res,
+                             reduce_cmd=reduce_cmd, reduce_op=reduce_op, reverse_pred=reverse_pred, name=name),
+           "nisa.select_reduce")
+
+
 def bn_stats(dst, data, name=None):
     """dst[P, 6] = batch-norm statistics of data's free elements."""
-    _issue(_dve.BnStats(dst=dst, data=data, name=name), "nisa.bn_stats")
+    _issue(_stats.BnStats(dst=dst, data=data, name=name), "nisa.bn_stats")
 
 
 def bn_aggr(dst, data, name=None):
     """dst[P, 2] = (mean, variance) aggregated from bn_stats outputs."""
-    _issue(_dve.BnAggr(dst=dst, data=data, name=name), "nisa.bn_aggr")
+    _issue(_stats.BnAggr(dst=dst, data=data, name=name), "nisa.bn_aggr")
 
+
+def max8(dst, src, name=None):
+    """dst[P, 8] = the 8 largest values of each partition, descending."""
+    _issue(_stats.Max8(dst=dst, src=src, name=name), "nisa.max8")
+
+
+def nc_find_index8(dst, data, vals, name=None):
+    """dst[P, 8] = index of each of the 8 vals in data (all ones if absent)."""
+    _issue(_stats.NcFindIndex8(dst=dst, data=data, vals=vals, name=name), "nisa.nc_find_index8")
+
+
+def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
+    """dst = data with the first occurrence of each of the 8 vals replaced by imm."""
+    _issue(_stats.NcMatchReplace8(dst=dst, data=data, vals=vals, imm=imm, dst_idx=dst_idx, name=name),
+           "nisa.nc_match_replace8")
+
+
+# ---------------------------------------------------------------------------------------------- Scalar
 
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                name=None):
     """dst = op(data * scale + bias) on the Scalar Engine."""
-    fn = activation_fn(op)
-    if not fn.is_token:
-        raise KernelError(f"'{fn.name}' is not an activation function of the Scalar Engine", got=fn.name,
-                          instruction="nisa.activation")
+    _check_activation_op(op, "nisa.activation")
     _issue(_act.Activation(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                             reduce_res=reduce_res, reduce_cmd=reduce_cmd, name=name), "nisa.activation")
+                           reduce_res=reduce_res, reduce_cmd=reduce_cmd, name=name), "nisa.activation")
 
+
+def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
+    """dst = op(data * scale + bias); its sum over the free dims goes to reduce_res [P, 1]."""
+    _check_activation_op(op, "nisa.activation_reduce")
+    _issue(_act.ActivationReduce(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
+                                 reduce_res=reduce_res, name=name), "nisa.activation_reduce")
+
+
+# ---------------------------------------------------------------------------------------------- Tensor
 
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
     """dst (+)= stationary.T @ moving on the Tensor Engine (fp32 accumulation in PSUM)."""
-    _issue(_pe.NcMatmul(dst=dst, stationary=stationary, moving=moving,
-                                  is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
-                                  is_transpose=is_transpose, accumulate=accumulate,
-                                  tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
-                                  perf_mode=perf_mode, name=name), "nisa.nc_matmul")
+    _issue(_pe.NcMatmul(dst=dst, stationary=stationary, moving=moving, is_stationary_onezero=is_stationary_onezero,
+                        is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, accumulate=accumulate,
+                        tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
+                        perf_mode=perf_mode, name=name), "nisa.nc_matmul")
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
@@ -125,7 +248,55 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
     _issue(_pe.NcTranspose(dst=dst, data=data, engine=engine, name=name), "nisa.nc_transpose")
 
 
+# --------------------------------------------------------------------------------------------- GpSimd
+
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     """dst[p, f] = offset + channel_multiplier * p + pattern value at f (integer arithmetic)."""
     _issue(_pool.Iota(dst=dst, pattern=tuple(tuple(p) for p in pattern), offset=offset,
-                       channel_multiplier=channel_multiplier, name=name), "nisa.iota")
+                      channel_multiplier=channel_multiplier, name=name), "nisa.iota")
+
+
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0,
+                  name=None):
+    """dst = on_true_tile where cmp_op(offset + channel_multiplier * p + pattern value, 0), else on_false_value."""
+    _issue(_pool.AffineSelect(dst=dst, on_true_tile=on_true_tile, on_false_value=on_false_value,
+                              pattern=tuple(tuple(p) for p in pattern), offset=offset,
+                              channel_multiplier=channel_multiplier, cmp_op=cmp_op, name=name), "nisa.affine_select")
+
+
+def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
+    """Gather within each GpSimd core (16 partitions) at the core's uint16 element offsets."""
+    _issue(_pool.LocalGather(dst=dst, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
+                             num_valid_indices=num_valid_indices, name=name), "nisa.local_gather")
+
+
+def nc_n_gather(dst, data, indices, name=None):
+    """dst[p, j] = data[p, indices[p, j]] over each partition's flattened free elements."""
+    _issue(_pool.NcNGather(dst=dst, data=data, indices=indices, name=name), "nisa.nc_n_gather")
+
+
+def sequence_bounds(dst, segment_ids, name=None):
+    """dst[1, 2, n] = (start, end) of the run of equal segment ids each element belongs to."""
+    _issue(_pool.SequenceBounds(dst=dst, segment_ids=segment_ids, name=name), "nisa.sequence_bounds")
+
+
+# ------------------------------------------------------------------------------------------ randomness
+
+def dropout(dst, data, prob, name=None):
+    """dst = data with each element zeroed with probability prob (no rescaling)."""
+    _issue(_rng.Dropout(dst=dst, data=data, prob=prob, name=name), "nisa.dropout")
+
+
+def rng(dst, engine=engine.vector, name=None):
+    """dst = random bits (integer dst)."""
+    _issue(_rng.Rng(dst=dst, engine=engine, name=name), "nisa.rng")
+
+
+def rand2(dst, min, max, name=None):  # noqa: A002 - NKI's parameter names
+    """dst = uniform values in [min, max] (NeuronCore-v4)."""
+    _issue(_rng.Rand2(dst=dst, min=min, max=max, name=name), "nisa.rand2")
+
+
+def set_rng_seed(src_seeds, name=None):
+    """Seed the random generator from a [1, 1] 32-bit tile."""
+    _issue(_rng.SetRngSeed(src_seeds=src_seeds, name=name), "nisa.set_rng_seed")

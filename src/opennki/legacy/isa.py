@@ -1,27 +1,44 @@
 """Front door (legacy generation): `neuronxcc.nki.isa`, the functional instruction API of NKI 0.1.
 
-Each function allocates its result tile (SBUF, or PSUM for Tensor Engine instructions; dtype from `dtype=`
-or the documented default) and issues the one instruction class that defines the semantics
-(`opennki.instructions`). Results are deferred like `nl` results, so `buf[...] = nisa.activation(...)`
-writes `buf` directly. The legacy enums are `IntEnum`s with the legacy numbering.
+Imports language.core, sim and the instruction classes. Each function allocates its result tile (SBUF, or
+PSUM for Tensor Engine results; dtype from `dtype=` or the documented default) and issues the one
+instruction class that defines the semantics (`opennki.instructions`). Results are deferred like `nl`
+results, so `buf[...] = nisa.activation(...)` writes `buf` directly. Instructions that write into
+operands the kernel passes (`dma_copy`, `select_reduce`, `tensor_copy_predicated`,
+`tensor_copy_dynamic_dst`, `nc_stream_shuffle`) issue at once and return None. Extra keyword arguments
+are accepted and ignored, as NKI 0.1 does. The enums are `IntEnum`s with the legacy numbering;
+`neuronxcc.nki.isa.constants` is provided as the submodule `constants`.
+
+Decisions: `get_nc_version()` on trn3 reports gen3, the newest generation the legacy enum has, so kernels
+take their newest code path while instructions check the real target. `builtin_custom_op` (a prebuilt
+GpSimd library call whose semantics are undocumented) raises UnsupportedError; the 2.20-only
+`attention_kernel` / `attention_kernel_cache` (undocumented layouts) are not provided.
 """
 
 from __future__ import annotations
 
 import enum
+import sys
+import types
 
-from opennki.errors import KernelError, ShapeError
+import numpy as np
+
+from opennki.errors import KernelError, ShapeError, UnsupportedError
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.enums import engine_of
 from opennki.instructions import dma as _dma
 from opennki.instructions import gpsimd as _pool
+from opennki.instructions import rng as _rng
 from opennki.instructions import scalar as _act
 from opennki.instructions import tensor_engine as _pe
 from opennki.instructions import vector as _dve
+from opennki.instructions import vector_accumulate as _acc
+from opennki.instructions import vector_move as _move
+from opennki.instructions import vector_stats as _stats
+from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import activation_fn
 from opennki.language import core
-from opennki.machine.dtypes import dtype_of, float32, promote
-from opennki.machine.index import Index
+from opennki.machine.dtypes import dtype_of, float32, promote, uint32
+from opennki.machine.index import Index, Predicate
 from opennki.sim.program import current
 
 
@@ -69,42 +86,70 @@ unknown_engine = engine.unknown
 class fp32:
     """`nisa.fp32.min`: the most negative finite fp32 (bit pattern 0xff7fffff)."""
 
-    min = -3.4028234663852886e38
+    min = _acc.FP32_MIN
 
 
 def get_nc_version() -> nc_version:
-    """The NeuronCore generation of the current target (gen2 = trn1/inf2, gen3 = trn2)."""
+    """The NeuronCore generation of the current target: gen2 on trn1/inf2, gen3 on trn2 and on trn3 (the
+    newest generation the legacy API knows)."""
     from opennki.language.constants import _hw
     return nc_version(min(_hw().nc_version, 3))
+
+
+# `from neuronxcc.nki.isa.constants import oob_mode` (official samples; spec/isa.md C35)
+constants = types.ModuleType(__name__ + ".constants", "Legacy `nki.isa.constants`: the nisa enums.")
+for _name in ("engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version"):
+    setattr(constants, _name, globals()[_name])
+sys.modules[constants.__name__] = constants
 
 
 def _out(shape, dtype, buffer=core.SBUF):
     return core.alloc(tuple(shape), dtype, buffer)
 
 
+def _dtype(dtype, default):
+    return dtype_of(dtype) if dtype is not None else default
+
+
 def _defer(instr, result, api):
     return current(api).defer(instr, result, api)
 
 
-def _tile_dtype(x):
-    return x.dtype if core.is_tensor(x) else float32
+def _issue(instr, api) -> None:
+    current(api).issue(instr, api)
+
+
+def _tile(x, role: str, api: str):
+    if not core.is_tensor(x):
+        raise KernelError(f"{api}: '{role}' must be a tile", got=type(x).__name__, instruction=api)
+    return x
 
 
 # ------------------------------------------------------------------------------------------------- DMA
 
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
              **kwargs):
-    """dst = src by DMA (HBM and/or SBUF), optionally accumulating (`dst_rmw_op=np.add`)."""
-    current("nisa.dma_copy").issue(_dma.DmaCopy(dst=dst, src=src, mask=mask, dst_rmw_op=dst_rmw_op,
-                                               oob_mode=oob_mode, dge_mode=dge_mode), "nisa.dma_copy")
+    """dst = src by DMA (HBM and/or SBUF), optionally accumulating (`dst_rmw_op=np.add`). Returns None."""
+    _issue(_dma.DmaCopy(dst=dst, src=src, mask=mask, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode,
+                        dge_mode=dge_mode), "nisa.dma_copy")
 
 
-# ------------------------------------------------------------------------------------------ Vector etc.
+def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
+    """A new SBUF tile holding src (HBM or SBUF, 2-4-D) with its axes permuted by DMA."""
+    api = "nisa.dma_transpose"
+    if core.is_tensor(src) and src.dynamic:
+        raise KernelError(f"{api} does not accept indirect (run-time) indices", instruction=api,
+                          code="err_indirect_indices_are_not_supported_with_nki_api")
+    perm = tuple(axes) if axes is not None else _dma.DEFAULT_AXES.get(src.ndim, tuple(range(src.ndim)))
+    out = _out(tuple(src.shape[a] for a in perm), _dtype(dtype, src.dtype))
+    return _defer(_dma.DmaTranspose(dst=out, src=src, axes=axes, mask=mask), out, api)
+
+
+# ------------------------------------------------------------------------------------ Vector: element-wise
 
 def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
     """op(data1, data2) element-wise into a new tile (dtype: promotion of the inputs)."""
-    dt = dtype_of(dtype) if dtype is not None else promote(data1.dtype, data2.dtype)
-    out = _out(data1.shape, dt)
+    out = _out(data1.shape, _dtype(dtype, promote(data1.dtype, data2.dtype)))
     return _defer(_dve.TensorTensor(dst=out, data1=data1, data2=data2, op=op, engine=engine, mask=mask), out,
                   "nisa.tensor_tensor")
 
@@ -112,24 +157,49 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unkn
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
                   mask=None, engine=engine.unknown, **kwargs):
     """op1(op0(data, operand0), operand1) with scalar / [P, 1] operands, into a new tile."""
-    out = _out(data.shape, dtype if dtype is not None else data.dtype)
+    out = _out(data.shape, _dtype(dtype, data.dtype))
     return _defer(_dve.TensorScalar(dst=out, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
-                                      operand1=operand1, reverse1=reverse1, engine=engine, mask=mask), out,
+                                    operand1=operand1, reverse1=reverse1, engine=engine, mask=mask), out,
                   "nisa.tensor_scalar")
 
 
-def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
-    """Reduce free `axis` of data with op into a new tile."""
-    axes = _dve.normalize_axes(axis, data.ndim)
-    out = _out(_dve.reduced_shape(data.shape, axes, keepdims), dtype if dtype is not None else data.dtype)
-    return _defer(_dve.TensorReduce(dst=out, op=op, data=data, axis=axes, negate=negate, keepdims=keepdims,
-                                      mask=mask), out, "nisa.tensor_reduce")
+def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
+                         mask=None, **kwargs):
+    """op1(op0(data, operand0), operand1) with operand0 a scalar / [P, 1] and operand1 a tile."""
+    out = _out(data.shape, _dtype(dtype, promote(data.dtype, operand1.dtype)))
+    return _defer(_dve.ScalarTensorTensor(dst=out, data=data, op0=op0, operand0=operand0, op1=op1,
+                                          operand1=operand1, reverse0=reverse0, reverse1=reverse1, mask=mask),
+                  out, "nisa.scalar_tensor_tensor")
+
+
+def reciprocal(data, *, dtype=None, mask=None, **kwargs):
+    """1 / data on the Vector Engine into a new tile."""
+    out = _out(data.shape, _dtype(dtype, data.dtype))
+    return _defer(_dve.Reciprocal(dst=out, data=data, mask=mask), out, "nisa.reciprocal")
 
 
 def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """A copy of src in a new SBUF tile."""
-    out = _out(src.shape, dtype if dtype is not None else src.dtype)
+    out = _out(src.shape, _dtype(dtype, src.dtype))
     return _defer(_dve.TensorCopy(dst=out, src=src, engine=engine, mask=mask), out, "nisa.tensor_copy")
+
+
+def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    """A copy of src, whose free-dim index carries a run-time offset (`t[ix, offs[0, k] + iy]`)."""
+    out = _out(src.shape, _dtype(dtype, src.dtype))
+    return _defer(_move.TensorCopyDynamicSrc(dst=out, src=src, engine=engine, mask=mask), out,
+                  "nisa.tensor_copy_dynamic_src")
+
+
+def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=engine.unknown, **kwargs):
+    """Copy src into dst, whose free-dim index carries a run-time offset. Returns None."""
+    _issue(_move.TensorCopyDynamicDst(dst=dst, src=src, engine=engine, mask=mask), "nisa.tensor_copy_dynamic_dst")
+
+
+def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs):
+    """dst = src where predicate is nonzero (dst keeps its other elements). Returns None."""
+    _issue(_move.TensorCopyPredicated(dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred,
+                                      mask=mask), "nisa.tensor_copy_predicated")
 
 
 def memset(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
@@ -138,30 +208,128 @@ def memset(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
     return _defer(_dve.Memset(dst=out, value=value, engine=engine, mask=mask), out, "nisa.memset")
 
 
+def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
+    """data with each element zeroed with probability prob (scalar or [P, 1] tile); no rescaling."""
+    out = _out(data.shape, _dtype(dtype, data.dtype))
+    return _defer(_rng.Dropout(dst=out, data=data, prob=prob, mask=mask), out, "nisa.dropout")
+
+
+# -------------------------------------------------------------------------------------- Vector: reductions
+
+def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
+    """Reduce free `axis` of data with op into a new tile."""
+    axes = _dve.normalize_axes(axis, data.ndim)
+    out = _out(_dve.reduced_shape(data.shape, axes, keepdims), _dtype(dtype, data.dtype))
+    return _defer(_dve.TensorReduce(dst=out, op=op, data=data, axis=axes, negate=negate, keepdims=keepdims,
+                                    mask=mask), out, "nisa.tensor_reduce")
+
+
+def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
+    """Reduce data across partitions: [P, F...] -> a new [1, F...] tile (GpSimd)."""
+    out = _out((1,) + tuple(data.shape[1:]), _dtype(dtype, data.dtype))
+    return _defer(_pool.TensorPartitionReduce(dst=out, op=op, data=data, mask=mask), out,
+                  "nisa.tensor_partition_reduce")
+
+
+def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None,
+                       **kwargs):
+    """state = op1(op0(data0[i], state), data1[i]) along the free elements, each state written out."""
+    out = _out(data0.shape, _dtype(dtype, promote(data0.dtype, data1.dtype)))
+    return _defer(_acc.TensorTensorScan(dst=out, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
+                                        reverse0=reverse0, reverse1=reverse1, mask=mask), out,
+                  "nisa.tensor_tensor_scan")
+
+
+def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
+                         **kwargs):
+    """op0(data, operand0) into a new tile; its reduction with reduce_op goes to reduce_res [P, 1]."""
+    out = _out(data.shape, _dtype(dtype, data.dtype))
+    return _defer(_acc.TensorScalarReduce(dst=out, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
+                                          reduce_res=reduce_res, reverse0=reverse0, mask=mask), out,
+                  "nisa.tensor_scalar_reduce")
+
+
+def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.idle,
+                 reduce_res=None, reduce_op=np.amax, range_start=0, on_false_value=fp32.min, mask=None, dtype=None,
+                 **kwargs):
+    """on_true_tile where bound0/bound1 comparisons of range_start + index hold, else fp32.min, into a
+    new tile; its maximum folds into the Vector Engine accumulators (NeuronCore-v3+)."""
+    out = _out(on_true_tile.shape, _dtype(dtype, on_true_tile.dtype))
+    return _defer(_acc.RangeSelect(dst=out, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1,
+                                   bound0=bound0, bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res,
+                                   reduce_op=reduce_op, range_start=range_start, on_false_value=on_false_value,
+                                   mask=mask), out, "nisa.range_select")
+
+
+def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
+                  reduce_op=np.amax, reverse_pred=False, mask=None, dtype=None, **kwargs):
+    """dst = where(predicate, on_true, on_false); its maximum folds into the accumulators. Returns None."""
+    _issue(_acc.SelectReduce(dst=dst, predicate=predicate, on_true=on_true, on_false=on_false,
+                             reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_op=reduce_op,
+                             reverse_pred=reverse_pred, mask=mask), "nisa.select_reduce")
+
+
 def bn_stats(data, *, mask=None, dtype=None, **kwargs):
     """[P, 6] batch-norm statistics of the free elements (even / odd halves)."""
-    out = _out((data.shape[0], 6), dtype if dtype is not None else data.dtype)
-    return _defer(_dve.BnStats(dst=out, data=data, mask=mask), out, "nisa.bn_stats")
+    out = _out((data.shape[0], 6), _dtype(dtype, data.dtype))
+    return _defer(_stats.BnStats(dst=out, data=data, mask=mask), out, "nisa.bn_stats")
 
 
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
     """[P, 2] (mean, variance) from concatenated bn_stats outputs."""
-    out = _out((data.shape[0], 2), dtype if dtype is not None else data.dtype)
-    return _defer(_dve.BnAggr(dst=out, data=data, mask=mask), out, "nisa.bn_aggr")
+    out = _out((data.shape[0], 2), _dtype(dtype, data.dtype))
+    return _defer(_stats.BnAggr(dst=out, data=data, mask=mask), out, "nisa.bn_aggr")
+
+
+def max8(*, src, mask=None, dtype=None, **kwargs):
+    """[P, 8]: the 8 largest values of each partition, descending."""
+    out = _out((src.shape[0], 8), _dtype(dtype, src.dtype))
+    return _defer(_stats.Max8(dst=out, src=src, mask=mask), out, "nisa.max8")
+
+
+def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
+    """[P, 8] (uint32 unless dtype=uint16): index of each of the 8 vals in data."""
+    out = _out((data.shape[0], 8), _dtype(dtype, uint32))
+    return _defer(_stats.NcFindIndex8(dst=out, data=data, vals=vals, mask=mask), out, "nisa.nc_find_index8")
+
+
+def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
+    """A new tile: data with the first occurrence of each of the 8 vals replaced by imm."""
+    out = _out(data.shape, _dtype(dtype, data.dtype))
+    return _defer(_stats.NcMatchReplace8(dst=out, data=data, vals=vals, imm=imm, dst_idx=dst_idx, mask=mask), out,
+                  "nisa.nc_match_replace8")
+
+
+def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
+    """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst). Returns None."""
+    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=tuple(shuffle_mask), mask=mask),
+           "nisa.nc_stream_shuffle")
 
 
 # ---------------------------------------------------------------------------------------------- Scalar
 
+def _check_activation_op(op, api: str) -> None:
+    fn = activation_fn(op)
+    if not fn.is_token:
+        raise KernelError(f"'{fn.name}' is not an activation function of the Scalar Engine", got=fn.name,
+                          instruction=api)
+
+
 def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) on the Scalar Engine into a new tile."""
-    fn = activation_fn(op)
-    if not fn.is_token:
-        raise KernelError(f"'{fn.name}' is not an activation function of the Scalar Engine", got=fn.name)
-    out = _out(data.shape, dtype if dtype is not None else data.dtype)
+    _check_activation_op(op, "nisa.activation")
+    out = _out(data.shape, _dtype(dtype, data.dtype))
     return _defer(_act.Activation(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                    reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out,
-                  "nisa.activation")
+                                  reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out, "nisa.activation")
+
+
+def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
+    """op(data * scale + bias) into a new tile, and its sum over the free dims into reduce_res [P, 1]."""
+    _check_activation_op(op, "nisa.activation_reduce")
+    out = _out(data.shape, _dtype(dtype, data.dtype))
+    return _defer(_act.ActivationReduce(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
+                                        reduce_res=reduce_res, mask=mask), out, "nisa.activation_reduce")
 
 
 # ---------------------------------------------------------------------------------------------- Tensor
@@ -169,19 +337,17 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=(), tile_size=(), mask=None, **kwargs):
     """stationary.T @ moving on the Tensor Engine into a new fp32 PSUM tile; accumulate with
-    `psum_tile += nisa.nc_matmul(...)`."""
+    `psum_tile += nisa.nc_matmul(...)`. `perf_mode='double_row_gen3'` (kwargs) selects fp8 double-row."""
     perf_mode = kwargs.get("perf_mode")
-    double = perf_mode is not None and str(perf_mode).startswith("double_row")
+    double = perf_mode is not None and str(getattr(perf_mode, "value", perf_mode)).startswith("double_row")
     M = stationary.free_size // (2 if double else 1)
     N = moving.free_size // (2 if double else 1)
     out = _out((M, N) if not is_transpose else (M, stationary.shape[0]),
                float32 if not is_transpose else stationary.dtype, core.PSUM)
     return _defer(_pe.NcMatmul(dst=out, stationary=stationary, moving=moving,
-                                         is_stationary_onezero=is_stationary_onezero,
-                                         is_moving_onezero=is_moving_onezero, is_transpose=is_transpose,
-                                         accumulate=False, tile_position=tuple(tile_position),
-                                         tile_size=tuple(tile_size), perf_mode=perf_mode, mask=mask),
-                  out, "nisa.nc_matmul")
+                               is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
+                               is_transpose=is_transpose, accumulate=False, tile_position=tuple(tile_position),
+                               tile_size=tuple(tile_size), perf_mode=perf_mode, mask=mask), out, "nisa.nc_matmul")
 
 
 def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
@@ -191,9 +357,8 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs
         # the Tensor Engine reads SBUF only; a small tile already in PSUM goes to the Vector Engine
         chosen = Engine.VECTOR if data.kind is MemoryKind.PSUM else Engine.TENSOR
     buffer = core.PSUM if chosen is Engine.TENSOR else core.SBUF
-    out = _out((data.free_size, data.shape[0]), dtype if dtype is not None else data.dtype, buffer)
-    return _defer(_pe.NcTranspose(dst=out, data=data, engine=chosen, mask=mask), out,
-                  "nisa.nc_transpose")
+    out = _out((data.free_size, data.shape[0]), _dtype(dtype, data.dtype), buffer)
+    return _defer(_pe.NcTranspose(dst=out, data=data, engine=chosen, mask=mask), out, "nisa.nc_transpose")
 
 
 # --------------------------------------------------------------------------------------------- GpSimd
@@ -201,13 +366,63 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs
 def iota(expr, dtype, *, mask=None, **kwargs):
     """The values of an affine index expression (e.g. `nl.arange(128)[:, None] * 2 + nl.arange(64)[None, :]`)
     as a new SBUF tile of `dtype`; dim 0 of the expression is the partition dim."""
-    if isinstance(expr, int):
-        expr = Index(expr, (0, 0), (1, 1))
+    if isinstance(expr, (int, np.integer)):
+        expr = Index(int(expr), (0, 0), (1, 1))
     if not isinstance(expr, Index):
-        raise ShapeError("nisa.iota takes an affine index expression built from nl.arange", got=type(expr).__name__)
+        raise ShapeError("nisa.iota takes an affine index expression built from nl.arange", got=type(expr).__name__,
+                         instruction="nisa.iota")
     shape = expr.shape if expr.ndim >= 2 else expr.shape + (1,)
     coeffs = expr.coeffs if expr.ndim >= 2 else expr.coeffs + (0,)
     pattern = tuple((c, n) for c, n in zip(coeffs[1:], shape[1:]))
     out = _out(shape, dtype)
-    return _defer(_pool.Iota(dst=out, pattern=pattern, offset=expr.const, channel_multiplier=coeffs[0],
-                              mask=mask), out, "nisa.iota")
+    return _defer(_pool.Iota(dst=out, pattern=pattern, offset=expr.const, channel_multiplier=coeffs[0], mask=mask),
+                  out, "nisa.iota")
+
+
+def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
+    """on_true_tile where the affine predicate `pred` (e.g. `iy < ix`) holds, else on_false_value, into a
+    new SBUF tile."""
+    api = "nisa.affine_select"
+    if not isinstance(pred, Predicate):
+        raise KernelError(f"{api}: pred must be a comparison of nl.arange / nl.mgrid indices",
+                          got=type(pred).__name__, instruction=api)
+    out = _out(on_true_tile.shape, _dtype(dtype, on_true_tile.dtype))
+    return _defer(_pool.AffineSelect(dst=out, on_true_tile=on_true_tile, on_false_value=on_false_value, pred=pred,
+                                     mask=mask), out, api)
+
+
+def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None, **kwargs):
+    """A new [P, V, num_elem_per_idx] tile gathered within each GpSimd core (16 partitions) at the core's
+    uint16 element offsets."""
+    V = num_valid_indices if num_valid_indices is not None else index.free_size * 16
+    out = _out((src_buffer.shape[0], int(V), int(num_elem_per_idx)), src_buffer.dtype)
+    return _defer(_pool.LocalGather(dst=out, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
+                                    num_valid_indices=num_valid_indices, mask=mask), out, "nisa.local_gather")
+
+
+def sequence_bounds(*, segment_ids, dtype=None, **kwargs):
+    """A new [1, 2, n] tile: (start, end) of the run of equal ids each element belongs to (n, -1 for 0)."""
+    out = _out((1, 2, segment_ids.free_size), _dtype(dtype, segment_ids.dtype))
+    return _defer(_pool.SequenceBounds(dst=out, segment_ids=segment_ids), out, "nisa.sequence_bounds")
+
+
+def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_to_isa_version, srcs, dsts,
+                      **kwargs):
+    """Runs a prebuilt GpSimd library kernel on hardware. Its semantics are not documented, so opennki
+    cannot simulate it and raises UnsupportedError."""
+    raise UnsupportedError(f"nisa.builtin_custom_op({function_name!r}) calls a prebuilt GpSimd library "
+                           f"({lib_file_name!r}) whose semantics are not documented; opennki cannot simulate it",
+                           instruction="nisa.builtin_custom_op",
+                           hint="write the operation with documented nisa instructions")
+
+
+__all__ = [
+    "engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version", "fp32", "get_nc_version", "constants",
+    "tensor_engine", "vector_engine", "scalar_engine", "gpsimd_engine", "dma_engine", "unknown_engine",
+    "dma_copy", "dma_transpose", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "reciprocal",
+    "tensor_copy", "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "tensor_copy_predicated", "memset",
+    "dropout", "tensor_reduce", "tensor_partition_reduce", "tensor_tensor_scan", "tensor_scalar_reduce",
+    "range_select", "select_reduce", "bn_stats", "bn_aggr", "max8", "nc_find_index8", "nc_match_replace8",
+    "nc_stream_shuffle", "activation", "activation_reduce", "nc_matmul", "nc_transpose", "iota", "affine_select",
+    "local_gather", "sequence_bounds", "builtin_custom_op",
+]
