@@ -73,6 +73,17 @@ def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address
                            fill=fill, address=address)
 
 
+def require_tile(x, role: str, api: str) -> None:
+    """x must be an on-chip tile: a tensor with block dims first needs indexing (`a[i]`) before use."""
+    if getattr(x, "is_block_tensor", False):
+        raise KernelError(f"operand '{role}' of '{api}' is a tensor with block dimensions {x.shape}; a tile is "
+                          "needed", instruction=api, code="err_failed_to_infer_tile_from_local_tensor",
+                          hint="index the block dimensions away first, e.g. a[i]")
+    if not is_tensor(x):
+        raise DtypeError(f"operand '{role}' of '{api}' must be a tile", got=type(x).__name__, instruction=api)
+    require_on_chip(x, role, api)
+
+
 def require_on_chip(t: TensorView, role: str, api: str) -> None:
     if t.kind is MemoryKind.HBM:
         raise MemoryKindError(f"Expected operand '{role}' of '{api}' to be in address space 'sbuf' or 'psum', "
@@ -148,15 +159,12 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
     """
     prog = current(api)
     opdef = alu(op)
-    tx, ty = is_tensor(x), is_tensor(y)
+    tx, ty = not is_scalar(x), not is_scalar(y)
     if not tx and not ty:
         raise KernelError(f"{api} needs at least one tile operand", got=(type(x).__name__, type(y).__name__))
     for role, t in (("x", x), ("y", y)):
-        if is_tensor(t):
-            require_on_chip(t, role, api)
-        elif not is_scalar(t):
-            raise DtypeError(f"{api} operand '{role}' must be a tile or a scalar", got=type(t).__name__,
-                             instruction=api)
+        if not is_scalar(t):
+            require_tile(t, role, api)
     if tx and ty:
         try:
             shape = tuple(np.broadcast_shapes(x.shape, y.shape))
@@ -202,9 +210,7 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
 def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     """`fn(x)` on the Scalar Engine into a new SBUF tile."""
     prog = current(api)
-    if not is_tensor(x):
-        raise DtypeError(f"{api} needs a tile operand", got=type(x).__name__, instruction=api)
-    require_on_chip(x, "x", api)
+    require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
     instr = Activation(dst=result, op=ACTIVATIONS[fn_name].name, data=x, mask=mask)
     return prog.defer(instr, result, api)
@@ -213,7 +219,7 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
 def unary_alu(op_name: str, x, *, dtype=None, mask=None, api: str):
     """A unary ALU op (`logical_not`, `invert`) on the Vector Engine into a new SBUF tile."""
     prog = current(api)
-    require_on_chip(x, "x", api)
+    require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
     instr = TensorScalar(dst=result, data=x, op0=op_name, operand0=0 if alu(op_name).category == "bitvec"
                          else 0.0, mask=mask)
@@ -233,7 +239,7 @@ def scale_into(t: TensorView, factor: float, dtype, *, mask=None, api: str):
 def reduce(op, x, axis, *, dtype=None, mask=None, keepdims=False, negate=False, api: str):
     """Reduce free `axis` of a tile with an ALU op (tensor_reduce); on-chip results stay >= 2-D."""
     prog = current(api)
-    require_on_chip(x, "x", api)
+    require_tile(x, "x", api)
     axes = normalize_axes(axis, x.ndim)
     shape = reduced_shape(x.shape, axes, keepdims)
     result = alloc(shape, dtype if dtype is not None else x.dtype, SBUF)
@@ -243,7 +249,7 @@ def reduce(op, x, axis, *, dtype=None, mask=None, keepdims=False, negate=False, 
 
 def mean(x, axis, *, dtype=None, mask=None, keepdims=False, api: str):
     """Sum in fp32, then scale by 1/count into the result dtype (fp32 for integer inputs)."""
-    require_on_chip(x, "x", api)
+    require_tile(x, "x", api)
     axes = normalize_axes(axis, x.ndim)
     count = math_prod(x.shape[a] for a in axes)
     total = reduce("add", x, axes, dtype=float32, mask=mask, keepdims=keepdims, api=api)
@@ -306,7 +312,7 @@ def expect_broadcastable(src_shape, dst_shape, api: str) -> None:
 def copy(x, *, dtype=None, mask=None, engine=None, api: str = "nl.copy"):
     """A new SBUF tile holding x (tensor_copy; bit-exact when the dtype is kept)."""
     prog = current(api)
-    require_on_chip(x, "x", api)
+    require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
     return prog.defer(TensorCopy(dst=result, src=x, engine=engine, mask=mask), result, api)
 
@@ -317,7 +323,7 @@ def transpose(x, *, dtype=None, mask=None, api: str = "nl.transpose"):
     """[P, F] -> [F, P] on the Tensor Engine (result in PSUM), or the Vector Engine for <= 32 x 32 tiles
     already in PSUM."""
     prog = current(api)
-    require_on_chip(x, "x", api)
+    require_tile(x, "x", api)
     if x.ndim > 2:
         raise ShapeError(f"{api} takes a 2-D tile", got=x.shape, code="err_exceed_max_supported_dimension",
                          instruction=api)
@@ -338,9 +344,7 @@ def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul"):
     """
     prog = current(api)
     for role, t in (("x", x), ("y", y)):
-        if not is_tensor(t):
-            raise DtypeError(f"{api} operands must be tiles", got=type(t).__name__, instruction=api)
-        require_on_chip(t, role, api)
+        require_tile(t, role, api)
     if not transpose_x:
         xt = transpose(x, api=api)
         stationary = to_sbuf(xt, api)

@@ -45,6 +45,25 @@ def active() -> "Program | None":
     return _current.get()
 
 
+# Callables `setup(program)` run for every new Program; upper layers register rule checkers here (e.g. the
+# legacy generation's parameter-mutability rules) without the simulator importing them.
+PROGRAM_SETUP: list = []
+
+
+class Observer:
+    """Base of the language-layer rule checkers a Program calls (`Program.observers`); they may raise
+    OpenNKIErrors, which get the instruction and kernel line attached like the instruction's own."""
+
+    def check(self, prog, instr) -> None:
+        """After the instruction's own `check` (shapes, dtypes and buffers only)."""
+
+    def executed(self, prog, instr, location) -> None:
+        """After the instruction ran (run-time index offsets are still in `prog.machine.offsets`)."""
+
+    def finished(self, prog, result) -> None:
+        """After the kernel body returned `result` in this program."""
+
+
 @dataclasses.dataclass
 class Deferred:
     instr: object
@@ -56,12 +75,17 @@ class Deferred:
 class LaunchState:
     """What all programs of one launch share: HBM, the shared-HBM tensors the kernel creates, counters."""
 
-    def __init__(self, sim, hbm_allocator, tensor_type, grid, kernel_name):
+    def __init__(self, sim, hbm_allocator, tensor_type, grid, kernel_name, fn=None, generation=None):
         self.sim = sim
         self.hbm = hbm_allocator
         self.tensor_type = tensor_type
         self.grid = grid
         self.kernel_name = kernel_name
+        self.fn = fn                    # the kernel function (language rules read its annotations)
+        self.generation = generation    # "legacy" / "new" / None: selects generation-specific language rules
+        self.pending_programs: list = []  # grid points not started yet, in launch order
+        self.cooperation = None         # sim.cooperative.Cooperation once programs run as threads (all_reduce)
+        self.collectives: dict = {}     # language-layer collective state (nl.all_reduce exchange buffers)
         self.shared: list = []
         self.seq = itertools.count()
         self.loop_ids = itertools.count()
@@ -84,7 +108,14 @@ class Program:
         self.pending: Deferred | None = None
         self.shared_count = 0
         self.loops: list = []   # (loop_id, kind, iteration) of the loops currently running, outermost first
+        # Language-layer rule checkers (see PROGRAM_SETUP): objects with optional `check(prog, instr)` (after
+        # the instruction's own check), `executed(prog, instr, location)` (after it ran) and
+        # `finished(prog, result)` (after the kernel body returned).
+        self.observers: list = []
+        self.state: dict = {}   # language-layer per-program state, keyed by the owning module's name
         self._token = None
+        for setup in PROGRAM_SETUP:
+            setup(self)
 
     # -- context ----------------------------------------------------------------------------------------
     def __enter__(self):
@@ -103,6 +134,12 @@ class Program:
     @property
     def grid(self) -> tuple[int, ...]:
         return self.launch.grid
+
+    def finish(self, result) -> None:
+        """The kernel body returned: flush, then let the observers check the end-of-kernel rules."""
+        self.flush()
+        for observer in self.observers:
+            observer.finished(self, result)
 
     # -- tensors ----------------------------------------------------------------------------------------
     def new_tensor(self, region: MemoryRegion, shape, dtype, name: str | None = None, *, fill=None,
@@ -175,6 +212,8 @@ class Program:
         try:
             instr.check(self)
             check_static_bounds(instr)
+            for observer in self.observers:
+                observer.check(self, instr)
         except OpenNKIError as e:
             raise _located(e, instr, location, api)
 
@@ -183,6 +222,8 @@ class Program:
         if not self.options.shape_only:
             try:
                 instr.run(machine)
+                for observer in self.observers:
+                    observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
             if instr.executor is not Engine.TENSOR:

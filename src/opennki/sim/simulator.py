@@ -63,7 +63,7 @@ class Simulator:
             listener.on_event(event)
 
     def launch(self, fn, args=(), kwargs=None, *, grid=(), tensor_type=TensorView, kernel_name=None,
-               cores_of=None, before_program=None, after_program=None):
+               cores_of=None, before_program=None, after_program=None, generation=None):
         """Run `fn` over `grid` and return its outputs (see the module docstring).
 
         Args:
@@ -72,30 +72,54 @@ class Simulator:
             cores_of: optional function mapping program ids to a physical core index.
             before_program / after_program: callbacks `(ids) -> None` and `(ids) -> bool | None`; when
                 after_program returns False the remaining programs are skipped.
+            generation: "legacy" or "new" when the front door knows it; selects generation-specific
+                language rules (e.g. legacy kernel parameters are immutable unless `nt.mutable_tensor`).
+
+        Programs run one after the other in grid order. A collective (`nl.all_reduce`) needs every program
+        of its group at once: the first one switches the launch to cooperating threads (sim/cooperative.py),
+        which adopt the programs not started yet; the loop below then skips them and waits for them at the end.
         """
         kwargs = dict(kwargs or {})
         grid = tuple(int(g) for g in grid)
         name = kernel_name or getattr(fn, "__name__", "kernel")
         hbm = Allocator(MemoryKind.HBM, self.hw.memory.hbm_bytes, HBM_ALIGN_BYTES, self.hw.name)
-        launch = LaunchState(self, hbm, tensor_type, grid, name)
+        launch = LaunchState(self, hbm, tensor_type, grid, name, fn=fn, generation=generation)
         bound_args, bound_kwargs, arg_storages = self._bind(fn, args, kwargs, launch)
+        launch.body = lambda: fn(*bound_args, **bound_kwargs)
+        launch.cores_of = cores_of
+        launch.before_program = before_program
         cores = len({cores_of(ids) for ids in _grid_points(grid)}) if cores_of else 1
         self.emit(LaunchStarted(name, grid, self.hw.name, cores, self.options.shape_only))
         result, ran = None, 0
-        for ids in _grid_points(grid):
-            core = cores_of(ids) if cores_of else 0
-            if before_program is not None:
-                before_program(ids)
-            self.emit(ProgramStarted(ids, core, grid))
-            with Program(self, launch, ids, core):
-                result = fn(*bound_args, **bound_kwargs)
-            ran += 1
-            self.emit(ProgramFinished(ids, core))
-            if after_program is not None and after_program(ids) is False:
-                break
+        launch.pending_programs = list(_grid_points(grid))
+        try:
+            while launch.pending_programs:
+                ids = launch.pending_programs.pop(0)
+                result = self.run_program(launch, ids)
+                ran += 1
+                if after_program is not None and after_program(ids) is False:
+                    launch.pending_programs.clear()
+            if launch.cooperation is not None:
+                ran += launch.cooperation.finish()
+        except BaseException:
+            if launch.cooperation is not None:
+                launch.cooperation.abort()
+            raise
         self.emit(LaunchFinished(name, ran))
         self._write_back(arg_storages)
         return self._outputs(result)
+
+    def run_program(self, launch, ids):
+        """Run the kernel body as the program `ids` of `launch` and return what it returned."""
+        core = launch.cores_of(ids) if launch.cores_of else 0
+        if launch.before_program is not None:
+            launch.before_program(ids)
+        self.emit(ProgramStarted(ids, core, launch.grid))
+        with Program(self, launch, ids, core) as prog:
+            result = launch.body()
+            prog.finish(result)
+        self.emit(ProgramFinished(ids, core))
+        return result
 
     # -- arguments ------------------------------------------------------------------------------------------
     def _bind(self, fn, args, kwargs, launch):

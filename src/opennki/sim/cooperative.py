@@ -1,0 +1,163 @@
+"""Simulator layer: the SPMD programs of one launch running as cooperating threads (for collectives).
+
+Imports errors only (it drives `Simulator.run_program`). Programs normally run one after the other. A
+collective such as the legacy `nl.all_reduce` needs a value from every program of its group at once, so the
+first collective call switches the launch to cooperation: the programs not started yet are adopted and each
+gets its own thread. Exactly one program runs at any time: a baton passes between them in grid order, so
+execution stays deterministic, the events of a program keep their order, and no simulator state needs locks.
+
+A program that must wait (`wait(ids, ready, what)`) hands the baton to the next runnable program: one not
+started, or one whose wait condition now holds. When no program can run while some wait, the kernel's
+programs disagree on their collectives; the waiting programs then fail with a KernelError naming them. An
+error in any program aborts the others and is raised to the caller of the launch.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from opennki.errors import KernelError
+
+
+class _Aborted(BaseException):
+    """Raised inside programs that are stopped because another program failed (never reaches users)."""
+
+
+class Cooperation:
+    """The programs of one launch as cooperating threads (module docstring).
+
+    Args:
+        sim: the Simulator running the launch.
+        launch: its LaunchState; the programs in `launch.pending_programs` are adopted.
+        first: the ids of the program that asked for cooperation (it runs on the launch's own thread).
+    """
+
+    def __init__(self, sim, launch, first: tuple[int, ...]):
+        self.sim = sim
+        self.launch = launch
+        self.main_ids = first
+        self.main_thread = threading.current_thread()
+        self.order = [first] + list(launch.pending_programs)
+        launch.pending_programs.clear()
+        self.cond = threading.Condition()
+        self.running = first
+        self.started = {first}
+        self.waiting: dict[tuple, tuple] = {}       # ids -> (ready callable, description)
+        self.finished: set[tuple] = set()
+        self.failure: BaseException | None = None
+        self.threads: list[threading.Thread] = []
+        self.adopted_ran = 0
+
+    @classmethod
+    def of(cls, prog) -> "Cooperation":
+        """The launch's cooperation, created (adopting the programs not started yet) on first use."""
+        launch = prog.launch
+        if launch.cooperation is None:
+            launch.cooperation = cls(prog.sim, launch, prog.ids)
+        return launch.cooperation
+
+    def has_finished(self, ids) -> bool:
+        """True if program `ids` already returned (including programs that ran before cooperation began)."""
+        return ids in self.finished or ids not in self.order
+
+    # -- waiting --------------------------------------------------------------------------------------------
+    def wait(self, ids, ready, what: str) -> None:
+        """Block program `ids` (the one running now) until `ready()` holds, letting the others run."""
+        with self.cond:
+            if ready():
+                return
+            self.waiting[ids] = (ready, what)
+            try:
+                self._pass_baton(ids)
+                while self.running != ids and self.failure is None:
+                    self.cond.wait()
+                self._raise_if_failed()
+            finally:
+                self.waiting.pop(ids, None)
+
+    def _raise_if_failed(self) -> None:
+        if self.failure is not None:
+            if threading.current_thread() is self.main_thread:
+                raise self.failure
+            raise _Aborted()
+
+    def _runnable(self, ids) -> bool:
+        if ids in self.finished:
+            return False
+        entry = self.waiting.get(ids)
+        return entry is None or entry[0]()
+
+    def _pass_baton(self, current) -> None:
+        """Give the baton to the next runnable program after `current` (caller holds the lock)."""
+        n = len(self.order)
+        start = self.order.index(current)
+        for k in range(1, n + 1):
+            ids = self.order[(start + k) % n]
+            if self._runnable(ids):
+                self.running = ids
+                if ids not in self.started:
+                    self.started.add(ids)
+                    thread = threading.Thread(target=self._worker, args=(ids,), daemon=True,
+                                              name=f"opennki-program-{ids}")
+                    self.threads.append(thread)
+                    thread.start()
+                self.cond.notify_all()
+                return
+        self.running = None
+        if self.waiting and self.failure is None:
+            blocked = ", ".join(f"{list(i)} ({w})" for i, (_, w) in sorted(self.waiting.items()))
+            done = sorted(i for i in self.order if i in self.finished)
+            self.failure = KernelError(
+                f"SPMD programs wait for each other forever: {blocked}; programs that already finished: "
+                f"{[list(i) for i in done] or 'none'}",
+                hint="every program of a collective's group must call it, the same number of times")
+        self.cond.notify_all()
+
+    # -- adopted programs -----------------------------------------------------------------------------------
+    def _worker(self, ids) -> None:
+        with self.cond:
+            while self.running != ids and self.failure is None:
+                self.cond.wait()
+        try:
+            if self.failure is None:
+                self.sim.run_program(self.launch, ids)
+                self.adopted_ran += 1
+        except _Aborted:
+            pass
+        except BaseException as e:  # noqa: BLE001 - reported to the launch's thread
+            with self.cond:
+                if self.failure is None:
+                    self.failure = e
+        finally:
+            with self.cond:
+                self.finished.add(ids)
+                if self.failure is None:
+                    self._pass_baton(ids)
+                else:
+                    self.cond.notify_all()
+
+    def finish(self) -> int:
+        """The launch's own program returned: run the adopted programs to the end; returns how many ran."""
+        with self.cond:
+            self.finished.add(self.main_ids)
+            if self.failure is None:
+                self._pass_baton(self.main_ids)
+            while self.failure is None and len(self.finished) < len(self.order):
+                self.cond.wait()
+            failure = self.failure
+        if failure is not None:
+            self._join_all()
+            raise failure
+        return self.adopted_ran
+
+    def abort(self) -> None:
+        """The launch's own program failed: stop every adopted program."""
+        with self.cond:
+            if self.failure is None:
+                self.failure = _Aborted()
+            self.cond.notify_all()
+        self._join_all()
+
+    def _join_all(self) -> None:
+        for thread in self.threads:
+            thread.join(timeout=30)
