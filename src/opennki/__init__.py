@@ -3,33 +3,74 @@
 This package is the new-generation `nki` surface (`import opennki as nki`; `opennki.language`,
 `opennki.isa`); `opennki.legacy` is the `neuronxcc.nki` surface. Kernels run on a CPU simulator of a
 NeuronCore with hardware numerics and checks. See DESIGN.md for the architecture.
+
+Front door (new generation): `jit` returns a `Kernel` (`kernel[lnc]` for LNC=2), `simulate(kernel)` runs it
+on the simulator (NumPy or torch or JAX in, the same out); `benchmark`, `profile` and `baremetal` are the
+legacy services offered for new-generation kernels too (an opennki extension: NKI 0.2+ has none).
 """
 
 from __future__ import annotations
 
+import warnings
+
 from opennki import isa, language  # noqa: F401
-from opennki.errors import OpenNKIError
-from opennki.kernel import Kernel, run_kernel, unwrap
+from opennki.compile import AUTO, Kernel, kernel_spec
+from opennki.errors import KernelError, OpenNKIError
+from opennki.kernel import run_kernel, unwrap  # noqa: F401
+from opennki.kernels.base import Generation
+from opennki.kernels.standalone import SimulateKernel
 from opennki.sim import SimOptions, Simulator
 
 __version__ = "0.1.0"
 
 
 def jit(fn=None, **kwargs):
-    """`@nki.jit`: make a kernel callable with NumPy arrays; `kernel[lnc](...)` picks the LNC degree."""
+    """`@nki.jit`: a Kernel; the argument types pick NumPy, torch or JAX per call; `kernel[lnc](...)`.
+
+    `mode=` is accepted and ignored (deprecated in NKI 0.3); `platform_target=` is refused (NKI 0.3 reads the
+    target from `NEURON_PLATFORM_TARGET_OVERRIDE`).
+    """
+    if "platform_target" in kwargs:
+        raise KernelError("nki.jit does not take platform_target; set NEURON_PLATFORM_TARGET_OVERRIDE instead",
+                          got=kwargs["platform_target"])
+    if kwargs.pop("mode", AUTO) != AUTO:
+        warnings.warn("nki.jit(mode=...) is deprecated and ignored", DeprecationWarning, stacklevel=2)
+    return _decorator(AUTO, fn, kwargs)
+
+
+def _decorator(mode: str, fn, config: dict):
     def wrap(f):
-        return Kernel(f, generation="new", **kwargs)
+        if isinstance(f, Kernel):
+            spec = f.spec
+            return Kernel(spec.func, mode, spec=type(spec)(spec.func, spec.generation, spec.grid_key, spec.target,
+                                                           spec.options, spec.listeners, dict(spec.config, **config)))
+        return Kernel(f, mode, **config)
     return wrap(fn) if fn is not None else wrap
 
 
+def baremetal(kernel=None, **kwargs):
+    """Run once with NumPy arrays and write what can be written (see opennki.legacy.baremetal)."""
+    return _decorator("baremetal", kernel, kwargs)
+
+
+def benchmark(kernel=None, **kwargs):
+    """The cost model's latency for a new-generation kernel (see opennki.legacy.benchmark)."""
+    return _decorator("benchmark", kernel, kwargs)
+
+
+def profile(func=None, **kwargs):
+    """A cost-model profile of a new-generation kernel (see opennki.legacy.profile)."""
+    return _decorator("profile", func, kwargs)
+
+
 def simulate(kernel):
-    """`nki.simulate(kernel)(*args)`: run a kernel on the CPU simulator (NumPy in, NumPy out; inputs the
-    kernel modifies are written back)."""
-    fn, grid = unwrap(kernel)
+    """`nki.simulate(kernel)(*args)`: run on the CPU simulator. NumPy arrays in -> NumPy out; torch tensors
+    in -> torch tensors out (JAX arrays likewise); inputs the kernel modifies are written back. `kernel` may be
+    a jit kernel, `kernel[2]` (LNC=2) or a plain function."""
+    if isinstance(kernel, Kernel):
+        return kernel.resolve(SimulateKernel)
+    return SimulateKernel(kernel_spec(kernel, Generation.NEW))
 
-    def run(*args, **kwargs):
-        return run_kernel(fn, args, kwargs, grid=grid, target=getattr(kernel, "target", None))
-    return run
 
-
-__all__ = ["jit", "simulate", "isa", "language", "Kernel", "Simulator", "SimOptions", "OpenNKIError"]
+__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "Kernel", "Simulator",
+           "SimOptions", "OpenNKIError"]

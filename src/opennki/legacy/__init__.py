@@ -1,29 +1,70 @@
 """Front door (legacy generation): the `neuronxcc.nki` surface.
 
 `import opennki.legacy as nki`, `opennki.legacy.language as nl`, `opennki.legacy.isa as nisa` give what
-`neuronxcc.nki`, `neuronxcc.nki.language` and `neuronxcc.nki.isa` give; `opennki run` and the pytest plugin
-map those import names here.
+`neuronxcc.nki`, `neuronxcc.nki.language` and `neuronxcc.nki.isa` give; `opennki run`, the pytest plugin and
+`opennki.compat.install()` map those import names here.
+
+`jit`, `baremetal`, `benchmark`, `profile`, `trace` and `simulate_kernel` (spec/entrypoints.md §2-§6) all
+make or run a `GenericKernel` (opennki.compile); there is no device, so every mode runs on the simulator
+and benchmark / profile ask the cost model.
 """
 
 from __future__ import annotations
 
-from opennki.kernel import Kernel, run_kernel, unwrap
+from opennki.compile import GenericKernel, kernel_spec
+from opennki.kernels import FrameworkKernel  # noqa: F401  (NKI's integration contract)
+from opennki.kernels.standalone import SimulateKernel
 from opennki.legacy import isa, language  # noqa: F401
 
 
-def jit(func=None, mode="auto", **kwargs):
-    """`@nki.jit` / `@nki.jit(mode=...)`: make a kernel callable with NumPy arrays (runs the simulator)."""
+def _decorator(mode: str, func, config: dict):
     def wrap(fn):
-        return Kernel(fn, generation="legacy", mode=mode, **kwargs)
+        if isinstance(fn, GenericKernel):      # nki.baremetal(jit_kernel): same kernel, another mode
+            spec = fn.spec
+            merged = dict(spec.config, **config)
+            target = merged.pop("platform_target", spec.target)
+            return GenericKernel(spec.func, mode, spec=type(spec)(spec.func, spec.generation, spec.grid_key,
+                                                                  target, spec.options, spec.listeners, merged))
+        return GenericKernel(fn, mode, **config)
     return wrap(func) if func is not None else wrap
 
 
+def jit(func=None, mode="auto", **kwargs):
+    """`@nki.jit` / `@nki.jit(mode=...)` / `nki.jit(f, mode=..., platform_target=...)`: a GenericKernel.
+
+    Modes: auto (from the argument types), baremetal, simulation, benchmark, profile, torchxla, jax, trace.
+    """
+    return _decorator(mode, func, kwargs)
+
+
+def baremetal(kernel=None, **kwargs):
+    """`@nki.baremetal(save_neff_name=..., save_trace_name=..., additional_compile_opt=..., artifacts_dir=...)`:
+    run once with NumPy arrays (on the simulator; no NEFF exists, see opennki.kernels.standalone)."""
+    return _decorator("baremetal", kernel, kwargs)
+
+
+def benchmark(kernel=None, **kwargs):
+    """`@nki.benchmark(warmup=10, iters=100, ...)`: the cost model's latency in `kernel.benchmark_result`."""
+    return _decorator("benchmark", kernel, kwargs)
+
+
+def profile(func=None, **kwargs):
+    """`@nki.profile(working_directory=..., ...)`: the cost model writes a profile of each call."""
+    return _decorator("profile", func, kwargs)
+
+
+def trace(func=None, **kwargs):
+    """`@nki.trace`: a helper kernel, inlined when another kernel calls it."""
+    return _decorator("trace", func, kwargs)
+
+
 def simulate_kernel(kernel, *args, **kwargs):
-    """Run `kernel` (a jit kernel, a gridded one `k[g0, g1]`, or a plain function) on the CPU simulator and
-    return its outputs as NumPy arrays; arrays the kernel writes are updated in place."""
-    fn, grid = unwrap(kernel)
-    target = getattr(kernel, "target", None)
-    return run_kernel(fn, args, kwargs, grid=grid, target=target)
+    """Run `kernel` (a jit kernel in any mode, a gridded one `k[g0, g1]`, or a plain function) on the CPU
+    simulator and return its outputs as NumPy arrays; arrays the kernel writes are updated in place."""
+    if isinstance(kernel, GenericKernel):
+        return kernel.resolve(SimulateKernel)(*args, **kwargs)
+    return SimulateKernel(kernel_spec(kernel))(*args, **kwargs)
 
 
-__all__ = ["jit", "simulate_kernel", "isa", "language"]
+__all__ = ["jit", "baremetal", "benchmark", "profile", "trace", "simulate_kernel", "GenericKernel",
+           "FrameworkKernel", "isa", "language"]

@@ -1,0 +1,351 @@
+"""Dispatch layer: what every kernel class shares — launching on the simulator, tracing, specialisation.
+
+Imports sim, language (the tensor class, SPMD grid resolution), listeners (Recorder) and errors. Front doors
+and framework bridges sit above it. Pieces:
+  * `run_kernel(fn, args, kwargs, grid=, ...)`: one launch on a fresh Simulator, NumPy outputs, opennki's
+    internal traceback frames hidden (the last frame of an error is the user's kernel line).
+  * `LaunchSpec`: a kernel function with its launch configuration (grid key, generation, target, options).
+  * `TraceKernel`: the base of every per-mode kernel class. `launch()` runs it with listeners and per-program
+    callbacks (the interpreter-client API), `specialize()` traces it shape-only into a `TracedProgram`
+    (cached per shapes, dtypes and scalar values), `dump_config()` gives the backend_config NKI's framework
+    paths carry. Called inside a running kernel, any kernel is inlined (a helper sub-kernel, NKI's `trace`
+    mode); otherwise `TraceKernel` itself runs on the simulator.
+  * call observers (`observe_calls`): every top-level kernel call a program makes is reported to them, which
+    is how `opennki benchmark SCRIPT` sees the kernel calls of an unmodified script.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import functools
+import inspect
+import os
+from dataclasses import dataclass, field, replace
+
+from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
+from opennki.hw import get_target
+from opennki.kernels import arguments
+from opennki.kernels.program import (TracedProgram, instruction_json, mutated_inputs, output_infos,
+                                     result_kind)
+from opennki.language.spmd import nc, resolve_grid
+from opennki.language.tensor import NkiTensor
+from opennki.listeners import Recorder
+from opennki.machine.memory import MemoryRegion
+from opennki.machine.tensor import TensorView
+from opennki.sim.options import SimOptions
+from opennki.sim.program import active
+from opennki.sim.simulator import ShapeSpec, Simulator, is_array_arg
+
+LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
+
+
+def run_kernel(fn, args=(), kwargs=None, *, grid=(), target=None, options: SimOptions | None = None,
+               listeners=(), **launch_kwargs):
+    """Run `fn` on a fresh Simulator and return its outputs as NumPy arrays.
+
+    `launch_kwargs` go to `Simulator.launch` (`cores_of`, `before_program`, `after_program`, `kernel_name`).
+    """
+    sim = Simulator(target, options=options, listeners=listeners)
+    try:
+        return sim.launch(fn, args, kwargs, grid=grid, tensor_type=NkiTensor, **launch_kwargs)
+    except OpenNKIError as e:
+        raise hide_internal_frames(e) from None
+
+
+class Generation(enum.Enum):
+    """Which NKI API generation a kernel was decorated with (it decides grid and output rules)."""
+
+    LEGACY = "neuronxcc.nki"
+    NEW = "nki"
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """A kernel function and how to launch it.
+
+    Fields:
+        func: the kernel function (undecorated).
+        generation: legacy grids (`kernel[g0, g1]`, `nl.nc`) or new LNC launches (`kernel[lnc]`).
+        grid_key: the subscript the kernel was launched with (None: no subscript).
+        target: NeuronCore target name; None reads `$NEURON_PLATFORM_TARGET_OVERRIDE` at call time.
+        options: SimOptions for the simulator (None: defaults from the environment at call time).
+        listeners: listeners attached to every launch.
+        config: the decorator's other keyword arguments (mode-specific: `save_neff_name`, `warmup`, ...).
+    """
+
+    func: object
+    generation: Generation = Generation.LEGACY
+    grid_key: object = None
+    target: str | None = None
+    options: SimOptions | None = None
+    listeners: tuple = ()
+    config: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.func, "__name__", "kernel")
+
+    def with_grid(self, key) -> "LaunchSpec":
+        return replace(self, grid_key=key)
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A resolved launch grid: sizes and the program -> physical core map (None: one core)."""
+
+    sizes: tuple[int, ...] = ()
+    cores_of: object = None
+
+
+def resolve(spec: LaunchSpec, hw) -> Grid:
+    """The launch grid of `spec` on target `hw` (legacy SPMD grid or new-generation LNC degree)."""
+    key = spec.grid_key
+    if spec.generation is Generation.NEW:
+        lnc = 1 if key is None else key
+        if isinstance(lnc, tuple) or not isinstance(lnc, int) or isinstance(lnc, bool):
+            raise KernelError("a new-generation kernel is launched as kernel[lnc] with one integer (1 or 2)",
+                              got=key)
+        configured = os.environ.get(LNC_ENV)
+        if configured and configured.strip() != str(lnc):
+            raise KernelError(f"kernel[{lnc}] launched with {LNC_ENV}={configured}; the launch LNC must equal "
+                              "the logical NeuronCore configuration", expected=configured, got=lnc)
+        if lnc == 1:
+            return Grid()
+        if lnc != 2:
+            raise KernelError(f"LNC={lnc} is not supported on current architecture {hw.name}; use 1 or 2",
+                              got=lnc)
+        if hw.nc_version < 3:
+            raise KernelError(f"LNC=2 needs trn2 or newer; target {hw.name} has one physical core per logical "
+                              "core", got=lnc)
+        sizes, cores_of = resolve_grid(nc(2), hw)
+        return Grid(sizes, cores_of)
+    if key is None:
+        return Grid()
+    sizes, cores_of = resolve_grid(key, hw)
+    return Grid(sizes, cores_of)
+
+
+def check_outputs(result, generation: Generation, func_name: str) -> None:
+    """Kernel outputs live in HBM (legacy) / in `nl.shared_hbm` (new generation); SBUF/PSUM never."""
+    items = result if isinstance(result, (tuple, list)) else (result,)
+    for i, out in enumerate(items):
+        if not isinstance(out, TensorView):
+            continue
+        region = out.storage.region
+        ok = region is MemoryRegion.shared_hbm if generation is Generation.NEW else not out.is_on_chip
+        if not ok:
+            wanted = "nl.shared_hbm" if generation is Generation.NEW else "HBM (nl.shared_hbm)"
+            raise KernelError(f"kernel {func_name} returns {out.name!r} (output {i}), which is in nl.{region.name}; "
+                              f"kernel outputs must be allocated in {wanted}",
+                              expected=wanted, got=f"nl.{region.name}", location=out.storage.location,
+                              code="err_unsupported_memory",
+                              hint="allocate outputs with nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and copy "
+                                   "the result into them")
+
+
+def check_signature(func) -> None:
+    """New-generation signature rules (spec/entrypoints.md §2.4): no keyword-only parameters."""
+    try:
+        params = inspect.signature(func).parameters.values()
+    except (TypeError, ValueError):
+        return
+    keyword_only = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
+    if keyword_only:
+        raise KernelError(f"nki.jit kernels cannot use the '*' separator in their signature (keyword-only "
+                          f"parameters {keyword_only} of {func.__name__})",
+                          hint="make them ordinary parameters")
+
+
+def check_arguments(func_name: str, named: dict) -> None:
+    """New-generation argument rules: lists are not kernel arguments (tuples are)."""
+    for name, value in named.items():
+        if isinstance(value, list):
+            raise KernelError(f"lists are not accepted as kernel arguments (argument {name!r} of {func_name}); "
+                              "pass a tuple", got=type(value).__name__, hint=f"call with tuple({name})")
+
+
+# ------------------------------------------------------------------------------------------- call observers
+
+@dataclass(frozen=True)
+class KernelCall:
+    """A top-level kernel call a program made, as call observers see it.
+
+    Fields:
+        kernel: the TraceKernel that ran it (its `spec` has the function, grid key and target).
+        args / kwargs: the arguments as given (NumPy arrays, framework tensors, shape placeholders).
+        result: what the call returned.
+    """
+
+    kernel: "TraceKernel"
+    args: tuple
+    kwargs: dict
+    result: object
+
+    @property
+    def name(self) -> str:
+        return self.kernel.spec.name
+
+    def shape_args(self):
+        """(args, kwargs) with every tensor replaced by a ShapeSpec (enough for a shape-only cost estimate)."""
+        from opennki.bridges import to_shape_spec
+
+        def conv(v):
+            if isinstance(v, (tuple, list)):
+                return type(v)(conv(x) for x in v)
+            return to_shape_spec(v) if _is_tensor_like(v) else v
+        return tuple(conv(a) for a in self.args), {k: conv(v) for k, v in self.kwargs.items()}
+
+
+_observers: list = []
+
+
+@contextlib.contextmanager
+def observe_calls(observer):
+    """Within the block, call `observer(KernelCall)` after every top-level kernel call (not nested ones)."""
+    _observers.append(observer)
+    try:
+        yield observer
+    finally:
+        _observers.remove(observer)
+
+
+def _is_tensor_like(v) -> bool:
+    return is_array_arg(v) or (hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, type))
+
+
+# ------------------------------------------------------------------------------------------------ kernels
+
+class TraceKernel:
+    """Base of the per-mode kernel classes (module docstring). `mode="trace"` gives this class itself."""
+
+    def __init__(self, spec: LaunchSpec):
+        self.spec = spec
+        self._traces: dict = {}
+        self.trace_count = 0     # how many shape-only traces ran (the cache's misses)
+
+    # -- configuration --------------------------------------------------------------------------------
+    @property
+    def func(self):
+        return self.spec.func
+
+    def target(self):
+        """The HwConfig this call runs on (decided at call time: the environment may change)."""
+        return get_target(self.spec.target if self.spec.target is not None else
+                          (self.spec.options.target if self.spec.options else None))
+
+    def options(self, **changes) -> SimOptions:
+        base = self.spec.options or SimOptions()
+        return replace(base, **changes) if changes else base
+
+    def body(self):
+        """The kernel function wrapped with the output rules (signature preserved for argument binding)."""
+        func, generation, name = self.spec.func, self.spec.generation, self.spec.name
+
+        @functools.wraps(func)
+        def kernel_body(*args, **kwargs):
+            result = func(*args, **kwargs)
+            check_outputs(result, generation, name)
+            return result
+        return kernel_body
+
+    # -- running ----------------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        if active() is not None:
+            return self.inline(args, kwargs)
+        if self.spec.generation is Generation.NEW:
+            check_arguments(self.spec.name, arguments.bind(self.spec.func, args, kwargs))
+        result = self.call(args, kwargs)
+        for observer in list(_observers):
+            observer(KernelCall(self, args, kwargs, result))
+        return result
+
+    def inline(self, args, kwargs):
+        """A kernel called from inside a running kernel is a helper: its body runs in the caller's program."""
+        if self.spec.grid_key not in (None, 1) and self.spec.generation is Generation.LEGACY:
+            raise KernelError(f"kernel {self.spec.name} is launched with an SPMD grid from inside another kernel",
+                              code="err_nested_kernel_with_spmd_grid",
+                              hint="call the helper without a grid")
+        return self.spec.func(*args, **kwargs)
+
+    def call(self, args, kwargs):
+        """Run the kernel (subclasses change what a call means)."""
+        return self.launch(args, kwargs)
+
+    def launch(self, args, kwargs=None, *, options: SimOptions | None = None, listeners=(),
+               before_program=None, after_program=None):
+        """Run once on the simulator with NumPy arrays; the interpreter-client entry point.
+
+        Args:
+            listeners: extra listeners for this launch (added to the kernel's own).
+            before_program: `(program_ids) -> None`, called before each program of the grid.
+            after_program: `(program_ids) -> bool | None`, called after each program; returning False
+                stops the remaining programs, and the launch returns what the finished ones wrote.
+        """
+        options = options or self.options()
+        hw = get_target(self.spec.target) if self.spec.target is not None else get_target(options.target)
+        grid = resolve(self.spec, hw)
+        return run_kernel(self.body(), args, kwargs, grid=grid.sizes, target=hw, options=options,
+                          listeners=self.spec.listeners + tuple(listeners), cores_of=grid.cores_of,
+                          before_program=before_program, after_program=after_program,
+                          kernel_name=self.spec.name)
+
+    # -- tracing ----------------------------------------------------------------------------------------
+    def split(self, args, kwargs):
+        """(leaves, LeafInfos, template) of a call (see opennki.kernels.arguments)."""
+        leaves, names, template = arguments.split(self.spec.func, args, kwargs, self.is_leaf)
+        infos = tuple(self.leaf_info(leaf, name) for leaf, name in zip(leaves, names))
+        return leaves, infos, template
+
+    def is_leaf(self, value) -> bool:
+        """Is `value` a tensor argument (as opposed to a compile-time constant)?"""
+        return _is_tensor_like(value)
+
+    def leaf_info(self, leaf, name) -> arguments.LeafInfo:
+        from opennki.bridges import to_shape_spec
+        spec = to_shape_spec(leaf)
+        return arguments.LeafInfo(name, spec.shape, spec.dtype.name)
+
+    def specialize(self, args, kwargs=None, *, cache: bool = True) -> TracedProgram:
+        """The traced program for these arguments (shapes, dtypes and scalar values are the cache key)."""
+        _, infos, template = self.split(args, kwargs or {})
+        return self.specialize_split(infos, template, cache=cache)
+
+    def specialize_split(self, infos, template, *, cache: bool = True) -> TracedProgram:
+        hw = self.target()
+        try:
+            key = (hw.name, self.spec.grid_key, arguments.spec_key(template, infos))
+        except arguments.NotCacheable:
+            key, cache = None, False
+        if cache and key in self._traces:
+            return self._traces[key]
+        program = self._trace(infos, template, hw)
+        if key is not None:
+            self._traces[key] = program
+        return program
+
+    def _trace(self, infos, template, hw) -> TracedProgram:
+        self.trace_count += 1
+        recorder = Recorder()
+        args, kwargs = arguments.call_args(self.spec.func, template,
+                                           [ShapeSpec(i.shape, i.dtype) for i in infos])
+        options = self.options(shape_only=True)
+        grid = resolve(self.spec, hw)
+        result = run_kernel(self.body(), args, kwargs, grid=grid.sizes, target=hw, options=options,
+                            listeners=(recorder,), cores_of=grid.cores_of, kernel_name=self.spec.name)
+        events = recorder.events
+        from opennki.events import InstructionExecuted
+        return TracedProgram(
+            func_name=self.spec.name, grid=grid.sizes, target=hw.name, inputs=tuple(infos),
+            outputs=output_infos(result, self.spec.name), result=result_kind(result),
+            mutated=mutated_inputs(events, tuple(infos)),
+            instructions=tuple(instruction_json(e) for e in events if isinstance(e, InstructionExecuted)),
+            opts=self.spec.config.get("additional_compile_opt"))
+
+    def dump_config(self, *args, **kwargs):
+        """(backend_config, input_names, output_names) of this call, as NKI's FrameworkKernel gives them."""
+        program = self.specialize(args, kwargs)
+        return program.backend_config(), program.input_names, program.output_names
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.spec.name}>"
