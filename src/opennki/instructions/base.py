@@ -75,6 +75,11 @@ class Instruction:
     _operand_fields: ClassVar[tuple] = ()
     _param_fields: ClassVar[tuple] = ()
 
+    @classmethod
+    def operand_fields(cls) -> tuple[dataclasses.Field, ...]:
+        """The dataclass fields declared with `operand(...)` (tensor operands), in declaration order."""
+        return tuple(f for f in dataclasses.fields(cls) if "access" in f.metadata)
+
     def operands(self) -> tuple:
         """(role, view, access) for every tensor operand present, including run-time index tiles."""
         cached = self.__dict__.get("_operands")
