@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from opennki.hw.cost import CostParams
+
 KIB = 1024
 
 
@@ -80,12 +82,15 @@ class HwConfig:
         nc_version: NeuronCore generation number (2, 3, 4) as `nisa.nc_version` has it.
         memory: on-chip memory geometry.
         tiles: instruction tile-size limits.
+        cost: the cost-model parameters (engine clocks and rates, DMA, HBM, launch); None for a target
+            that the cost model cannot estimate.
     """
 
     name: str
     nc_version: int
     memory: MemorySpec
     tiles: TileLimits
+    cost: CostParams | None = None
 
     def __post_init__(self):
         if self.nc_version not in (2, 3, 4):

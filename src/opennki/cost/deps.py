@@ -1,0 +1,259 @@
+"""Cost layer: data dependencies between instructions, from the memory regions they touch. Imports events.
+
+Every operand of an executed instruction names a physical region (allocator addresses) and, through its
+strides, the exact box of its tensor it touches. `AccessTracker` remembers, per storage, when each box was
+last written and last read, and answers "when may this access start": after the last overlapping write
+(read-after-write), and for a write also after the overlapping reads and writes (write-after-read,
+write-after-write).
+
+Address reuse: when a tensor is freed (or its program ends), its range becomes a *retired interval* stamped
+with the last time it was used; a new tensor allocated over it cannot be touched before then. This is what
+makes a tensor allocated inside a loop (next-fit gives each iteration a new address) overlap across
+iterations, while one buffer rewritten every iteration serialises them.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from opennki.events import AccessKind, Engine, MemoryKind, Operand
+
+NO_PRODUCER = -1
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _row_major(shape: tuple[int, ...]) -> tuple[int, ...]:
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def box_of(storage_shape: tuple[int, ...], strides: tuple[int, ...] | None, offset: int | None,
+           shape: tuple[int, ...]) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """The [lo, hi) box of storage coordinates an affine access covers (a superset for stepped axes), or
+    None when the access is not a box (indirect, negative strides, merged or wrapping dims)."""
+    if strides is None or offset is None or len(strides) != len(shape):
+        return None
+    ss = _row_major(storage_shape)
+    lo, rem = [], offset
+    for s in ss:
+        c, rem = divmod(rem, s)
+        lo.append(c)
+    hi = [c + 1 for c in lo]
+    used = set()
+    for n, st in zip(shape, strides):
+        if n == 1 or st == 0:
+            continue
+        if st < 0:
+            return None
+        d = next((d for d, s in enumerate(ss) if st % s == 0 and d not in used), None)
+        if d is None:
+            return None
+        ext = (st // ss[d]) * (n - 1) + 1
+        if lo[d] + ext > storage_shape[d]:
+            return None
+        hi[d] = lo[d] + ext
+        used.add(d)
+    return tuple(lo), tuple(hi)
+
+
+def _boxes_overlap(a, b) -> bool:
+    (alo, ahi), (blo, bhi) = a, b
+    return all(x0 < y1 and y0 < x1 for x0, x1, y0, y1 in zip(alo, ahi, blo, bhi))
+
+
+class _Slot:
+    """The latest write, or the latest-ending read, of one box of a storage."""
+
+    __slots__ = ("region", "box", "end", "producer", "engine", "core", "accumulate")
+
+    def __init__(self, region, box, end, producer, engine, core, accumulate):
+        self.region = region
+        self.box = box
+        self.end = end
+        self.producer = producer
+        self.engine = engine
+        self.core = core
+        self.accumulate = accumulate
+
+    def overlaps(self, region, box) -> bool:
+        if box is not None and self.box is not None:
+            return _boxes_overlap(box, self.box)
+        return region.overlaps(self.region)
+
+
+class _StorageAccesses:
+    """Write and read slots of one storage, indexed by address page."""
+
+    __slots__ = ("shift", "writes", "reads", "by_key", "last_end", "write_serial")
+
+    def __init__(self, span: int):
+        self.shift = max(6, span.bit_length() - 1)
+        self.writes: dict[int, list[_Slot]] = {}
+        self.reads: dict[int, list[_Slot]] = {}
+        self.by_key: dict[tuple, _Slot] = {}
+        self.last_end = 0.0
+        self.write_serial = 0
+
+    def pages(self, region) -> range:
+        return range(region.byte_start >> self.shift, ((max(region.byte_end, region.byte_start + 1) - 1)
+                                                       >> self.shift) + 1)
+
+
+class Dependency:
+    """When an access may start, and why: `producer` is the record index that gates it (NO_PRODUCER if
+    nothing does), `kind` one of "raw", "war", "waw", "reuse"."""
+
+    __slots__ = ("ready", "producer", "kind", "engine", "core")
+
+    def __init__(self):
+        self.ready = 0.0
+        self.producer = NO_PRODUCER
+        self.kind = None
+        self.engine = None
+        self.core = None
+
+    def consider(self, end: float, producer: int, kind: str, engine=None, core=None) -> None:
+        if end > self.ready:
+            self.ready, self.producer, self.kind, self.engine, self.core = end, producer, kind, engine, core
+
+
+class AccessTracker:
+    """See the module docstring. Spaces are (memory kind, core) on chip and the shared HBM."""
+
+    RETIRED_BUCKET_BYTES = {MemoryKind.SBUF: 4096, MemoryKind.PSUM: 2048, MemoryKind.HBM: 1 << 20}
+
+    def __init__(self):
+        self.storages: dict[int, _StorageAccesses] = {}
+        self.floor: dict[int, tuple[float, int]] = {}          # storage id -> (time, producer)
+        self.live: dict[int, tuple[tuple, int, int, int, tuple]] = {}   # id -> (space, start, end, parts, prog)
+        self.retired: dict[tuple, dict[int, list[tuple[int, int, int, float, int]]]] = {}
+
+    # -- allocation lifetime --------------------------------------------------------------------------
+    def allocated(self, storage_id: int, space: tuple, byte_start: int, size_bytes: int, partitions: int,
+                  program: tuple) -> None:
+        end = byte_start + max(size_bytes, 1)
+        self.live[storage_id] = (space, byte_start, end, partitions, program)
+        buckets = self.retired.get(space)
+        if not buckets:
+            return
+        width = self.RETIRED_BUCKET_BYTES[space[0]]
+        best, producer = 0.0, NO_PRODUCER
+        for b in range(byte_start // width, (end - 1) // width + 1):
+            kept = []
+            for item in buckets.get(b, ()):
+                s, e, parts, t, prod = item
+                if s < end and byte_start < e and min(parts, partitions) > 0:
+                    if t > best:
+                        best, producer = t, prod
+                    if byte_start <= s and e <= end and parts <= partitions:
+                        continue                 # fully covered: the new tensor's retirement supersedes it
+                kept.append(item)
+            if b in buckets:
+                buckets[b] = kept
+        if best > 0:
+            self.floor[storage_id] = (best, producer)
+
+    def freed(self, storage_id: int) -> None:
+        info = self.live.pop(storage_id, None)
+        acc = self.storages.pop(storage_id, None)
+        floor = self.floor.pop(storage_id, (0.0, NO_PRODUCER))
+        if info is None:
+            return
+        space, start, end, parts, _ = info
+        t, prod = floor
+        if acc is not None and acc.last_end > t:
+            t, prod = acc.last_end, self._last_producer(acc)
+        if t <= 0:
+            return
+        width = self.RETIRED_BUCKET_BYTES[space[0]]
+        buckets = self.retired.setdefault(space, {})
+        item = (start, end, parts, t, prod)
+        for b in range(start // width, (end - 1) // width + 1):
+            buckets.setdefault(b, []).append(item)
+
+    def program_finished(self, program: tuple) -> None:
+        """On-chip tensors of a finished program are retired (the next program's allocator reuses them)."""
+        for sid in [sid for sid, info in self.live.items() if info[4] == program and info[0][0].is_on_chip]:
+            self.freed(sid)
+
+    @staticmethod
+    def _last_producer(acc: _StorageAccesses) -> int:
+        best, prod = -1.0, NO_PRODUCER
+        for slot in acc.by_key.values():
+            if slot.end > best:
+                best, prod = slot.end, slot.producer
+        return prod
+
+    # -- dependencies ---------------------------------------------------------------------------------
+    def _accesses(self, op: Operand) -> _StorageAccesses:
+        sid = op.region.storage_id
+        acc = self.storages.get(sid)
+        if acc is None:
+            acc = self.storages[sid] = _StorageAccesses(op.region.byte_end - op.region.byte_start)
+        return acc
+
+    def dependency(self, operands, engine: Engine, core: int) -> Dependency:
+        """The dependency of an instruction with `operands` running on `engine` of `core`."""
+        dep = Dependency()
+        for op in operands:
+            region = op.region
+            sid = region.storage_id
+            floor = self.floor.get(sid)
+            if floor is not None:
+                dep.consider(floor[0], floor[1], "reuse")
+            acc = self.storages.get(sid)
+            if acc is None:
+                continue
+            box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
+            access = op.access
+            pages = acc.pages(region)
+            seen = set()
+            for page in pages:
+                for slot in acc.writes.get(page, ()):
+                    if id(slot) in seen or not slot.overlaps(region, box):
+                        continue
+                    seen.add(id(slot))
+                    if (access is AccessKind.ACCUMULATE and slot.accumulate and slot.engine is engine
+                            and slot.core == core):
+                        continue                 # an accumulation group: in order on the engine, no wait
+                    dep.consider(slot.end, slot.producer, "raw" if access is AccessKind.READ else "waw",
+                                 slot.engine, slot.core)
+                if access is not AccessKind.READ:
+                    for slot in acc.reads.get(page, ()):
+                        if id(slot) not in seen and slot.overlaps(region, box):
+                            seen.add(id(slot))
+                            dep.consider(slot.end, slot.producer, "war", slot.engine, slot.core)
+        return dep
+
+    def record(self, operands, end: float, producer: int, engine: Engine, core: int) -> None:
+        """Remember that an instruction touching `operands` finished at `end`."""
+        for op in operands:
+            acc = self._accesses(op)
+            region = op.region
+            box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
+            is_read = op.access is AccessKind.READ
+            key = (is_read, box if box is not None else (region.partition_start, region.partition_count,
+                                                         region.byte_start, region.byte_end))
+            slot = acc.by_key.get(key)
+            accumulate = op.access is AccessKind.ACCUMULATE
+            if slot is None:
+                slot = _Slot(region, box, end, producer, engine, core, accumulate)
+                acc.by_key[key] = slot
+                index = acc.reads if is_read else acc.writes
+                for page in acc.pages(region):
+                    index.setdefault(page, []).append(slot)
+            elif not is_read or end >= slot.end:
+                slot.end, slot.producer, slot.engine, slot.core, slot.accumulate = (
+                    end, producer, engine, core, accumulate)
+            if not is_read:
+                acc.write_serial += 1
+            if end > acc.last_end:
+                acc.last_end = end
+
+    def write_serial(self, storage_id: int) -> int:
+        acc = self.storages.get(storage_id)
+        return acc.write_serial if acc is not None else 0

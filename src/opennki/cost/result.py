@@ -1,0 +1,341 @@
+"""Cost layer: what an estimate found, as data. Imports events, hw and the roofline.
+
+`CostResult` is filled instruction by instruction by the scheduler and summarised by `finish()`: total
+latency, per-engine busy time and utilisation, DMA statistics, flops against the target's peak, HBM
+traffic, the roofline bound and the critical path. `to_dict()` gives the JSON summary (field names follow
+the Neuron profiler's summary where one exists); `format()` / `table_row()` the short text forms. The long
+profile report is `opennki.perf.report`.
+"""
+
+from __future__ import annotations
+
+import os
+
+from opennki.cost.deps import NO_PRODUCER
+from opennki.cost.roofline import Roofline, peak_for, roofline
+from opennki.events import Engine
+
+
+class Row:
+    """Timeline rows, named as the Neuron profiler names them."""
+
+    TENSOR = "Tensor"                # LoadStationary
+    TENSOR_MATRIX = "TensorMatrix"   # MultiplyMoving (and PE transposes)
+    VECTOR = "Vector"
+    SCALAR = "Scalar"
+    GPSIMD = "GpSimd"
+    SYNC = "Sync"
+    ENGINES = (TENSOR, TENSOR_MATRIX, VECTOR, SCALAR, GPSIMD, SYNC)
+    _BY_ENGINE = {Engine.TENSOR: TENSOR_MATRIX, Engine.VECTOR: VECTOR, Engine.SCALAR: SCALAR,
+                  Engine.GPSIMD: GPSIMD, Engine.SYNC: SYNC}
+
+    @classmethod
+    def of(cls, engine: Engine) -> str:
+        return cls._BY_ENGINE.get(engine, cls.SYNC)
+
+    @staticmethod
+    def dma(queue: str) -> str:
+        return queue
+
+
+class InstructionRecord:
+    """Where one instruction landed: its row and [start, end) in ns, the record that gated its start
+    (`pred`), and how long it stalled on a dependency (`stall_ns`, `stall_kind`: raw/war/waw/reuse)."""
+
+    __slots__ = ("index", "seq", "opcode", "core", "program", "row", "start", "end", "pred", "stall_ns",
+                 "stall_kind", "cost", "location", "name", "event", "ls_start", "ls_end", "issue_start",
+                 "issue_end", "issue_row", "dma_engine_ns")
+
+    def __init__(self, index, ev, cost, row, start, end, pred, stall_ns, stall_kind):
+        self.index = index
+        self.seq = ev.seq
+        self.opcode = ev.opcode
+        self.core = ev.core
+        self.program = ev.program
+        self.row = row
+        self.start = start
+        self.end = end
+        self.pred = pred if pred != index else NO_PRODUCER
+        self.stall_ns = stall_ns
+        self.stall_kind = stall_kind
+        self.cost = cost
+        self.location = ev.location
+        self.name = ev.name
+        self.event = None
+        self.ls_start = self.ls_end = None
+        self.issue_start = self.issue_end = self.issue_row = None
+        self.dma_engine_ns = 0.0
+
+    @property
+    def duration_ns(self) -> float:
+        return self.end - self.start
+
+
+def location_key(loc) -> str:
+    if loc is None:
+        return "<unknown>"
+    return f"{os.path.basename(loc.filename)}:{loc.lineno}"
+
+
+class CostResult:
+    """An estimate (see the module docstring). Times are ns; `latency_ns` is what `benchmark` reports."""
+
+    def __init__(self, hw, *, keep_instructions: bool = True, kernel: str = "kernel", grid=(), cores: int = 1):
+        self.hw = hw
+        self.kernel = kernel
+        self.grid = tuple(grid)
+        self.cores = cores
+        self.programs = 0
+        self.keep_instructions = keep_instructions
+        self.records: list[InstructionRecord] = []
+        self.uncosted: dict[str, int] = {}
+        self.busy_ns: dict[tuple[int, str], float] = {}
+        self.counts: dict[tuple[int, str], int] = {}
+        self.opcode_counts: dict[str, int] = {}
+        self.flops = self.transpose_flops = self.elem_ops = 0.0
+        self.flops_by_peak: dict[float, float] = {}
+        self.fp32_matmuls = 0
+        self.matmuls = 0
+        self.dma_count = 0
+        self.dma_bytes = 0
+        self.dma_engine_ns = 0.0
+        self.hbm_read_bytes = self.hbm_write_bytes = 0
+        self.small_dmas: dict[str, list] = {}        # line -> [count, bytes, min efficiency]
+        self.lines: dict[str, list] = {}             # line -> [busy ns, count, stall ns, opcodes]
+        self.stalls: dict[str, list] = {}            # line -> [stall ns, count, kinds]
+        self.total_ns = 0.0
+        self.critical_path: list[InstructionRecord] = []
+        self.critical_by_line: dict[str, float] = {}
+        self.critical_by_row: dict[str, float] = {}
+        self.roofline: Roofline | None = None
+        self.outputs = None                          # the kernel's outputs (ShapeSpecs), set by estimate()
+        self._finished = False
+
+    # -- filling --------------------------------------------------------------------------------------
+    def next_index(self) -> int:
+        return len(self.records)
+
+    def add(self, rec: InstructionRecord, ev) -> None:
+        self._finished = False
+        if self.keep_instructions:
+            rec.event = ev
+        self.records.append(rec)
+        cost = rec.cost
+        key = (rec.core, rec.row)
+        self.busy_ns[key] = self.busy_ns.get(key, 0.0) + rec.duration_ns
+        self.counts[key] = self.counts.get(key, 0) + 1
+        self.opcode_counts[rec.opcode] = self.opcode_counts.get(rec.opcode, 0) + 1
+        if rec.ls_start is not None:
+            k = (rec.core, Row.TENSOR)
+            self.busy_ns[k] = self.busy_ns.get(k, 0.0) + rec.ls_end - rec.ls_start
+            self.counts[k] = self.counts.get(k, 0) + 1
+        if rec.issue_start is not None:
+            k = (rec.core, rec.issue_row)
+            self.busy_ns[k] = self.busy_ns.get(k, 0.0) + rec.issue_end - rec.issue_start
+            self.counts[k] = self.counts.get(k, 0) + 1
+        if rec.end > self.total_ns:
+            self.total_ns = rec.end
+        self.elem_ops += cost.elem_ops
+        self.transpose_flops += cost.transpose_flops
+        if cost.flops:
+            self._matmul(ev, cost)
+        line = location_key(rec.location)
+        entry = self.lines.get(line)
+        if entry is None:
+            entry = self.lines[line] = [0.0, 0, 0.0, set()]
+        entry[0] += rec.duration_ns
+        entry[1] += 1
+        entry[2] += rec.stall_ns
+        entry[3].add(rec.opcode)
+        if rec.stall_kind is not None and rec.stall_ns > 0:
+            s = self.stalls.setdefault(line, [0.0, 0, set()])
+            s[0] += rec.stall_ns
+            s[1] += 1
+            s[2].add(rec.stall_kind)
+        if cost.dma is not None:
+            self._dma(rec, cost.dma, line)
+
+    def _matmul(self, ev, cost) -> None:
+        self.flops += cost.flops
+        self.matmuls += 1
+        dtypes = [o.dtype for o in ev.operands if o.role in ("stationary", "moving")]
+        dtype = ("float32" if "float32" in dtypes else
+                 next((d for d in dtypes if d.startswith("float8")), dtypes[0] if dtypes else "bfloat16"))
+        if dtype == "float32":
+            self.fp32_matmuls += 1
+        peak = peak_for(self.hw, dtype, "mx" if ev.opcode == "nc_matmul_mx" else None)
+        self.flops_by_peak[peak] = self.flops_by_peak.get(peak, 0.0) + cost.flops
+
+    def _dma(self, rec, work, line) -> None:
+        self.dma_count += 1
+        self.dma_bytes += work.size_bytes
+        self.hbm_read_bytes += work.hbm_read_bytes
+        self.hbm_write_bytes += work.hbm_write_bytes
+        self.dma_engine_ns += rec.dma_engine_ns
+        if work.efficiency < 0.5:
+            s = self.small_dmas.setdefault(line, [0, 0, 1.0, 0.0])
+            s[0] += 1
+            s[1] += work.size_bytes
+            s[2] = min(s[2], work.efficiency)
+            s[3] = max(s[3], work.descriptor_bytes)
+
+    # -- summary --------------------------------------------------------------------------------------
+    def finish(self) -> "CostResult":
+        if self._finished:
+            return self
+        self.roofline = roofline(self.hw, self.flops_by_peak, self.hbm_bytes, self.dma_bytes, self.cores)
+        self._critical_path()
+        self._finished = True
+        return self
+
+    def _critical_path(self) -> None:
+        self.critical_path = []
+        self.critical_by_line, self.critical_by_row = {}, {}
+        if not self.records:
+            return
+        i = max(range(len(self.records)), key=lambda k: self.records[k].end)
+        seen = set()
+        while i != NO_PRODUCER and i not in seen:
+            seen.add(i)
+            rec = self.records[i]
+            self.critical_path.append(rec)
+            line = location_key(rec.location)
+            self.critical_by_line[line] = self.critical_by_line.get(line, 0.0) + rec.duration_ns
+            self.critical_by_row[rec.row] = self.critical_by_row.get(rec.row, 0.0) + rec.duration_ns
+            i = rec.pred
+        self.critical_path.reverse()
+
+    @property
+    def hbm_bytes(self) -> int:
+        return self.hbm_read_bytes + self.hbm_write_bytes
+
+    @property
+    def latency_ns(self) -> float:
+        """Device time of one execution: the schedule's length, at least the launch floor."""
+        return max(self.total_ns, self.hw.cost.launch_floor_ns)
+
+    @property
+    def peak_flops_per_ns(self) -> float:
+        return self.hw.cost.tensor.peak_bf16_flops_per_ns * self.cores
+
+    def engine_busy_ns(self, row: str) -> float:
+        """Busy time of one timeline row, summed over cores."""
+        return sum(v for (c, r), v in self.busy_ns.items() if r == row)
+
+    def utilization(self, row: str) -> float:
+        total = self.total_ns * self.cores
+        return self.engine_busy_ns(row) / total if total else 0.0
+
+    @property
+    def dma_utilization(self) -> float:
+        total = self.total_ns * self.cores * self.hw.cost.dma.engines
+        return self.dma_engine_ns / total if total else 0.0
+
+    @property
+    def mfu(self) -> float:
+        return self.flops / (self.peak_flops_per_ns * self.total_ns) if self.total_ns else 0.0
+
+    @property
+    def hbm_bandwidth_bytes_per_ns(self) -> float:
+        return self.hbm_bytes / self.total_ns if self.total_ns else 0.0
+
+    @property
+    def mbu(self) -> float:
+        cap = self.hw.cost.hbm_bandwidth_bytes_per_ns * self.cores
+        return self.hbm_bandwidth_bytes_per_ns / cap
+
+    def to_dict(self) -> dict:
+        """The JSON summary (profiler field names where they exist; times in seconds there, ns elsewhere)."""
+        self.finish()
+        rf = self.roofline
+        rows = sorted({r for (_, r) in self.busy_ns})
+        return {
+            "kernel": self.kernel, "target": self.hw.name, "grid": list(self.grid), "cores": self.cores,
+            "programs": self.programs,
+            "total_time": self.latency_ns * 1e-9,
+            "total_exec_time": self.total_ns * 1e-9,
+            "latency_ns": self.latency_ns, "schedule_ns": self.total_ns,
+            "instruction_count": len(self.records),
+            "engines": {r: {"active_time": self.engine_busy_ns(r) * 1e-9,
+                            "active_time_percent": 100.0 * self.utilization(r),
+                            "instruction_count": sum(v for (c, rr), v in self.counts.items() if rr == r)}
+                        for r in rows},
+            "matmul_instruction_count": self.matmuls,
+            "model_flops": self.flops, "transpose_flops": self.transpose_flops, "elementwise_ops": self.elem_ops,
+            "achieved_flops_per_s": self.flops / (self.total_ns * 1e-9) if self.total_ns else 0.0,
+            "peak_flops_per_s": self.peak_flops_per_ns * 1e9,
+            "mfu_estimated_percent": 100.0 * self.mfu,
+            "dma_transfer_count": self.dma_count, "dma_transfer_total_bytes": self.dma_bytes,
+            "dma_transfer_average_bytes": self.dma_bytes / self.dma_count if self.dma_count else 0.0,
+            "dma_active_time_percent": 100.0 * self.dma_utilization,
+            "hbm_read_bytes": self.hbm_read_bytes, "hbm_write_bytes": self.hbm_write_bytes,
+            "hbm_bandwidth_bytes_per_s": self.hbm_bandwidth_bytes_per_ns * 1e9,
+            "mbu_estimated_percent": 100.0 * self.mbu,
+            "roofline": {"bound": rf.bound, "bound_ns": rf.bound_ns, "compute_ns": rf.compute_ns,
+                         "hbm_ns": rf.hbm_ns, "dma_ns": rf.dma_ns,
+                         "mm_arithmetic_intensity": rf.arithmetic_intensity,
+                         "peak_flops_bandwidth_ratio": rf.ridge_flops_per_byte},
+            "critical_path": {"instructions": len(self.critical_path),
+                              "by_row_ns": dict(self.critical_by_row),
+                              "by_line_ns": dict(sorted(self.critical_by_line.items(), key=lambda kv: -kv[1]))},
+            "uncosted": dict(self.uncosted),
+        }
+
+    # -- text -----------------------------------------------------------------------------------------
+    TABLE_HEADER = f"{'kernel':<28} {'target':<6} {'latency':>12} {'bound':>8} {'roofline':>12} {'MFU':>6} {'PE':>5} " \
+                   f"{'DVE':>5} {'ACT':>5} {'POOL':>5} {'DMA':>5}"
+
+    def table_row(self) -> str:
+        """One line of the `opennki benchmark` table (see TABLE_HEADER)."""
+        self.finish()
+        pct = lambda x: f"{100 * x:4.0f}%"     # noqa: E731
+        return (f"{self.kernel[:28]:<28} {self.hw.name:<6} {_time(self.latency_ns):>12} "
+                f"{self.roofline.bound:>8} {_time(self.roofline.bound_ns):>12} {pct(self.mfu):>6} "
+                f"{pct(self.utilization(Row.TENSOR_MATRIX)):>5} {pct(self.utilization(Row.VECTOR)):>5} "
+                f"{pct(self.utilization(Row.SCALAR)):>5} {pct(self.utilization(Row.GPSIMD)):>5} "
+                f"{pct(self.dma_utilization):>5}")
+
+    def format(self) -> str:
+        """A short multi-line summary."""
+        self.finish()
+        rf = self.roofline
+        lines = [f"{self.kernel} on {self.hw.name} ({self.cores} core{'s' if self.cores > 1 else ''}, "
+                 f"{len(self.records)} instructions): estimated latency {_time(self.latency_ns)}",
+                 f"  roofline {_time(rf.bound_ns)} ({rf.bound}-bound); compute {_time(rf.compute_ns)}, "
+                 f"HBM {_time(rf.hbm_ns)}, DMA {_time(rf.dma_ns)}"]
+        for row in Row.ENGINES:
+            if self.engine_busy_ns(row):
+                lines.append(f"  {row:<13} busy {_time(self.engine_busy_ns(row)):>10}  "
+                             f"{100 * self.utilization(row):5.1f}%")
+        if self.dma_count:
+            lines.append(f"  DMA           {self.dma_count} transfers, {_bytes(self.dma_bytes)}, average "
+                         f"{_bytes(self.dma_bytes / self.dma_count)}, engines {100 * self.dma_utilization:.1f}% busy")
+        if self.flops:
+            lines.append(f"  matmul        {self.flops / 1e9:.3g} GFLOP at {self.flops / self.total_ns:.4g} "
+                         f"GFLOP/s = {100 * self.mfu:.1f}% of the {self.peak_flops_per_ns:.4g} GFLOP/s peak")
+        if self.hbm_bytes:
+            lines.append(f"  HBM           {_bytes(self.hbm_bytes)} at {self.hbm_bandwidth_bytes_per_ns:.4g} GB/s "
+                         f"({100 * self.mbu:.1f}% of the NeuronCore's share)")
+        if self.uncosted:
+            lines.append(f"  UNCOSTED      {', '.join(f'{k} x{v}' for k, v in sorted(self.uncosted.items()))}")
+        return "\n".join(lines)
+
+    __str__ = format
+
+
+def _time(ns: float) -> str:
+    if ns >= 1e6:
+        return f"{ns / 1e6:.3f} ms"
+    if ns >= 1e3:
+        return f"{ns / 1e3:.2f} us"
+    return f"{ns:.0f} ns"
+
+
+def _bytes(n: float) -> str:
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= scale:
+            return f"{n / scale:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+format_time, format_bytes = _time, _bytes

@@ -1,0 +1,112 @@
+"""Cost layer: helpers the cost rules share (operand lookup, sizes, engine timing). Imports events and hw.
+
+Rules read only what an `InstructionExecuted` event carries: operands by role (falling back to "the first
+input" / "the first output" so a rule keeps working when an instruction names its operands differently),
+their memories, dtypes, sizes and strides, and the instruction's plain parameters.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opennki.events import AccessKind, Engine, InstructionExecuted, MemoryKind, Operand
+
+SIXTEEN_BIT_FLOATS = ("bfloat16", "float16")
+
+
+def find(ev: InstructionExecuted, *roles: str) -> Operand | None:
+    """The first operand whose role is one of `roles` (in the order given)."""
+    for role in roles:
+        for o in ev.operands:
+            if o.role == role:
+                return o
+    return None
+
+
+def inputs(ev: InstructionExecuted) -> list[Operand]:
+    """Data inputs: operands read, without run-time index tiles."""
+    return [o for o in ev.operands if o.access is AccessKind.READ and not o.role.startswith("index:")]
+
+
+def outputs(ev: InstructionExecuted) -> list[Operand]:
+    return [o for o in ev.operands if o.access is not AccessKind.READ]
+
+
+def main_input(ev: InstructionExecuted, *roles: str) -> Operand | None:
+    """The operand whose size drives the cost: the first of `roles` present, else the first data input,
+    else the first output (instructions such as memset or iota only write)."""
+    o = find(ev, *roles) if roles else None
+    if o is not None:
+        return o
+    ins = inputs(ev)
+    if ins:
+        return max(ins, key=lambda x: x.free_elems)
+    outs = outputs(ev)
+    return outs[0] if outs else None
+
+
+def main_output(ev: InstructionExecuted, *roles: str) -> Operand | None:
+    o = find(ev, *roles) if roles else None
+    if o is not None:
+        return o
+    outs = outputs(ev)
+    return outs[0] if outs else None
+
+
+def active_ratio(ev: InstructionExecuted) -> float:
+    """Share of each partition's free elements the legacy `mask=` leaves active (the busiest partition's,
+    since the 128 lanes run in lock step); 1.0 without a mask."""
+    if ev.mask is None or ev.mask.size == 0:
+        return 1.0
+    m = np.asarray(ev.mask)
+    if m.ndim < 2:
+        return float(np.count_nonzero(m)) / m.size
+    rows = m.reshape(m.shape[0], -1)
+    return float(rows.sum(axis=1).max()) / rows.shape[1]
+
+
+def elems(ev: InstructionExecuted, op: Operand | None) -> float:
+    """Elements per partition `op` contributes to the instruction (after the mask)."""
+    if op is None:
+        return 0.0
+    return op.free_elems * active_ratio(ev)
+
+
+def is_contiguous(op: Operand) -> bool:
+    """The innermost free dimension is unit-stride (or a single element)."""
+    if not op.strides or len(op.shape) < 2:
+        return True
+    return op.shape[-1] == 1 or op.strides[-1] == 1
+
+
+def is_strided(op: Operand) -> bool:
+    """The innermost stride exceeds 16 bytes: engines then get half the SBUF/PSUM bandwidth
+    (spec/hardware.md §2, "Strided penalty")."""
+    if not op.strides or len(op.shape) < 2 or op.shape[-1] == 1:
+        return False
+    return abs(op.strides[-1]) * op.itemsize > 16
+
+
+def in_memory(op: Operand | None, kind: MemoryKind) -> bool:
+    return op is not None and op.kind is kind
+
+
+def param_name(ev: InstructionExecuted, key: str) -> str | None:
+    """A parameter as a lower-case name (ops, enums, strings)."""
+    value = ev.params.get(key)
+    if value is None:
+        return None
+    return str(value).split(".")[-1].lower()
+
+
+def engine_spec(hw, engine: Engine):
+    """The EngineCost record of a compute engine (Sync for anything without one)."""
+    c = hw.cost
+    return {Engine.VECTOR: c.vector, Engine.SCALAR: c.scalar, Engine.GPSIMD: c.gpsimd,
+            Engine.TENSOR: c.tensor}.get(engine, c.sync)
+
+
+def schedulable_engine(engine: Engine) -> Engine:
+    """The engine queue an instruction is placed on (register and control instructions without a stated
+    engine run on the Sync sequencer)."""
+    return Engine.SYNC if engine is Engine.UNKNOWN else engine

@@ -1,0 +1,119 @@
+"""Cost layer: DMA rules (spec/hardware.md §6, spec/isa.md §7). Imports events, hw and common.
+
+A DMA rule describes the transfer (`DmaWork`); the scheduler places it. The efficiency of a transfer comes
+from the DMA efficiency curve at its descriptor size: the longest contiguous piece on both sides (a row of
+an SBUF partition, a run of consecutive HBM bytes), so a transposing or element-strided access pays for
+element-sized descriptors. The DMA engines used are those owning the on-chip partitions touched (8
+partitions per engine); HBM-to-HBM copies spread over all engines. The issuing engine (Sync by default,
+Scalar or GpSimd when asked; GpSimd for software-DGE and indirect transfers) spends `trigger_cycles` on it.
+"""
+
+from __future__ import annotations
+
+from opennki.cost.rules import cost_rule
+from opennki.cost.rules.common import find, inputs, outputs, param_name
+from opennki.cost.value import Cost, DmaWork
+from opennki.events import Engine, MemoryKind
+
+_TRIGGERS = {"sync": Engine.SYNC, "scalar": Engine.SCALAR, "activation": Engine.SCALAR,
+             "gpsimd": Engine.GPSIMD, "pool": Engine.GPSIMD}
+QUEUE_NAMES = {Engine.SYNC: "qSyncIO0", Engine.SCALAR: "qActIO0", Engine.GPSIMD: "qGpSimdDynamic",
+               Engine.VECTOR: "qVectorIO0", Engine.TENSOR: "qPeIO0"}
+
+
+def run_bytes(op) -> float:
+    """Bytes of the longest contiguous piece of an access (free dims only on chip)."""
+    if op.strides is None:                      # indirect: rows of the innermost dim
+        return float(op.shape[-1] * op.itemsize)
+    first = 1 if op.kind is not MemoryKind.HBM else 0
+    run, expected = 1, 1
+    for a in range(len(op.shape) - 1, first - 1, -1):
+        n = op.shape[a]
+        if n == 1:
+            continue
+        if op.strides[a] != expected:
+            break
+        run *= n
+        expected *= n
+    return float(run * op.itemsize)
+
+
+def _trigger(ev, indirect: bool) -> tuple[Engine, str]:
+    dge = param_name(ev, "dge_mode") or "unknown"
+    if dge == "unknown":
+        dge = "swdge" if indirect else "none"
+    if dge == "swdge":
+        return Engine.GPSIMD, dge
+    chosen = _TRIGGERS.get(param_name(ev, "engine") or "")
+    return chosen or Engine.SYNC, dge
+
+
+def transfer(ev, hw, dst, srcs, *, factor: float = 1.0, descriptor_bytes: float | None = None,
+             size_bytes: int | None = None) -> Cost:
+    dma = hw.cost.dma
+    srcs = [s for s in srcs if s is not None]
+    size = dst.size_bytes if size_bytes is None else size_bytes
+    if descriptor_bytes is None:
+        descriptor_bytes = min([run_bytes(dst)] + [run_bytes(s) for s in srcs])
+    on_chip = dst if dst.kind is not MemoryKind.HBM else next((s for s in srcs if s.kind is not MemoryKind.HBM),
+                                                                None)
+    indirect = any(o.role.startswith("index:") or o.strides is None for o in ev.operands)
+    trigger, dge = _trigger(ev, indirect)
+    if dge == "hwdge" and dma.hwdge_issue_ns is None:
+        dge = "none"
+    queue = QUEUE_NAMES[trigger]
+    work = DmaWork(
+        size_bytes=int(size),
+        descriptor_bytes=descriptor_bytes,
+        partition_start=on_chip.region.partition_start if on_chip is not None else None,
+        partition_count=on_chip.partitions if on_chip is not None else None,
+        efficiency=min(1.0, dma.efficiency(descriptor_bytes) * factor),
+        trigger=trigger, dge=dge, queue=queue,
+        hbm_read_bytes=sum(s.size_bytes for s in srcs if s.kind is MemoryKind.HBM),
+        hbm_write_bytes=dst.size_bytes if dst.kind is MemoryKind.HBM else 0,
+    )
+    sequencer = hw.cost.sync if trigger is Engine.SYNC else {
+        Engine.SCALAR: hw.cost.scalar, Engine.GPSIMD: hw.cost.gpsimd}.get(trigger, hw.cost.sync)
+    return Cost(Engine.DMA, busy_ns=sequencer.ns(dma.trigger_cycles), dma=work)
+
+
+def _dst_src(ev, dst_roles=("dst",), src_roles=("src",)):
+    dst = find(ev, *dst_roles) or (outputs(ev) or [None])[0]
+    src = find(ev, *src_roles) or next((o for o in inputs(ev) if o is not dst), None)
+    return dst, src
+
+
+@cost_rule("dma_copy")
+def dma_copy(ev, hw) -> Cost:
+    """A copy at the curve's efficiency; `dst_rmw_op` (accumulate) at `rmw_efficiency` of it."""
+    dst, src = _dst_src(ev)
+    factor = hw.cost.dma.rmw_efficiency if ev.params.get("dst_rmw_op") else 1.0
+    return transfer(ev, hw, dst, [src], factor=factor)
+
+
+@cost_rule("dma_transpose")
+def dma_transpose(ev, hw) -> Cost:
+    """NeuronCore-v2 transposes with one descriptor per element; v3+ at 90% (HBM->SBUF) or 50%
+    (SBUF->SBUF) of a copy, with the destination's rows as descriptors."""
+    dst, src = _dst_src(ev)
+    dma = hw.cost.dma
+    if hw.nc_version == 2:
+        return transfer(ev, hw, dst, [src], descriptor_bytes=float(dst.itemsize))
+    factor = dma.transpose_hbm_efficiency if src.kind is MemoryKind.HBM else dma.transpose_sbuf_efficiency
+    return transfer(ev, hw, dst, [src], factor=factor, descriptor_bytes=run_bytes(dst))
+
+
+@cost_rule("dma_compute")
+def dma_compute(ev, hw) -> Cost:
+    """[GAP] chosen: every source streams through the DMA (`len(srcs)` x dst bytes) at `rmw_efficiency`."""
+    dst = find(ev, "dst") or outputs(ev)[0]
+    srcs = [o for o in inputs(ev) if o is not dst]
+    return transfer(ev, hw, dst, srcs, factor=hw.cost.dma.rmw_efficiency,
+                    size_bytes=dst.size_bytes * max(1, len(srcs)))
+
+
+@cost_rule("sendrecv")
+def sendrecv(ev, hw) -> Cost:
+    """[GAP] chosen: an SBUF-to-SBUF copy of `src` to the peer core."""
+    dst, src = _dst_src(ev)
+    return transfer(ev, hw, dst or src, [src])

@@ -1,0 +1,251 @@
+"""Cost layer: the scheduler, a listener that places every executed instruction on engine timelines.
+
+Imports events, hw, and the cost layer's rules and dependency tracker. It never looks at live state: each
+`InstructionExecuted` event is costed by its rule and placed at
+
+    start = max(engine free, producers done + dependency overhead)
+
+on its core's in-order engine queue (Tensor, Vector, Scalar, GpSimd, Sync), dependencies coming from the
+memory regions it reads and writes (`AccessTracker`). The Tensor Engine runs LoadStationary and
+MultiplyMoving as two overlapping pipes (the next LoadStationary may start once the current MultiplyMoving
+has started; it is skipped when the same stationary tile is still loaded), with dI/dt throttling after idle
+stretches; matmuls accumulating into one PSUM tile follow each other without semaphore waits. A DMA is
+issued by its trigger engine (in order, so a DMA that waits for its buffer blocks the DMAs behind it),
+optionally passes a hardware DGE, waits the fixed DMA latency, then moves its bytes on the DMA engines that
+own its partitions, capped by the HBM bandwidth shared by the launch's cores. Programs of an SPMD grid on
+one core queue up behind each other on the same engines; programs on different cores (LNC=2) run in
+parallel. The result is a `CostResult`.
+"""
+
+from __future__ import annotations
+
+from opennki.cost.deps import NO_PRODUCER, AccessTracker
+from opennki.cost.result import CostResult, InstructionRecord, Row
+from opennki.cost.rules import cost_of
+from opennki.cost.rules.common import engine_spec, schedulable_engine
+from opennki.cost.value import Cost
+from opennki.events import (Engine, InstructionExecuted, LaunchStarted, ProgramFinished, ProgramStarted,
+                            TensorAllocated, TensorFreed)
+from opennki.hw import get_target
+
+
+class _CoreState:
+    """Timelines of one NeuronCore."""
+
+    def __init__(self, dma_engines: int, dge_instances: int):
+        self.free: dict[Engine, float] = {}
+        self.last: dict[Engine, int] = {}
+        self.ls_free = 0.0
+        self.ls_last = NO_PRODUCER
+        self.mm_last_start = 0.0
+        self.mm_last_end = None
+        self.ramp_origin = 0.0
+        self.stationary = None
+        self.act_table = None
+        self.dma_free = [0.0] * dma_engines
+        self.dma_last = [NO_PRODUCER] * dma_engines
+        self.dge_free = [0.0] * dge_instances
+
+
+class CostModel:
+    """Listener: attach to a Simulator (`listeners=[CostModel()]`), run a kernel, read `result()`.
+
+    Args:
+        target: the NeuronCore target (name or HwConfig); None takes the launch's target.
+        keep_instructions: keep one record per instruction (needed for profiles and the critical path's
+            detail); aggregates are kept either way.
+    """
+
+    def __init__(self, target=None, *, keep_instructions: bool = True):
+        self._target = target
+        self.keep_instructions = keep_instructions
+        self.hw = get_target(target) if target is not None else None
+        self._reset()
+
+    def _reset(self) -> None:
+        self.cores: dict[int, _CoreState] = {}
+        self.deps = AccessTracker()
+        self.program_core: dict[tuple, int] = {}
+        self.hbm_cursor = 0.0
+        self.launch_cores = 1
+        self.kernel_name = "kernel"
+        self.grid: tuple[int, ...] = ()
+        self.result_ = None
+        if self.hw is not None:
+            self.result_ = CostResult(self.hw, keep_instructions=self.keep_instructions)
+
+    # -- listener entry point -------------------------------------------------------------------------
+    def on_event(self, ev) -> None:
+        if isinstance(ev, InstructionExecuted):
+            self._instruction(ev)
+        elif isinstance(ev, TensorAllocated):
+            space = (ev.kind, self.program_core.get(ev.program, 0)) if ev.kind.is_on_chip else (ev.kind,)
+            self.deps.allocated(ev.storage_id, space, ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
+        elif isinstance(ev, TensorFreed):
+            self.deps.freed(ev.storage_id)
+        elif isinstance(ev, ProgramStarted):
+            self.program_core[ev.program] = ev.core
+        elif isinstance(ev, ProgramFinished):
+            self.deps.program_finished(ev.program)
+            self.result_.programs += 1
+        elif isinstance(ev, LaunchStarted):
+            if self._target is None:
+                self.hw = get_target(ev.target)
+            self.cores = {}
+            self.deps = AccessTracker()
+            self.hbm_cursor = 0.0
+            self.launch_cores = max(1, ev.cores)
+            self.result_ = CostResult(self.hw, keep_instructions=self.keep_instructions, kernel=ev.kernel,
+                                      grid=ev.grid, cores=self.launch_cores)
+
+    def result(self) -> CostResult:
+        if self.result_ is None:
+            raise RuntimeError("the cost model has seen no launch yet")
+        return self.result_.finish()
+
+    report = result
+
+    # -- placement ------------------------------------------------------------------------------------
+    def _core(self, core: int) -> _CoreState:
+        state = self.cores.get(core)
+        if state is None:
+            dma = self.hw.cost.dma
+            state = self.cores[core] = _CoreState(dma.engines, dma.dge_instances)
+        return state
+
+    def _instruction(self, ev: InstructionExecuted) -> None:
+        if self.hw is None:
+            self.hw = get_target(None)
+            self.result_ = CostResult(self.hw, keep_instructions=self.keep_instructions)
+        cost = cost_of(ev, self.hw)
+        result = self.result_
+        if cost is None:
+            result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
+            cost = Cost(schedulable_engine(ev.engine))
+        core = ev.core
+        state = self._core(core)
+        index = result.next_index()
+        engine = cost.engine if cost.dma is None else cost.dma.trigger
+        engine = schedulable_engine(engine)
+        dep = self.deps.dependency(ev.operands, engine if cost.dma is None else Engine.DMA, core)
+        if cost.dma is not None:
+            rec = self._place_dma(ev, cost, state, dep, index)
+        elif engine is Engine.TENSOR:
+            rec = self._place_pe(ev, cost, state, dep, index)
+        else:
+            rec = self._place_engine(ev, cost, state, dep, index, engine)
+        self.deps.record(ev.operands, rec.end, index, engine if cost.dma is None else Engine.DMA, core)
+        result.add(rec, ev)
+
+    def _gate(self, spec, free: float, last: int, dep) -> tuple[float, int, float, str | None]:
+        """(start, gating record, stall, stall kind) on an engine free at `free` after record `last`."""
+        if dep.producer == NO_PRODUCER:
+            return free, last, 0.0, None
+        ready = dep.ready + spec.ns(spec.dependency_overhead_cycles)
+        if ready > free:
+            return ready, dep.producer, ready - free, dep.kind
+        return free, last, 0.0, None
+
+    def _place_engine(self, ev, cost, state, dep, index, engine) -> InstructionRecord:
+        spec = engine_spec(self.hw, engine)
+        start, pred, stall, kind = self._gate(spec, state.free.get(engine, 0.0),
+                                              state.last.get(engine, NO_PRODUCER), dep)
+        duration = cost.busy_ns
+        if cost.table is not None and engine is Engine.SCALAR and cost.table != state.act_table:
+            duration += self.hw.cost.scalar.table_load_ns
+            state.act_table = cost.table
+        end = start + duration
+        state.free[engine] = end
+        state.last[engine] = index
+        return InstructionRecord(index, ev, cost, Row.of(engine), start, end, pred, stall, kind)
+
+    def _place_pe(self, ev, cost, state, dep, index) -> InstructionRecord:
+        pe = self.hw.cost.tensor
+        mm_free = state.free.get(Engine.TENSOR, 0.0)
+        last = state.last.get(Engine.TENSOR, NO_PRODUCER)
+        start, pred, stall, kind = self._gate(pe, mm_free, last, dep)
+        ls_start = ls_end = None
+        if cost.is_transpose:
+            state.stationary = None
+        elif cost.load_stationary_ns > 0:
+            key = self._stationary_key(ev)
+            if key is None or key != state.stationary:
+                # background LoadStationary: one shadow set of weights, loaded while the current MM runs
+                dep_ready = start if pred == dep.producer != NO_PRODUCER else 0.0
+                ls_start = max(state.ls_free, state.mm_last_start, dep_ready)
+                ls_end = ls_start + cost.load_stationary_ns
+                state.ls_free = ls_end
+                state.stationary = key
+                if ls_end > start:
+                    start = ls_end
+                    if pred != dep.producer:
+                        pred = last
+        duration = cost.busy_ns
+        if pe.throttle_ramp_ns > 0:
+            if state.mm_last_end is None or start - state.mm_last_end > pe.throttle_idle_ns:
+                state.ramp_origin = start
+            ramp = min(1.0, (start - state.ramp_origin) / pe.throttle_ramp_ns)
+            duration /= pe.throttle_start_fraction + (1.0 - pe.throttle_start_fraction) * ramp
+        end = start + duration
+        state.free[Engine.TENSOR] = end
+        state.last[Engine.TENSOR] = index
+        state.mm_last_start, state.mm_last_end = start, end
+        rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start, end, pred, stall, kind)
+        rec.ls_start, rec.ls_end = ls_start, ls_end
+        return rec
+
+    def _stationary_key(self, ev):
+        st = next((o for o in ev.operands if o.role == "stationary"), None)
+        if st is None:
+            return None
+        r = st.region
+        return (r.storage_id, r.partition_start, r.partition_count, r.byte_start, r.byte_end,
+                self.deps.write_serial(r.storage_id))
+
+    def _place_dma(self, ev, cost, state, dep, index) -> InstructionRecord:
+        hw = self.hw
+        dma = hw.cost.dma
+        work = cost.dma
+        trigger = schedulable_engine(work.trigger)
+        spec = engine_spec(hw, trigger)
+        t_start, pred, stall, kind = self._gate(spec, state.free.get(trigger, 0.0),
+                                                state.last.get(trigger, NO_PRODUCER), dep)
+        t_end = t_start + cost.busy_ns
+        state.free[trigger] = t_end
+        state.last[trigger] = index
+        ready = t_end
+        if work.dge == "hwdge" and dma.hwdge_issue_ns is not None:
+            i = min(range(len(state.dge_free)), key=state.dge_free.__getitem__)
+            d_start = max(ready, state.dge_free[i])
+            ready = state.dge_free[i] = d_start + dma.hwdge_issue_ns
+        data_ready = ready + dma.fixed_latency_ns
+        if work.partition_start is None:
+            engines = range(dma.engines)
+        else:
+            first = work.partition_start // dma.partitions_per_engine
+            last = (work.partition_start + max(work.partition_count, 1) - 1) // dma.partitions_per_engine
+            engines = range(first, min(last, dma.engines - 1) + 1)
+        per_engine = work.size_bytes / len(engines)
+        t_data = per_engine / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
+        start = end = None
+        latest = data_ready
+        for e in engines:
+            busy_until = state.dma_free[e]
+            if busy_until > latest:                  # this DMA engine is the one it waits for
+                latest, pred = busy_until, state.dma_last[e]
+            s = max(busy_until, data_ready)
+            en = s + t_data
+            state.dma_free[e] = en
+            state.dma_last[e] = index
+            start = s if start is None else min(start, s)
+            end = en if end is None else max(end, en)
+        hbm = work.hbm_read_bytes + work.hbm_write_bytes
+        if hbm:
+            occupancy = hbm / (hw.cost.hbm_bandwidth_bytes_per_ns * self.launch_cores)
+            h_end = max(self.hbm_cursor, start) + occupancy
+            self.hbm_cursor = h_end
+            end = max(end, h_end)
+        rec = InstructionRecord(index, ev, cost, Row.dma(work.queue), start, end, pred, stall, kind)
+        rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, Row.of(trigger)
+        rec.dma_engine_ns = t_data * len(engines)
+        return rec
