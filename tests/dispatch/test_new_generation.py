@@ -1,0 +1,105 @@
+"""New-generation front door: nki.jit kernels, kernel[lnc], nki.simulate, signature and output rules."""
+
+import numpy as np
+import pytest
+
+import opennki as nki
+from opennki.compile import Kernel
+from opennki.errors import KernelError
+from opennki.events import ProgramStarted
+from opennki.kernels.standalone import use_services
+from opennki.listeners import Recorder
+from tests.dispatch import kernels as K
+
+
+@pytest.fixture
+def x(rng):
+    return rng.standard_normal((128, 64), dtype=np.float32)
+
+
+def test_jit_returns_a_kernel_that_runs_with_numpy(x):
+    assert isinstance(K.new_copy, Kernel)
+    np.testing.assert_array_equal(K.new_copy(x), x)
+
+
+def test_lnc2_runs_two_programs_on_two_cores(x):
+    rec = Recorder()
+    out = K.lnc_halves[2].launch((x,), listeners=[rec])
+    np.testing.assert_array_equal(out, -x)
+    assert [(e.program, e.core) for e in rec.of_type(ProgramStarted)] == [((0,), 0), ((1,), 1)]
+    np.testing.assert_array_equal(K.lnc_halves[2](x), -x)
+    np.testing.assert_array_equal(K.lnc_halves[1](x), -x)
+    np.testing.assert_array_equal(nki.simulate(K.lnc_halves[2])(x), -x)
+
+
+@pytest.mark.parametrize("lnc,match", [(3, "LNC=3 is not supported"), (8, "LNC=8 is not supported"),
+                                       ((1, 2), "one integer")])
+def test_bad_lnc_is_refused(x, lnc, match):
+    with pytest.raises(KernelError, match=match):
+        K.lnc_halves[lnc](x)
+
+
+def test_lnc2_needs_trn2_or_newer(x, monkeypatch):
+    monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn1")
+    with pytest.raises(KernelError, match="LNC=2 needs trn2 or newer"):
+        K.lnc_halves[2](x)
+    np.testing.assert_array_equal(K.lnc_halves(x), -x)
+
+
+def test_lnc_must_match_the_logical_core_config(x, monkeypatch):
+    monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")
+    with pytest.raises(KernelError, match="NEURON_LOGICAL_NC_CONFIG=2"):
+        K.lnc_halves(x)
+    np.testing.assert_array_equal(K.lnc_halves[2](x), -x)
+
+
+def test_new_generation_outputs_must_be_shared_hbm(x):
+    k = nki.jit(K.new_private_output)
+    with pytest.raises(KernelError, match="must be allocated in nl.shared_hbm") as exc:
+        k(x)
+    assert "nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.hbm)" in str(exc.value)
+
+
+def test_keyword_only_parameters_are_refused_at_decoration():
+    def kernel(a, *, scale):
+        return a
+    with pytest.raises(KernelError, match=r"cannot use the '\*' separator.*\['scale'\]"):
+        nki.jit(kernel)
+
+
+def test_list_arguments_are_refused(x):
+    @nki.jit
+    def first(tensors):
+        return tensors[0]
+    with pytest.raises(KernelError, match="lists are not accepted as kernel arguments.*pass a tuple"):
+        first([x, x])
+
+
+def test_platform_target_is_refused_and_mode_is_ignored(x):
+    with pytest.raises(KernelError, match="NEURON_PLATFORM_TARGET_OVERRIDE"):
+        nki.jit(K.new_private_output, platform_target="trn2")
+    with pytest.warns(DeprecationWarning, match="deprecated and ignored"):
+        k = nki.jit(mode="simulation")(K.new_copy.func)
+    assert k.mode == "auto"
+    np.testing.assert_array_equal(k(x), x)
+
+
+def test_simulate_writes_modified_inputs_back(x):
+    y = x.copy()
+    assert nki.simulate(K.new_increment_inplace)(y) is None
+    np.testing.assert_allclose(y, x + 1, rtol=1e-6)
+    z = x.copy()
+    nki.simulate(K.new_increment_inplace.func)(z)           # a plain function is wrapped
+    np.testing.assert_array_equal(z, y)
+
+
+def test_benchmark_is_offered_for_new_generation_kernels(x):
+    seen = []
+    previous = use_services(benchmark=lambda kernel, args, kwargs, **config: seen.append(kernel.spec) or "r")
+    try:
+        bench = nki.benchmark(K.new_copy)
+        out = bench(x)
+    finally:
+        use_services(**previous)
+    assert bench.benchmark_result == "r" and out.shape == x.shape
+    assert seen[0].func is K.new_copy.func and seen[0].generation.name == "NEW"
