@@ -229,7 +229,7 @@ REJECTS = [
 
 @pytest.mark.parametrize("kernel,target,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
 def test_activation_rejects(rng, kernel, target, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match, target=target, api="nisa.activation")
+    rejects(kernel, rand(rng, 128, 16), error=error, match=match, target=target)
 
 
 def test_new_generation_rejects_unknown_keyword():

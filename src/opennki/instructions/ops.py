@@ -177,6 +177,10 @@ def op_name(op) -> str:
         alias = None
     if alias is not None:
         return alias
+    # `nl` functions that double as operator tokens (`op=nl.copy`) are named after their NKI op
+    fname = getattr(op, "__name__", None)
+    if str(getattr(op, "__module__", "")).startswith("opennki.") and (fname in ALU_OPS or fname in ACTIVATIONS):
+        return fname
     raise KernelError(f"{op!r} is not an NKI operator", hint="pass an nl operator such as nl.add or nl.exp")
 
 

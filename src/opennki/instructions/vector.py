@@ -346,6 +346,10 @@ class TensorReduce(Instruction):
     keepdims: bool = False
 
     def check(self, ctx) -> None:
+        axes = normalize_axes(self.axis, self.data.ndim)
+        expect(0 not in axes, "reductions run over free axes only; axis 0 is the partition axis",
+               got=axes, hint="use nisa.tensor_partition_reduce or a matmul with a ones vector")
+        expect(len(axes) > 0, "at least one axis must be reduced", got=axes)
         check_on_chip(self.data, "data")
         check_on_chip(self.dst, "dst")
         check_partitions(self.data, "data", ctx.hw)
@@ -353,10 +357,6 @@ class TensorReduce(Instruction):
         op = alu(self.op)
         expect(op.reducible, f"'{op.name}' is not a reduction operator", got=op.name, error=KernelError,
                expected="add, subtract, multiply, maximum, minimum, bitwise/logical and/or/xor")
-        axes = normalize_axes(self.axis, self.data.ndim)
-        expect(0 not in axes, "reductions run over free axes only; axis 0 is the partition axis",
-               got=axes, hint="use nisa.tensor_partition_reduce or a matmul with a ones vector")
-        expect(len(axes) > 0, "at least one axis must be reduced", got=axes)
         if ctx.options.hardware_strict:
             nd = self.data.ndim
             expect(axes == tuple(range(nd - len(axes), nd)),
