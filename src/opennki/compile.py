@@ -32,10 +32,9 @@ import os
 
 from opennki.bridges import Framework, call_framework
 from opennki.errors import KernelError
-from opennki.kernels.base import Generation, LaunchSpec, TraceKernel, check_signature
+from opennki.kernels.base import Generation, LaunchSpec, TraceKernel, check_signature, in_running_kernel
 from opennki.kernels.framework import JAXKernel, PyTorchKernel, PyTorchXLAKernel
 from opennki.kernels.standalone import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel
-from opennki.sim.program import active
 
 SIMULATOR_ENV = "NKI_SIMULATOR"
 
@@ -139,7 +138,7 @@ class GenericKernel:
         return type(self)(self.spec.func, self.mode, spec=self.spec.with_grid(key), parent=self)
 
     def __call__(self, *args, **kwargs):
-        if active() is not None:
+        if in_running_kernel():
             return self.resolve(TraceKernel)(*args, **kwargs)
         kernel = self.resolve(compute_mode(args, kwargs, self.mode, self.spec.name))
         result = kernel(*args, **kwargs)

@@ -4,10 +4,14 @@ Imports the simulator's ShapeSpec and the machine's dtypes; `opennki.bridges.tor
 import their framework and are only imported once the framework itself is in use (a torch tensor can only
 exist if torch was imported, so `framework_of` looks at `sys.modules` and never imports a framework).
 
+Each bridge module offers `to_numpy(tensor)` (a writable array; a view sharing memory where the framework
+allows, `SHARES_MEMORY`), `from_numpy(array)` and `numpy_dtype`-style dtype mapping.
+
 `eager_call` is the one place where a call with framework tensors runs on the simulator directly: tensors in
 the framework's own type go in, are seen by the kernel as HBM tensors (CPU torch tensors share memory with
-the NumPy view the simulator reads, so inputs the kernel writes are updated in place), and outputs come back
-as tensors of the same framework. Mixing frameworks in one call is an error.
+the NumPy view the simulator reads, so inputs the kernel writes are updated in place; JAX arrays are
+immutable, so a kernel that returns nothing returns the inputs it wrote), and outputs come back as tensors of
+the same framework. Mixing frameworks in one call is an error.
 """
 
 from __future__ import annotations
@@ -99,12 +103,15 @@ def eager_call(kernel, args, kwargs):
         return kernel.launch(args, kwargs)
     module = bridge(framework)
     leaves, infos, template = kernel.split(args, kwargs)
-    arrays = [module.to_numpy(leaf, writable=True) for leaf in leaves]
+    arrays = [module.to_numpy(leaf) for leaf in leaves]
     from opennki.kernels.arguments import call_args
     np_args, np_kwargs = call_args(kernel.spec.func, template, arrays)
     result = kernel.launch(np_args, np_kwargs)
-    module.write_back(leaves, arrays)
-    return convert_result(result, lambda a: module.from_numpy(a, like=leaves))
+    if result is None and not module.SHARES_MEMORY:
+        # immutable arrays (JAX): a kernel that only writes its inputs returns the written ones
+        written = [module.from_numpy(arrays[i]) for i in kernel.specialize(np_args, np_kwargs).mutated]
+        return None if not written else written[0] if len(written) == 1 else tuple(written)
+    return convert_result(result, module.from_numpy)
 
 
 def convert_result(result, convert):

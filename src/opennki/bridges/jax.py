@@ -46,12 +46,23 @@ STRICT_ENV = "OPENNKI_STRICT_PLATFORM"
 SIMULATOR_ENV = "NKI_SIMULATOR"
 NO_TRACE_CACHE_ENV = "NKI_DONT_CACHE_TRACE_FOR_JAX_LOWERING"
 
+SHARES_MEMORY = False           # JAX arrays are immutable
+
 _lowering_platform: contextvars.ContextVar[str | None] = contextvars.ContextVar("opennki_jax_lowering",
                                                                                default=None)
 
 
 def is_jax_value(value) -> bool:
     return isinstance(value, (jax.Array, jax_core.Tracer))
+
+
+def to_numpy(x) -> np.ndarray:
+    """A writable NumPy copy of a concrete JAX array."""
+    return np.array(x)
+
+
+def from_numpy(a: np.ndarray):
+    return jax.device_put(a)
 
 
 def is_tracer(value) -> bool:
@@ -104,7 +115,7 @@ def _host(call: StaticCall):
     """The host function that runs the kernel on NumPy arrays: kernel outputs, then written inputs."""
     def run(*arrays):
         program = call.program()
-        arrays = [np.array(a) for a in arrays]           # writable copies the simulator may update
+        arrays = [to_numpy(a) for a in arrays]           # writable copies the simulator may update
         args, kwargs = arguments.call_args(call.kernel.spec.func, call.template, arrays)
         result = call.kernel.launch(args, kwargs)
         outs = [] if result is None else list(result) if isinstance(result, (tuple, list)) else [result]
@@ -114,7 +125,7 @@ def _host(call: StaticCall):
 
 def _impl(*arrays, call, lowering):
     check_platform(jax.default_backend())
-    return [jax.device_put(o) for o in _host(call)(*arrays)]
+    return [from_numpy(o) for o in _host(call)(*arrays)]
 
 
 def _abstract_eval(*avals, call, lowering):

@@ -30,6 +30,7 @@ from opennki.kernels.program import ResultKind, TracedProgram
 from opennki.machine.dtypes import dtype_of
 from opennki.sim.simulator import ShapeSpec
 
+SHARES_MEMORY = True            # CPU tensors and the simulator's NumPy views share memory
 LEAF = "__opennki_tensor__"     # marks where a tensor was in a call template (a plain, Dynamo-constant tuple)
 
 _NUMPY_OF = {
@@ -67,7 +68,7 @@ def torch_dtype(nki_name: str) -> torch.dtype:
     return found
 
 
-def to_numpy(t: torch.Tensor, writable: bool = True) -> np.ndarray:
+def to_numpy(t: torch.Tensor) -> np.ndarray:
     """A NumPy view of a CPU tensor sharing its memory (bit-exact for bfloat16 / float8)."""
     if t.device.type != "cpu":
         raise KernelError(f"opennki runs kernels on the CPU simulator; got a tensor on device {t.device}",
@@ -80,7 +81,7 @@ def to_numpy(t: torch.Tensor, writable: bool = True) -> np.ndarray:
     return t.resolve_conj().resolve_neg().numpy()
 
 
-def from_numpy(a: np.ndarray, like=()) -> torch.Tensor:
+def from_numpy(a: np.ndarray) -> torch.Tensor:
     """A CPU tensor with the array's contents and dtype."""
     a = np.ascontiguousarray(a)
     tdtype = _TORCH_OF.get(a.dtype)

@@ -21,6 +21,7 @@ import enum
 import functools
 import inspect
 import os
+import sys
 from dataclasses import dataclass, field, replace
 
 from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
@@ -210,6 +211,15 @@ def observe_calls(observer):
         _observers.remove(observer)
 
 
+def in_running_kernel() -> bool:
+    """Is a kernel running on this thread (so a kernel call is a nested helper call)? Never while
+    torch.compile traces a model: Dynamo cannot follow the context variable, and no kernel runs then."""
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.compiler.is_compiling():
+        return False
+    return active() is not None
+
+
 def _is_tensor_like(v) -> bool:
     return is_array_arg(v) or (hasattr(v, "shape") and hasattr(v, "dtype") and not isinstance(v, type))
 
@@ -251,7 +261,7 @@ class TraceKernel:
 
     # -- running ----------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        if active() is not None:
+        if in_running_kernel():
             return self.inline(args, kwargs)
         if self.spec.generation is Generation.NEW:
             check_arguments(self.spec.name, arguments.bind(self.spec.func, args, kwargs))
