@@ -20,6 +20,7 @@ import numpy as np
 from opennki.errors import KernelError, ShapeError, UnsupportedError, expect
 from opennki.language import core
 from opennki.machine.dtypes import dtype_of
+from opennki.machine.index import Index
 from opennki.machine.memory import Storage
 from opennki.machine.tensor import TensorView, row_major_strides, slice_params
 
@@ -88,6 +89,8 @@ class NkiTensor(TensorView):
 
     # -- operators ------------------------------------------------------------------------------------
     def _bin(self, other, op, reflect=False, default_dtype=None):
+        if op == "add" and isinstance(other, Index):
+            return other + self   # `offsets[0, k] + iy`: a dynamic index (legacy tensor_copy_dynamic_*)
         x, y = (other, self) if reflect else (self, other)
         return core.binary(op, x, y, api=f"tensor operator {op}", default_dtype=default_dtype)
 

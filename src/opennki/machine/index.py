@@ -58,6 +58,8 @@ class Index:
             return NotImplemented
         if _is_int(other):
             return Index(self.const + sign * int(other), self.coeffs, self.shape)
+        if sign == 1 and getattr(other, "storage", None) is not None:
+            return DynamicIndex(self, other)   # `iy + offsets[0, k]`: plus a run-time value
         return NotImplemented
 
     def __add__(self, other):
@@ -186,6 +188,28 @@ class Index:
     def __repr__(self) -> str:
         terms = [f"{c}*i{a}" for a, c in enumerate(self.coeffs) if c]
         return f"Index({' + '.join(terms + [str(self.const)])}, shape={self.shape})"
+
+
+class DynamicIndex:
+    """An affine index plus the run-time value of a one-element on-chip integer tile, as legacy kernels
+    write a dynamic free-dim offset: `src[ix, offsets[0, k] + iy]` (`tensor_copy_dynamic_src/dst`)."""
+
+    __slots__ = ("index", "tile")
+
+    def __init__(self, index: Index, tile):
+        self.index = index
+        self.tile = tile
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return _broadcast_shapes(self.index.shape, tuple(self.tile.shape))
+
+    def __add__(self, other):
+        if _is_int(other) or isinstance(other, Index):
+            return DynamicIndex(self.index + other, self.tile)
+        return NotImplemented
+
+    __radd__ = __add__
 
 
 class NonAffineIndex:

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from opennki.errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
-from opennki.machine.index import Index, NonAffineIndex, Predicate, _is_int
+from opennki.machine.index import DynamicIndex, Index, NonAffineIndex, Predicate, _is_int
 from opennki.machine.memory import Storage
 
 
@@ -182,7 +182,7 @@ class TensorView:
             if isinstance(k, NonAffineIndex):
                 raise KernelError("index expressions must be affine (sums of arange indices, loop variables "
                                   "and integer multiples); % and // are not", got=k.shape)
-        if any(isinstance(k, (Index, TensorView)) for k in key):
+        if any(isinstance(k, (Index, TensorView, DynamicIndex)) for k in key):
             return self._advanced(key)
         return self._basic(key)
 
@@ -236,14 +236,16 @@ class TensorView:
             if isinstance(k, Index) and k.ndim == 1 and self.ndim > 1:
                 raise KernelError("a 1-D nl.arange cannot index a tensor; lift it, e.g. nl.arange(n)[:, None]",
                                   code="err_1d_arange_not_supported")
-            if isinstance(k, TensorView):
-                if a != 0:
+            tile = k.tile if isinstance(k, DynamicIndex) else k
+            if isinstance(tile, TensorView):
+                # a free dim takes one run-time value (a dynamic offset), the first dim a tile of rows
+                if a != 0 and tile.size != 1:
                     raise KernelError("indirect (run-time) indices are only allowed on the first dimension",
                                       code="err_indirect_indices_free_dim")
-                if not k.is_on_chip or not k.dtype.is_int:
+                if not tile.is_on_chip or not tile.dtype.is_int:
                     raise KernelError("indirect indices must be an integer tile in SBUF",
-                                      got=f"{k.dtype} in {k.buffer.name}")
-        shapes = [k.shape for k in key if isinstance(k, (Index, TensorView))]
+                                      got=f"{tile.dtype} in {tile.buffer.name}")
+        shapes = [k.shape for k in key if isinstance(k, (Index, TensorView, DynamicIndex))]
         try:
             grid = tuple(np.broadcast_shapes(*shapes))
         except ValueError:
@@ -260,12 +262,15 @@ class TensorView:
                 k = int(k)
                 for d in range(nd):
                     consts[d] += col[d] * k
-            elif isinstance(k, Index):
-                coeffs = (0,) * (r - k.ndim) + k.coeffs
+            elif isinstance(k, (Index, DynamicIndex)):
+                aff = k.index if isinstance(k, DynamicIndex) else k
+                coeffs = (0,) * (r - aff.ndim) + aff.coeffs
                 for d in range(nd):
-                    consts[d] += col[d] * k.const
+                    consts[d] += col[d] * aff.const
                     for ax in range(r):
                         cols[ax][d] += col[d] * coeffs[ax]
+                if isinstance(k, DynamicIndex):
+                    dynamic.append(DynamicTerm(k.tile, r - k.tile.ndim, tuple(col)))
             elif isinstance(k, TensorView):
                 dynamic.append(DynamicTerm(k, r - k.ndim, tuple(col)))
             else:
