@@ -143,8 +143,11 @@ class AccessTracker:
         width = self.RETIRED_BUCKET_BYTES[space[0]]
         best, producer = 0.0, NO_PRODUCER
         for b in range(byte_start // width, (end - 1) // width + 1):
+            items = buckets.get(b)
+            if not items:
+                continue
             kept = []
-            for item in buckets.get(b, ()):
+            for item in items:
                 s, e, parts, t, prod = item
                 if s < end and byte_start < e and min(parts, partitions) > 0:
                     if t > best:
@@ -152,8 +155,7 @@ class AccessTracker:
                     if byte_start <= s and e <= end and parts <= partitions:
                         continue                 # fully covered: the new tensor's retirement supersedes it
                 kept.append(item)
-            if b in buckets:
-                buckets[b] = kept
+            buckets[b] = kept
         if best > 0:
             self.floor[storage_id] = (best, producer)
 

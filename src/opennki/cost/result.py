@@ -273,7 +273,8 @@ class CostResult:
             "mbu_estimated_percent": 100.0 * self.mbu,
             "roofline": {"bound": rf.bound, "bound_ns": rf.bound_ns, "compute_ns": rf.compute_ns,
                          "hbm_ns": rf.hbm_ns, "dma_ns": rf.dma_ns,
-                         "mm_arithmetic_intensity": rf.arithmetic_intensity,
+                         "mm_arithmetic_intensity": (rf.arithmetic_intensity
+                                                     if rf.arithmetic_intensity != float("inf") else None),
                          "peak_flops_bandwidth_ratio": rf.ridge_flops_per_byte},
             "critical_path": {"instructions": len(self.critical_path),
                               "by_row_ns": dict(self.critical_by_row),

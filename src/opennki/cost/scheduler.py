@@ -10,7 +10,9 @@ memory regions it reads and writes (`AccessTracker`). The Tensor Engine runs Loa
 MultiplyMoving as two overlapping pipes (the next LoadStationary may start once the current MultiplyMoving
 has started; it is skipped when the same stationary tile is still loaded), with dI/dt throttling after idle
 stretches; matmuls accumulating into one PSUM tile follow each other without semaphore waits. A DMA is
-issued by its trigger engine (in order, so a DMA that waits for its buffer blocks the DMAs behind it),
+issued on its queue in order (so a DMA that waits for its buffer blocks the DMAs queued behind it; loads,
+stores and on-chip copies use separate queues, as the compiler spreads them), costs its trigger engine a
+few cycles,
 optionally passes a hardware DGE, waits the fixed DMA latency, then moves its bytes on the DMA engines that
 own its partitions, capped by the HBM bandwidth shared by the launch's cores. Programs of an SPMD grid on
 one core queue up behind each other on the same engines; programs on different cores (LNC=2) run in
@@ -23,6 +25,7 @@ from opennki.cost.deps import NO_PRODUCER, AccessTracker
 from opennki.cost.result import CostResult, InstructionRecord, Row
 from opennki.cost.rules import cost_of
 from opennki.cost.rules.common import engine_spec, schedulable_engine
+from opennki.cost.timeline import Timeline
 from opennki.cost.value import Cost
 from opennki.events import (Engine, InstructionExecuted, LaunchStarted, ProgramFinished, ProgramStarted,
                             TensorAllocated, TensorFreed)
@@ -42,8 +45,9 @@ class _CoreState:
         self.ramp_origin = 0.0
         self.stationary = None
         self.act_table = None
-        self.dma_free = [0.0] * dma_engines
-        self.dma_last = [NO_PRODUCER] * dma_engines
+        self.queue_free: dict[tuple, float] = {}
+        self.queue_last: dict[tuple, int] = {}
+        self.dma = [Timeline()] * dma_engines      # shared while transfers span the same engines
         self.dge_free = [0.0] * dge_instances
 
 
@@ -66,7 +70,7 @@ class CostModel:
         self.cores: dict[int, _CoreState] = {}
         self.deps = AccessTracker()
         self.program_core: dict[tuple, int] = {}
-        self.hbm_cursor = 0.0
+        self.hbm = Timeline()
         self.launch_cores = 1
         self.kernel_name = "kernel"
         self.grid: tuple[int, ...] = ()
@@ -93,7 +97,7 @@ class CostModel:
                 self.hw = get_target(ev.target)
             self.cores = {}
             self.deps = AccessTracker()
-            self.hbm_cursor = 0.0
+            self.hbm = Timeline()
             self.launch_cores = max(1, ev.cores)
             self.result_ = CostResult(self.hw, keep_instructions=self.keep_instructions, kernel=ev.kernel,
                                       grid=ev.grid, cores=self.launch_cores)
@@ -208,11 +212,12 @@ class CostModel:
         work = cost.dma
         trigger = schedulable_engine(work.trigger)
         spec = engine_spec(hw, trigger)
-        t_start, pred, stall, kind = self._gate(spec, state.free.get(trigger, 0.0),
-                                                state.last.get(trigger, NO_PRODUCER), dep)
+        queue = (work.queue, trigger)
+        t_start, pred, stall, kind = self._gate(spec, state.queue_free.get(queue, 0.0),
+                                                state.queue_last.get(queue, NO_PRODUCER), dep)
         t_end = t_start + cost.busy_ns
-        state.free[trigger] = t_end
-        state.last[trigger] = index
+        state.queue_free[queue] = t_end
+        state.queue_last[queue] = index
         ready = t_end
         if work.dge == "hwdge" and dma.hwdge_issue_ns is not None:
             i = min(range(len(state.dge_free)), key=state.dge_free.__getitem__)
@@ -220,32 +225,32 @@ class CostModel:
             ready = state.dge_free[i] = d_start + dma.hwdge_issue_ns
         data_ready = ready + dma.fixed_latency_ns
         if work.partition_start is None:
-            engines = range(dma.engines)
+            first, last = 0, dma.engines - 1
         else:
             first = work.partition_start // dma.partitions_per_engine
-            last = (work.partition_start + max(work.partition_count, 1) - 1) // dma.partitions_per_engine
-            engines = range(first, min(last, dma.engines - 1) + 1)
-        per_engine = work.size_bytes / len(engines)
-        t_data = per_engine / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
+            last = min((work.partition_start + max(work.partition_count, 1) - 1) // dma.partitions_per_engine,
+                       dma.engines - 1)
+        n_engines = last - first + 1
+        t_data = work.size_bytes / n_engines / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
         start = end = None
-        latest = data_ready
-        for e in engines:
-            busy_until = state.dma_free[e]
-            if busy_until > latest:                  # this DMA engine is the one it waits for
-                latest, pred = busy_until, state.dma_last[e]
-            s = max(busy_until, data_ready)
-            en = s + t_data
-            state.dma_free[e] = en
-            state.dma_last[e] = index
-            start = s if start is None else min(start, s)
-            end = en if end is None else max(end, en)
+        placed: dict[int, tuple] = {}
+        for e in range(first, last + 1):
+            old = state.dma[e]
+            new = placed.get(id(old))
+            if new is None:
+                timeline, s, waited = old.reserved(data_ready, t_data, index)
+                new = placed[id(old)] = (timeline, s)
+                if waited != NO_PRODUCER and (end is None or s + t_data > end):
+                    pred = waited                    # this DMA engine's previous transfer gated it
+                start = s if start is None else min(start, s)
+                end = s + t_data if end is None else max(end, s + t_data)
+            state.dma[e] = new[0]
         hbm = work.hbm_read_bytes + work.hbm_write_bytes
         if hbm:
             occupancy = hbm / (hw.cost.hbm_bandwidth_bytes_per_ns * self.launch_cores)
-            h_end = max(self.hbm_cursor, start) + occupancy
-            self.hbm_cursor = h_end
-            end = max(end, h_end)
+            self.hbm, h_start, _ = self.hbm.reserved(start, occupancy, index)
+            end = max(end, h_start + occupancy)
         rec = InstructionRecord(index, ev, cost, Row.dma(work.queue), start, end, pred, stall, kind)
         rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, Row.of(trigger)
-        rec.dma_engine_ns = t_data * len(engines)
+        rec.dma_engine_ns = t_data * n_engines
         return rec

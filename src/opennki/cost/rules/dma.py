@@ -5,7 +5,9 @@ from the DMA efficiency curve at its descriptor size: the longest contiguous pie
 an SBUF partition, a run of consecutive HBM bytes), so a transposing or element-strided access pays for
 element-sized descriptors. The DMA engines used are those owning the on-chip partitions touched (8
 partitions per engine); HBM-to-HBM copies spread over all engines. The issuing engine (Sync by default,
-Scalar or GpSimd when asked; GpSimd for software-DGE and indirect transfers) spends `trigger_cycles` on it.
+Scalar or GpSimd when asked; GpSimd for software-DGE and indirect transfers) spends `trigger_cycles` on it;
+GpSimd also generates the descriptors of software-DGE transfers (GPSIMD_START plus a cycle per partition,
+[GAP] chosen).
 """
 
 from __future__ import annotations
@@ -17,8 +19,23 @@ from opennki.events import Engine, MemoryKind
 
 _TRIGGERS = {"sync": Engine.SYNC, "scalar": Engine.SCALAR, "activation": Engine.SCALAR,
              "gpsimd": Engine.GPSIMD, "pool": Engine.GPSIMD}
-QUEUE_NAMES = {Engine.SYNC: "qSyncIO0", Engine.SCALAR: "qActIO0", Engine.GPSIMD: "qGpSimdDynamic",
-               Engine.VECTOR: "qVectorIO0", Engine.TENSOR: "qPeIO0"}
+QUEUE_PREFIX = {Engine.SYNC: "qSyncIO", Engine.SCALAR: "qActIO", Engine.VECTOR: "qVectorIO",
+                Engine.TENSOR: "qPeIO"}
+
+
+def queue_name(trigger: Engine, dst_kind: MemoryKind, src_kind: MemoryKind | None) -> str:
+    """The DMA queue of a transfer: GpSimd-generated (software DGE) transfers share `qGpSimdDynamic`; the
+    others get one queue per direction on their trigger engine (loads 0, stores 1, other copies 2), as the
+    compiler spreads loads and stores over queues so that one does not wait behind the other."""
+    if trigger is Engine.GPSIMD:
+        return "qGpSimdDynamic"
+    if dst_kind is not MemoryKind.HBM and src_kind is MemoryKind.HBM:
+        lane = 0
+    elif dst_kind is MemoryKind.HBM and src_kind is not MemoryKind.HBM:
+        lane = 1
+    else:
+        lane = 2
+    return f"{QUEUE_PREFIX.get(trigger, 'qSyncIO')}{lane}"
 
 
 def run_bytes(op) -> float:
@@ -61,7 +78,7 @@ def transfer(ev, hw, dst, srcs, *, factor: float = 1.0, descriptor_bytes: float 
     trigger, dge = _trigger(ev, indirect)
     if dge == "hwdge" and dma.hwdge_issue_ns is None:
         dge = "none"
-    queue = QUEUE_NAMES[trigger]
+    queue = queue_name(trigger, dst.kind, srcs[0].kind if srcs else None)
     work = DmaWork(
         size_bytes=int(size),
         descriptor_bytes=descriptor_bytes,
@@ -74,7 +91,10 @@ def transfer(ev, hw, dst, srcs, *, factor: float = 1.0, descriptor_bytes: float 
     )
     sequencer = hw.cost.sync if trigger is Engine.SYNC else {
         Engine.SCALAR: hw.cost.scalar, Engine.GPSIMD: hw.cost.gpsimd}.get(trigger, hw.cost.sync)
-    return Cost(Engine.DMA, busy_ns=sequencer.ns(dma.trigger_cycles), dma=work)
+    cycles = dma.trigger_cycles
+    if dge == "swdge":
+        cycles += hw.cost.gpsimd.start_cycles + (work.partition_count or 1)
+    return Cost(Engine.DMA, busy_ns=sequencer.ns(cycles), dma=work)
 
 
 def _dst_src(ev, dst_roles=("dst",), src_roles=("src",)):

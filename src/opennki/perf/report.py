@@ -1,0 +1,110 @@
+"""Front-door services: the plain-text profile report and the anti-pattern hints. Imports the cost layer's
+result types only.
+
+`hints(result)` returns findings as data (`Hint`: kind, message, kernel lines); `format_report(result)` is
+the human-readable text: totals, per-engine utilisation, the top hot spots by kernel line (busy time and
+time on the critical path, with the source text), and the hints.
+"""
+
+from __future__ import annotations
+
+import linecache
+from dataclasses import dataclass
+
+from opennki.cost.result import Row, format_bytes, format_time
+
+SMALL_DMA_BYTES = 2048          # hardware.md §6.3: >= 2 KiB per partition recommended, 4 KiB saturates
+STALL_SHARE = 0.05              # buffer-reuse stalls worth a hint: 5% of the latency
+IDLE_PE_UTILIZATION = 0.5
+
+
+@dataclass(frozen=True)
+class Hint:
+    """One anti-pattern the model saw: `kind` is small_dma, fp32_matmul, buffer_reuse or idle_tensor_engine."""
+
+    kind: str
+    message: str
+    lines: tuple[str, ...] = ()
+
+
+def hints(result) -> list[Hint]:
+    result.finish()
+    out = []
+    small = sorted(result.small_dmas.items(), key=lambda kv: -kv[1][0])
+    if small:
+        count = sum(v[0] for _, v in small)
+        worst = min(v[2] for _, v in small)
+        piece = min(v[3] for _, v in small)
+        out.append(Hint("small_dma", (
+            f"{count} of {result.dma_count} DMA transfers move contiguous pieces of only {piece:.0f} bytes "
+            f"(efficiency down to {100 * worst:.0f}% of the DMA bandwidth). Transfers need at least "
+            f"{SMALL_DMA_BYTES} contiguous bytes per partition (4 KiB to saturate): widen tiles along the free "
+            "dimension, load contiguous rows, or coalesce several tiles into one transfer."),
+            tuple(line for line, _ in small[:5])))
+    if result.fp32_matmuls:
+        out.append(Hint("fp32_matmul", (
+            f"{result.fp32_matmuls} of {result.matmuls} matmuls take fp32 operands, which run at 1/4 of the "
+            "bf16 rate on the Tensor Engine. Cast the operands to bfloat16 (PSUM still accumulates in fp32).")))
+    reuse = [(line, v) for line, v in result.stalls.items() if v[2] & {"war", "waw", "reuse"}]
+    stalled = sum(v[0] for _, v in reuse)
+    if result.total_ns and stalled > STALL_SHARE * result.total_ns:
+        reuse.sort(key=lambda kv: -kv[1][0])
+        out.append(Hint("buffer_reuse", (
+            f"Instructions waited {format_time(stalled)} in total for earlier readers or writers of the buffer "
+            "they overwrite (write-after-read / write-after-write on a reused buffer), which serialises loop "
+            "iterations. Allocate the buffer inside the loop (or alternate between two buffers) so "
+            "consecutive iterations can overlap."), tuple(line for line, _ in reuse[:5])))
+    if result.matmuls and result.utilization(Row.TENSOR_MATRIX) < IDLE_PE_UTILIZATION:
+        busiest = max(result.critical_by_row.items(), key=lambda kv: kv[1], default=("?", 0.0))[0]
+        out.append(Hint("idle_tensor_engine", (
+            f"The Tensor Engine is busy only {100 * result.utilization(Row.TENSOR_MATRIX):.0f}% of the time; "
+            f"the critical path runs mostly on {busiest}. Feed it faster: larger DMA transfers, more buffers "
+            "in flight, keeping reused operands in SBUF, or moving work off the bottleneck engine.")))
+    return out
+
+
+def hot_spots(result, top: int = 10) -> list[tuple[str, float, float, int, str]]:
+    """(kernel line, busy ns, critical-path ns, instructions, opcodes) of the `top` lines, by critical-path
+    time then busy time."""
+    result.finish()
+    rows = []
+    for line, (busy, count, _stall, opcodes) in result.lines.items():
+        rows.append((line, busy, result.critical_by_line.get(line, 0.0), count, ", ".join(sorted(opcodes))))
+    rows.sort(key=lambda r: (-r[2], -r[1]))
+    return rows[:top]
+
+
+def _source(result, line: str) -> str:
+    for rec in result.records:
+        if rec.location is not None and line.endswith(f":{rec.location.lineno}"):
+            return linecache.getline(rec.location.filename, rec.location.lineno).strip()
+    return ""
+
+
+def format_report(result, top: int = 10) -> str:
+    """The plain-text report (module docstring)."""
+    result.finish()
+    out = [result.format(), "", "Engine utilisation:"]
+    for row in Row.ENGINES:
+        busy = result.engine_busy_ns(row)
+        if busy:
+            bar = "#" * int(round(40 * min(1.0, result.utilization(row))))
+            out.append(f"  {row:<13} {100 * result.utilization(row):5.1f}%  {bar}")
+    if result.dma_count:
+        bar = "#" * int(round(40 * min(1.0, result.dma_utilization)))
+        out.append(f"  {'DMA engines':<13} {100 * result.dma_utilization:5.1f}%  {bar}")
+    out += ["", f"Hot spots (top {top} kernel lines by time on the critical path, then busy time):",
+            f"  {'line':<28} {'critical':>11} {'busy':>11} {'instr':>7}  opcodes"]
+    for line, busy, critical, count, opcodes in hot_spots(result, top):
+        out.append(f"  {line:<28} {format_time(critical):>11} {format_time(busy):>11} {count:>7}  {opcodes}")
+        src = _source(result, line)
+        if src:
+            out.append(f"      {src}")
+    found = hints(result)
+    out += ["", "Hints:" if found else "Hints: none (no known anti-pattern seen)."]
+    for h in found:
+        where = f" [{', '.join(h.lines)}]" if h.lines else ""
+        out.append(f"  - {h.kind}: {h.message}{where}")
+    out += ["", f"DMA: {result.dma_count} transfers, {format_bytes(result.dma_bytes)}; "
+                f"HBM read {format_bytes(result.hbm_read_bytes)}, write {format_bytes(result.hbm_write_bytes)}"]
+    return "\n".join(out)
