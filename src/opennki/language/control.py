@@ -7,10 +7,15 @@ see and for the race checker) and nothing else.
 
 from __future__ import annotations
 
+import dis
 import operator
+import sys
 
-from opennki.errors import KernelError, user_location
+from opennki.errors import KernelError, ShapeError, user_location
 from opennki.events import LoopFinished, LoopIteration, LoopStarted
+from opennki.instructions.ops import alu
+from opennki.instructions.vector import TensorTensor
+from opennki.language import core, dependencies
 from opennki.sim.program import active, current
 
 
@@ -48,15 +53,21 @@ class LoopRange:
         listening = bool(sim.listeners)
         if listening:
             sim.emit(LoopStarted(loop_id, self.kind, len(self.range), self.location))
-        prog.loops.append([loop_id, self.kind, None])
+        checker = dependencies.checker(prog) if self.kind == "affine_range" else None
+        frame = [loop_id, self.kind, None]
+        prog.loops.append(frame)
         try:
             for i in self.range:
-                prog.loops[-1][2] = i
+                prog.flush()    # the previous iteration's pending instruction belongs to that iteration
+                frame[2] = i
                 if listening:
                     sim.emit(LoopIteration(loop_id, i))
                 yield i
+            prog.flush()
         finally:
-            prog.loops.pop()
+            prog.loops.remove(frame)
+            if checker is not None:
+                checker.loop_finished(loop_id)
             if listening:
                 sim.emit(LoopFinished(loop_id))
 
@@ -111,3 +122,82 @@ def num_programs(axes=None) -> int:
 
 def program_ndim() -> int:
     return len(current("nl.program_ndim").grid)
+
+
+# ------------------------------------------------------------------------------------------ loop_reduce
+
+_NAME_STORES = ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF")
+
+
+def _assignment_target(frame):
+    """(kind, name) of what the statement at `frame`'s current call assigns the result to: ("name", n) for
+    `n = f(...)`, ("subscript", None) for `t[...] = f(...)`, else ("other", None). Reads the bytecode right
+    after the call (no source rewriting)."""
+    code, lasti = frame.f_code, frame.f_lasti
+    key = (code, lasti)
+    found = _TARGETS.get(key)
+    if found is None:
+        found = ("other", None)
+        for ins in dis.get_instructions(code):
+            if ins.offset <= lasti or ins.opname in ("CACHE", "NOP", "EXTENDED_ARG", "PRECALL"):
+                continue
+            if ins.opname in _NAME_STORES:
+                found = ("name", ins.argval)
+            elif ins.opname == "STORE_SUBSCR":
+                found = ("subscript", None)
+            break
+        _TARGETS[key] = found
+    return found
+
+
+_TARGETS: dict = {}
+
+
+def _current_value(frame, kind: str, name: str):
+    if kind != "name":
+        return None
+    if name in frame.f_locals:
+        return frame.f_locals[name]
+    return frame.f_globals.get(name)
+
+
+def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, api: str = "nl.loop_reduce", **kwargs):
+    """Accumulate tile `x` into the assignment target across loop iterations: `b = nl.loop_reduce(a, op,
+    loop_indices=[k])` is `b = op(b, a)` (the destination is also an operand), which the compiler may keep
+    parallel across the listed `affine_range` loops because `op` is associative.
+
+    The eager simulator finds the destination the way the statement names it: for `b = ...` it reads the
+    current `b` (a tile created before the loop, e.g. with nl.zeros) and updates it in place; for
+    `t[...] = ...` the update is retargeted to `t[...]` by the assignment. `loop_indices` (loop variables or
+    ints) only guide the compiler and are validated, not used."""
+    prog = core.current(api)
+    core.require_tile(x, "x", api)
+    opdef = alu(op)
+    if not opdef.reducible:
+        raise KernelError(f"{api} needs an associative reduction operator", got=opdef.name, instruction=api,
+                          expected="add, multiply, maximum, minimum, bitwise/logical and/or/xor")
+    indices = loop_indices if isinstance(loop_indices, (list, tuple)) else (loop_indices,)
+    for k in indices:
+        try:
+            operator.index(k)
+        except TypeError:
+            raise KernelError(f"{api} loop_indices are loop variables or integers", got=k,
+                              instruction=api) from None
+    where = user_location()
+    frame = sys._getframe(1)
+    while frame is not None and (frame.f_code.co_filename != where.filename or frame.f_lineno != where.lineno):
+        frame = frame.f_back
+    kind, name = _assignment_target(frame) if frame is not None else ("other", None)
+    current_value = _current_value(frame, kind, name) if frame is not None else None
+    if core.is_tensor(current_value):
+        if current_value.shape != x.shape:
+            raise ShapeError(f"{api}: the destination {name!r} must have the shape of x", instruction=api,
+                             expected=x.shape, got=current_value.shape)
+        prog.issue(TensorTensor(dst=current_value, data1=current_value, data2=x, op=opdef, mask=mask), api)
+        return current_value
+    if kind == "subscript":
+        result = core.alloc(x.shape, dtype if dtype is not None else x.dtype)
+        return prog.defer(TensorTensor(dst=result, data1=result, data2=x, op=opdef, mask=mask), result, api)
+    raise KernelError(f"{api} accumulates into its assignment target, which must be a tile created before the "
+                      "loop", got=name or "an unsupported target", instruction=api,
+                      hint="b = nl.zeros(shape, dtype) before the loop, then b = nl.loop_reduce(a, np.add, [i])")

@@ -12,6 +12,7 @@ Functional results are *deferred* (see sim/program.py): `buf[...] = nl.exp(x)` m
 from __future__ import annotations
 
 import dataclasses
+import inspect
 
 import numpy as np
 
@@ -58,6 +59,12 @@ def region_of(buffer) -> MemoryRegion:
             pass
     raise KernelError(f"unknown buffer {buffer!r}", expected="nl.sbuf, nl.psum, nl.hbm or nl.shared_hbm",
                       got=buffer)
+
+
+def kernel_function(prog):
+    """The user's kernel function of the running launch (decorator wrappers removed), or None."""
+    fn = getattr(prog.launch, "fn", None)
+    return inspect.unwrap(fn) if fn is not None else None
 
 
 def normalize_shape(shape) -> tuple[int, ...]:
@@ -150,12 +157,47 @@ def math_prod(xs) -> int:
 
 # ------------------------------------------------------------------------------------------- element-wise
 
+# Operators the new generation's `nl` has but hardware lacks ("no division instruction"; spec/language.md §6.1).
+_SIMULATION_ONLY_OPS = ("divide", "mod", "fmod")
+
+
+def hardware_limits(prog, opdef, x, y, shape, api: str, limits: str | None) -> None:
+    """Hardware-strict mode: raise for binary ops that simulate fine but fail on hardware.
+
+    `limits` names whose documented limits apply: "legacy" (NKI 0.1 `nl` ops: NumPy broadcasting including
+    the partition dim is native), "new" (NKI 0.3+ `nl` ops: no broadcasting between tiles except a [P, 1]
+    column, no divide / mod / fmod, `power` needs a tile exponent), or "operator" (tile operators `a + b`:
+    the legacy known issue, no partition broadcast). None picks "new" for `nl.*` APIs, else "operator".
+    """
+    if not prog.options.hardware_strict:
+        return
+    limits = limits or ("new" if api.startswith("nl.") else "operator")
+    tx, ty = is_tensor(x), is_tensor(y)
+    if limits == "new":
+        if opdef.name in _SIMULATION_ONLY_OPS:
+            raise HardwareUnsupportedError(f"{api}: there is no {opdef.name} instruction on hardware (it runs "
+                                           "in simulation only)", instruction=api,
+                                           hint="multiply by nl.reciprocal(y) instead of dividing")
+        if opdef.name == "power" and not ty:
+            raise HardwareUnsupportedError(f"{api}: the exponent of nl.power must be a tile on hardware",
+                                           got=type(y).__name__, instruction=api)
+        if tx and ty and x.shape != y.shape and not (_is_column(x, shape) or _is_column(y, shape)):
+            raise HardwareUnsupportedError(f"{api}: broadcasting between tiles is not supported on hardware",
+                                           got=(x.shape, y.shape), instruction=api)
+    elif limits == "operator" and tx and ty:
+        if any(t.shape[0] != shape[0] for t in (x, y)):
+            raise HardwareUnsupportedError(f"{api}: tile operators cannot broadcast along the partition dim "
+                                           "on hardware (legacy known issue)", got=(x.shape, y.shape),
+                                           instruction=api, hint="use the nl function (nl.add, ...) instead")
+
+
 def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None = None,
-           default_dtype=None):
+           default_dtype=None, limits: str | None = None):
     """`op(x, y)` element-wise into a new SBUF tile (or into `out`), with NumPy broadcasting.
 
     tile (+) tile -> tensor_tensor; tile (+) scalar or [P, 1] column -> tensor_scalar.
-    `default_dtype` overrides promotion when `dtype` is None (comparisons in the legacy generation).
+    `default_dtype` overrides promotion when `dtype` is None (comparisons in the legacy generation);
+    `limits` selects the hardware-strict rules (`hardware_limits`).
     """
     prog = current(api)
     opdef = alu(op)
@@ -177,10 +219,7 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
         shape = t.shape
         result_dtype = dtype_of(dtype) if dtype is not None else (default_dtype or promote(t.dtype,
                                                                                            scalar_dtype(s)))
-    if prog.options.hardware_strict and tx and ty and x.shape != y.shape and api.startswith("nl."):
-        if not (_is_column(x, shape) or _is_column(y, shape)):
-            raise HardwareUnsupportedError(f"{api}: broadcasting between tiles is not supported on hardware",
-                                           got=(x.shape, y.shape), instruction=api)
+    hardware_limits(prog, opdef, x, y, shape, api, limits)
     if out is None:
         result = alloc(shape, result_dtype, SBUF)
     else:
@@ -336,15 +375,19 @@ def transpose(x, *, dtype=None, mask=None, api: str = "nl.transpose"):
     return prog.defer(NcTranspose(dst=result, data=x, engine=Engine.TENSOR, mask=mask), result, api)
 
 
-def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul"):
+def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul", limits: str | None = None):
     """x @ y (or x.T @ y with transpose_x) on the Tensor Engine into a new fp32 PSUM tile.
 
     Without transpose_x, x [M, K] is first transposed on the Tensor Engine (and copied back to SBUF, since
-    matmul operands come from SBUF), as NKI lowers it.
+    matmul operands come from SBUF), as NKI lowers it. Hardware-strict mode rejects that form for the new
+    generation (`limits` other than "legacy"), where it fails to compile (NKI 0.3-0.6 known issue).
     """
     prog = current(api)
     for role, t in (("x", x), ("y", y)):
         require_tile(t, role, api)
+    if not transpose_x and prog.options.hardware_strict and limits != "legacy":
+        raise HardwareUnsupportedError(f"{api} needs transpose_x=True on hardware", instruction=api,
+                                       hint="pass x already transposed ([K, M]) with transpose_x=True")
     if not transpose_x:
         xt = transpose(x, api=api)
         stationary = to_sbuf(xt, api)
@@ -374,18 +417,29 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         raise DtypeError("only tiles and scalars can be assigned into a tensor", got=type(value).__name__,
                          instruction=api)
     expect_broadcastable(value.shape, dst.shape, api)
+    if dst.dynamic or value.dynamic:
+        raise KernelError("a tensor assignment cannot copy through run-time (indirect) indices", instruction=api,
+                          code="err_copy_dynamic_indirect_indices_not_natively_supported",
+                          hint="use nl.load(src[idx_tile, i_f]) / nl.store(dst[idx_tile, i_f], value)")
     deferred = prog.take_pending(value)
     if deferred is not None:
-        if value.shape == dst.shape and _retargetable(prog, deferred, dst):
-            prog.retarget(deferred, dst=dst)
+        changes = _retarget_changes(deferred, dst)
+        if value.shape == dst.shape and _retargetable(prog, deferred, changes):
+            prog.retarget(deferred, **changes)
             return
         prog.execute(deferred.instr, deferred.location, deferred.api)
     copy_into(dst, value, api)
 
 
-def _retargetable(prog, deferred, dst) -> bool:
+def _retarget_changes(deferred, dst) -> dict:
+    """Every operand field holding the deferred result tile moves to `dst` (its `dst`, and the accumulator
+    input of a self-referencing op such as `nl.loop_reduce`)."""
+    return {f.name: dst for f in deferred.instr.operand_fields() if getattr(deferred.instr, f.name) is deferred.result}
+
+
+def _retargetable(prog, deferred, changes) -> bool:
     try:
-        dataclasses.replace(deferred.instr, dst=dst).check(prog)
+        dataclasses.replace(deferred.instr, **changes).check(prog)
     except OpenNKIError:
         return False
     return True

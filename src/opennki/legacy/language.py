@@ -1,8 +1,10 @@
 """Front door (legacy generation): `neuronxcc.nki.language`, the functional tile API of NKI 0.1.
 
-Every function here is a signature adapter over `opennki.language.core`: legacy defaults (comparisons give
-`bool` tiles, creation defaults to SBUF, `mask=` everywhere) are applied, then the shared composition runs.
-Dtype constants are NumPy / ml_dtypes objects, as the legacy generation has them.
+Imports the language layer. Every function here is a signature adapter over the shared compositions
+(`opennki.language.core` and its sibling modules): the legacy defaults are applied (comparisons give `bool`
+tiles, creation defaults to SBUF, `mask=` everywhere, NumPy broadcasting including the partition dim) and
+the composition runs. Dtype constants are NumPy / ml_dtypes objects, as the legacy generation has them.
+All 125 public names of the SDK 2.26 stub are here (spec/language.md §1).
 """
 
 from __future__ import annotations
@@ -10,15 +12,19 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from opennki.errors import KernelError, UnsupportedError
-from opennki.language import core
+from opennki.language import collectives, composites, core, debug, movement, rng
+from opennki.language.blocks import create, par_dim
 from opennki.language.constants import tile_size
-from opennki.language.control import (affine_range, num_programs, program_id, program_ndim, sequential_range,
-                                      static_range)
+from opennki.language.control import (affine_range, loop_reduce, num_programs, program_id, program_ndim,
+                                      sequential_range, static_range)
+from opennki.language.spmd import nc, spmd_dim
 from opennki.language.tokens import NlOp
+from opennki.legacy import typing as _typing  # noqa: F401  (registers the parameter rules)
 from opennki.machine import dtypes as _dt
 from opennki.machine.index import arange, ds, mgrid
 from opennki.machine.memory import MemoryRegion
+
+LIMITS = "legacy"   # hardware-strict rules of this generation (core.hardware_limits)
 
 # ------------------------------------------------------------------------------------------------ dtypes
 bool_ = np.bool_
@@ -38,80 +44,105 @@ private_hbm = MemoryRegion.private_hbm
 shared_hbm = MemoryRegion.shared_hbm
 
 
-class par_dim(int):
-    """`nl.par_dim(n)`: marks the partition dim in a shape tuple (the leftmost dim is the default)."""
-
-    def __repr__(self):
-        return f"par_dim({int(self)})"
-
-
-def _check_shape(shape, buffer) -> tuple[int, ...]:
-    raw = shape if isinstance(shape, (tuple, list)) else (shape,)
-    marks = [i for i, s in enumerate(raw) if isinstance(s, par_dim)]
-    if marks and marks[0] != 0 and core.region_of(buffer).kind.is_on_chip:
-        raise UnsupportedError("block dimensions before nl.par_dim are deprecated and not supported; make the "
-                               "partition dim the leading dim (use a list of tiles or fold blocks into free "
-                               "dims)", got=tuple(raw), code="err_leading_dimension_of_tensor_must_be_partition")
-    return core.normalize_shape(shape)
-
-
 # --------------------------------------------------------------------------------------------- creation
 
 def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
-    """A new uninitialised tensor (NaN / 4 in fresh memory) of `shape` and `dtype` in `buffer` (SBUF)."""
-    return core.alloc(_check_shape(shape, buffer), dtype, buffer, name or None)
-
-
-def _filled(shape, dtype, fill, buffer, name, api):
-    region = core.region_of(buffer)
-    if not region.kind.is_on_chip:
-        raise KernelError(f"{api}: HBM tensors cannot be created with an initial value", instruction=api,
-                          code="err_hbm_tensor_with_init_value_not_supported",
-                          hint="create it with nl.ndarray and nl.store a value into it")
-    from opennki.instructions.vector import Memset
-    t = core.alloc(_check_shape(shape, buffer), dtype, buffer, name or None)
-    core.current(api).issue(Memset(dst=t, value=fill), api)
-    return t
+    """A new uninitialised tensor (NaN / 4 in fresh memory) of `shape` and `dtype` in `buffer` (SBUF).
+    Dims before an `nl.par_dim` are block dims (a BlockTensor of independent tiles); `buffer` may be a
+    direct-allocation object from `nki.compiler`."""
+    return create(shape, dtype, buffer, name or None, api="nl.ndarray")
 
 
 def zeros(shape, dtype, *, buffer=None, name="", **kwargs):
-    """A new tensor filled with 0 (memset)."""
-    return _filled(shape, dtype, 0, buffer, name, "nl.zeros")
+    """A new tensor filled with 0 (memset); on-chip only (err_hbm_tensor_with_init_value_not_supported)."""
+    return create(shape, dtype, buffer, name or None, fill=0, api="nl.zeros")
 
 
 def ones(shape, dtype, *, buffer=None, name="", **kwargs):
-    """A new tensor filled with 1 (memset)."""
-    return _filled(shape, dtype, 1, buffer, name, "nl.ones")
+    """A new tensor filled with 1 (memset); on-chip only."""
+    return create(shape, dtype, buffer, name or None, fill=1, api="nl.ones")
 
 
 def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
-    """A new tensor filled with `fill_value` (memset)."""
-    return _filled(shape, dtype, fill_value, buffer, name, "nl.full")
+    """A new tensor filled with `fill_value` cast to `dtype` (memset); on-chip only."""
+    return create(shape, dtype, buffer, name or None, fill=fill_value, api="nl.full")
 
 
 def zeros_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+    """zeros of `a`'s shape; dtype defaults to a's, buffer to SBUF."""
     return zeros(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer, name=name)
 
 
 def empty_like(a, dtype=None, *, buffer=None, name="", **kwargs):
+    """An uninitialised tensor of `a`'s shape; dtype defaults to a's, buffer to SBUF (legacy rule)."""
     return ndarray(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer, name=name)
+
+
+def shared_constant(constant, dtype=None, **kwargs):
+    """An HBM tensor holding the host array `constant` (cast to `dtype`); `nl.load` it before use."""
+    return movement.shared_constant(constant, dtype)
+
+
+def shared_identity_matrix(n, dtype=np.uint8, **kwargs):
+    """An n x n identity matrix in HBM (a shared constant)."""
+    return movement.shared_identity_matrix(n, dtype)
+
+
+def rand(shape, dtype=np.float32, **kwargs):
+    """A new SBUF tile of uniform random values in [0, 1)."""
+    return rng.rand(shape, dtype)
+
+
+def random_seed(seed, *, mask=None, **kwargs):
+    """Seed the random generator (a 32-bit integer or a one-element integer tile)."""
+    rng.random_seed(seed, mask=mask)
 
 
 # -------------------------------------------------------------------------------------- data movement
 
 def load(src, *, mask=None, dtype=None, **kwargs):
-    """HBM -> a new SBUF tile (DMA); result shape = the index expression's shape, partition first."""
+    """HBM -> a new SBUF tile (DMA); result shape = the index expression's shape, partition first.
+    The partition index may be a run-time integer tile (`data[idx_tile, i_f]`)."""
     return core.load(src, dtype=dtype, mask=mask, api="nl.load")
 
 
 def store(dst, value, *, mask=None, **kwargs):
-    """SBUF (or PSUM, or a scalar) -> HBM (DMA)."""
+    """SBUF (or PSUM, or a scalar) -> HBM (DMA); `dst` may be indexed with a run-time integer tile."""
     core.store(dst, value, mask=mask, api="nl.store")
 
 
-def copy(src, *, mask=None, dtype=None, **kwargs):
-    """A new SBUF tile with the contents of an on-chip tile (cast to `dtype` if given)."""
+def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
+    """A 2-D HBM tensor [F, P] -> a new SBUF tile [P, F] (DMA transpose)."""
+    return movement.load_transpose2d(src, dtype=dtype, mask=mask)
+
+
+def _copy(src, *, mask=None, dtype=None, **kwargs):
+    """A new SBUF tile with the contents of an on-chip tile (cast to `dtype` if given); also the identity
+    activation token (`nisa.activation(op=nl.copy, ...)`)."""
     return core.copy(src, dtype=dtype, mask=mask, api="nl.copy")
+
+
+copy = NlOp("copy", _copy)
+
+
+def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
+    """dst = op(dst, value) atomically in HBM (op: np.add); duplicate run-time indices all accumulate."""
+    movement.atomic_rmw(dst, value, op, mask=mask)
+
+
+def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
+    """out[p, k] = data[p, indices[p, k]] over the flattened free dims (result: indices' shape)."""
+    return movement.gather_flattened(data, indices, dtype=dtype, mask=mask)
+
+
+def broadcast_to(src, *, shape, **kwargs):
+    """`src` broadcast to `shape` (NumPy rules, incl. [1, F] -> [P, F]) as a new SBUF tile."""
+    return movement.broadcast_to(src, shape)
+
+
+def expand_dims(data, axis, **kwargs):
+    """A view with new size-1 axes at `axis`, which must come after the last existing axis."""
+    return movement.expand_dims(data, axis)
 
 
 # ----------------------------------------------------------------------------------------------- math
@@ -126,7 +157,7 @@ def _unary(name: str, doc: str) -> NlOp:
 def _binary(name: str, doc: str, *, compare: bool = False) -> NlOp:
     def impl(x, y, *, dtype=None, mask=None, **kwargs):
         return core.binary(name, x, y, dtype=dtype, mask=mask, api=f"nl.{name}",
-                           default_dtype=_dt.bool_ if compare else None)
+                           default_dtype=_dt.bool_ if compare else None, limits=LIMITS)
     impl.__doc__ = doc
     return NlOp(name, impl)
 
@@ -153,17 +184,29 @@ bitwise_xor = _binary("bitwise_xor", "x ^ y on integer bits.")
 left_shift = _binary("left_shift", "x << y on integer bits.")
 right_shift = _binary("right_shift", "x >> y, a logical (zero-filling) shift on integer bits.")
 
+
+def _remainder(name: str, doc: str) -> NlOp:
+    def impl(x, y, dtype=None, mask=None, **kwargs):   # no `*`: the legacy signature
+        return core.binary(name, x, y, dtype=dtype, mask=mask, api=f"nl.{name}", limits=LIMITS)
+    impl.__doc__ = doc
+    return NlOp(name, impl)
+
+
+fmod = _remainder("fmod", "C remainder with the sign of x (np.fmod); the docs title it floor-mod but define "
+                          "this (spec/language.md §9 item 9).")
+mod = _remainder("mod", "Python remainder with the sign of y (np.mod); a scalar x broadcasts to y's shape.")
+
 exp = _unary("exp", "e ** x (Scalar Engine).")
 log = _unary("log", "Natural logarithm (Scalar Engine; valid for x in [2^-64, 2^64]).")
 tanh = _unary("tanh", "Hyperbolic tangent (Scalar Engine).")
 sigmoid = _unary("sigmoid", "1 / (1 + e ** -x) (Scalar Engine).")
 relu = _unary("relu", "max(x, 0) (Scalar Engine).")
 gelu = _unary("gelu", "x * Phi(x), the erf form (Scalar Engine).")
-gelu_dx = _unary("gelu_dx", "Derivative of gelu (Scalar Engine).")
+gelu_dx = _unary("gelu_dx", "Derivative of gelu: Phi(x) + x * phi(x) (Scalar Engine).")
 gelu_apprx_tanh = _unary("gelu_apprx_tanh", "0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (Scalar Engine).")
 gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid", "x * sigmoid(1.702 x) (Scalar Engine).")
 silu = _unary("silu", "x * sigmoid(x) (Scalar Engine).")
-silu_dx = _unary("silu_dx", "Derivative of silu (Scalar Engine).")
+silu_dx = _unary("silu_dx", "sigmoid(x) (1 + x (1 - sigmoid(x))), the derivative of silu (Scalar Engine).")
 softplus = _unary("softplus", "log(1 + e ** x) (Scalar Engine).")
 mish = _unary("mish", "x * tanh(softplus(x)) (Scalar Engine).")
 erf = _unary("erf", "Error function (Scalar Engine).")
@@ -174,10 +217,10 @@ rsqrt = _unary("rsqrt", "1 / sqrt(x) (Scalar Engine; valid for x in [2^-87, 2^97
 reciprocal = _unary("reciprocal", "1 / x (Scalar Engine; valid for |x| in [2^-42, 2^42]).")
 abs = _unary("abs", "|x|.")  # noqa: A001 - NKI name
 sign = _unary("sign", "-1, 0 or +1.")
-sin = _unary("sin", "Sine.")
+sin = _unary("sin", "Sine (Scalar Engine; valid for x in [-pi, pi]).")
 cos = _unary("cos", "Cosine.")
 tan = _unary("tan", "Tangent.")
-arctan = _unary("arctan", "Arc tangent.")
+arctan = _unary("arctan", "Arc tangent (Scalar Engine; valid for x in [-pi/2, pi/2]).")
 negative = _unary("negative", "-x.")
 ceil = _unary("ceil", "Round up to an integer value (dtype kept).")
 floor = _unary("floor", "Round down to an integer value (dtype kept).")
@@ -216,8 +259,18 @@ min = _reduction("min", "minimum", "Minimum over free `axis`.")  # noqa: A001
 
 
 def mean(x, axis, *, dtype=None, mask=None, keepdims=False, **kwargs):
-    """Arithmetic mean over free `axis`, computed in fp32."""
+    """Arithmetic mean over free `axis`, computed in fp32 (fp32 result for integer inputs)."""
     return core.mean(x, axis, dtype=dtype, mask=mask, keepdims=keepdims, api="nl.mean")
+
+
+def var(x, axis, *, dtype=None, mask=None, **kwargs):
+    """Population variance over free `axis` (reduced axes removed; on-chip results stay >= 2-D)."""
+    return composites.var(x, axis, dtype=dtype, mask=mask)
+
+
+def all(x, axis, *, dtype=np.bool_, mask=None, **kwargs):  # noqa: A001 - NKI name
+    """True where every element along free `axis` is nonzero (a logical-and reduction), as `dtype` (bool)."""
+    return core.reduce("logical_and", x, axis, dtype=dtype, mask=mask, api="nl.all")
 
 
 # --------------------------------------------------------------------------------------- matmul & co.
@@ -227,12 +280,57 @@ def matmul(x, y, *, transpose_x=False, mask=None, **kwargs):
 
     Accumulate with `acc = nl.zeros(..., buffer=nl.psum)` then `acc += nl.matmul(...)`.
     """
-    return core.matmul(x, y, transpose_x=transpose_x, mask=mask, api="nl.matmul")
+    return core.matmul(x, y, transpose_x=transpose_x, mask=mask, api="nl.matmul", limits=LIMITS)
 
 
 def transpose(x, *, dtype=None, mask=None, **kwargs):
     """[P, F] -> [F, P] (Tensor Engine; the result lives in PSUM)."""
     return core.transpose(x, dtype=dtype, mask=mask, api="nl.transpose")
+
+
+def softmax(x, axis, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    """exp(x - max) / sum(exp(x - max)) over free `axis`."""
+    return composites.softmax(x, axis, dtype=dtype, compute_dtype=compute_dtype, mask=mask)
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, *, dtype=None, compute_dtype=None, mask=None, **kwargs):
+    """x * rsqrt(sum(x^2, axis) / n + epsilon) * w."""
+    return composites.rms_norm(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype, mask=mask)
+
+
+def dropout(x, rate, *, dtype=None, mask=None, **kwargs):
+    """Each element of x replaced by 0 with probability `rate` (no rescaling of survivors)."""
+    return rng.dropout(x, rate, dtype=dtype, mask=mask)
+
+
+def where(condition, x, y, *, dtype=None, mask=None, **kwargs):
+    """x where condition is true, else y (y a tile or a scalar)."""
+    return composites.where(condition, x, y, dtype=dtype, mask=mask)
+
+
+# -------------------------------------------------------------------------------------------- SPMD, debug
+
+def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=True, asynchronous=False,
+               **kwargs):
+    """op-reduce tile x across the SPMD programs along `program_axes`; every program gets the result."""
+    return collectives.all_reduce(x, op, program_axes, dtype=dtype, mask=mask, parallel_reduce=parallel_reduce,
+                                  asynchronous=asynchronous)
+
+
+def device_print(prefix, x, *, mask=None, **kwargs):
+    """Print `prefix` and the values of x to stdout (simulation only)."""
+    debug.device_print(prefix, x, mask=mask)
+
+
+def gemm_grid():
+    """The index grid of a matmul result / moving tile, `nl.mgrid[0:pmax, 0:gemm_moving_fmax]` (undocumented
+    helper; spec/language.md §4.2 infers this meaning)."""
+    return mgrid[0:tile_size.pmax, 0:tile_size.gemm_moving_fmax]
+
+
+def gemm_stationary_grid():
+    """The index grid of a stationary matmul tile, `nl.mgrid[0:pmax, 0:gemm_stationary_fmax]`."""
+    return mgrid[0:tile_size.pmax, 0:tile_size.gemm_stationary_fmax]
 
 
 # ---------------------------------------------------------------------------------------- host helpers
@@ -259,10 +357,23 @@ class bfp16:
 
 
 def finfo(dtype):
-    """NumPy-style float limits of an NKI dtype (`nl.finfo(nl.bfloat16).min`)."""
+    """NumPy-style float limits of an NKI float dtype (`nl.finfo(nl.bfloat16).min`)."""
     return ml_dtypes.finfo(_dt.dtype_of(dtype).np_dtype)
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "np", "ml_dtypes", "core",
-                                                                   "NlOp", "KernelError", "UnsupportedError",
-                                                                   "MemoryRegion")]
+__all__ = [
+    "abs", "add", "affine_range", "all", "all_reduce", "arange", "arctan", "atomic_rmw", "bfloat16", "bfp16",
+    "bitwise_and", "bitwise_or", "bitwise_xor", "bool_", "broadcast_to", "ceil", "copy", "cos", "device_print",
+    "divide", "dropout", "ds", "empty_like", "equal", "erf", "erf_dx", "exp", "expand_dims", "finfo",
+    "float16", "float32", "float8_e4m3", "float8_e5m2", "floor", "fmod", "fp32", "full", "gather_flattened",
+    "gelu", "gelu_apprx_sigmoid", "gelu_apprx_tanh", "gelu_dx", "gemm_grid", "gemm_stationary_grid", "greater",
+    "greater_equal", "hbm", "int16", "int32", "int8", "invert", "left_shift", "less", "less_equal", "load",
+    "load_transpose2d", "log", "logical_and", "logical_not", "logical_or", "logical_xor", "loop_reduce",
+    "matmul", "max", "maximum", "mean", "mgrid", "min", "minimum", "mish", "mod", "multiply", "nc", "ndarray",
+    "negative", "not_equal", "num_programs", "ones", "par_dim", "power", "private_hbm", "prod", "program_id",
+    "program_ndim", "psum", "rand", "random_seed", "reciprocal", "relu", "right_shift", "rms_norm", "rsqrt",
+    "sbuf", "sequential_range", "shared_constant", "shared_hbm", "shared_identity_matrix", "sigmoid", "sign",
+    "silu", "silu_dx", "sin", "softmax", "softplus", "spmd_dim", "sqrt", "square", "static_cast",
+    "static_range", "store", "subtract", "sum", "tan", "tanh", "tfloat32", "tile_size", "transpose", "trunc",
+    "uint16", "uint32", "uint8", "var", "where", "zeros", "zeros_like",
+]

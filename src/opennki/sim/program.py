@@ -82,10 +82,14 @@ class LaunchState:
         self.grid = grid
         self.kernel_name = kernel_name
         self.fn = fn                    # the kernel function (language rules read its annotations)
+        self.body = None                # () -> the kernel body's result, run once per program
+        self.args: tuple = ((), {})     # the bound (args, kwargs) the body receives (HBM tensors for arrays)
+        self.cores_of = None            # program ids -> physical core (nl.nc grids), or None
+        self.before_program = None      # callback (ids) -> None run before each program
         self.generation = generation    # "legacy" / "new" / None: selects generation-specific language rules
         self.pending_programs: list = []  # grid points not started yet, in launch order
         self.cooperation = None         # sim.cooperative.Cooperation once programs run as threads (all_reduce)
-        self.collectives: dict = {}     # language-layer collective state (nl.all_reduce exchange buffers)
+        self.shared_state: dict = {}    # language-layer state of all programs (all_reduce, shared constants)
         self.shared: list = []
         self.seq = itertools.count()
         self.loop_ids = itertools.count()

@@ -86,6 +86,7 @@ class Simulator:
         launch = LaunchState(self, hbm, tensor_type, grid, name, fn=fn, generation=generation)
         bound_args, bound_kwargs, arg_storages = self._bind(fn, args, kwargs, launch)
         launch.body = lambda: fn(*bound_args, **bound_kwargs)
+        launch.args = (bound_args, bound_kwargs)
         launch.cores_of = cores_of
         launch.before_program = before_program
         cores = len({cores_of(ids) for ids in _grid_points(grid)}) if cores_of else 1

@@ -1,0 +1,230 @@
+"""Language layer: legacy on-chip tensors with block dimensions, `nl.ndarray((4, nl.par_dim(128), 512))`.
+
+Imports sim (program), machine and errors. Dims before `nl.par_dim` are block dims: the tensor is a logical
+array of independent `(P, F...)` tiles (spec/language.md §3.2). Block dims were deprecated in SDK 2.23 but
+still work in the legacy generation, and the official samples (attention, pooling, every direct-allocation
+kernel) rely on them, so opennki supports them.
+
+A `BlockTensor` is not a tile: it must be indexed with an integer per block dim (`a[i]`, `a[i, i_p, i_f]`)
+before a compute API can use it (`err_failed_to_infer_tile_from_local_tensor` otherwise). Each logical block
+maps to a physical tile: with automatic allocation every block gets its own tile (one storage of shape
+`(P, n_blocks, F...)`, block b at free position b); with direct allocation (`nki.compiler`) the allocator
+object decides where each block lives, and blocks it places at the same (partition, address) share one
+physical tile (modulo allocation: `num_free_tiles=(2,)` makes blocks 0, 2, 4... one tile).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from opennki.errors import KernelError, ShapeError
+from opennki.language import dependencies
+
+
+def linearize(shape, index) -> int:
+    """Row-major position of `index` in `shape`."""
+    pos = 0
+    for n, i in zip(shape, index):
+        pos = pos * n + i
+    return pos
+
+
+class BlockTensor:
+    """An on-chip tensor with block dims in front of its partition dim (module docstring).
+
+    Args:
+        blocks: the block dims.
+        tile_shape: the shape of one tile, partition dim first.
+        tile_of: function block index (tuple) -> the tile (an NkiTensor view) holding that block.
+        name: the tensor's name.
+    """
+
+    is_block_tensor = True
+
+    def __init__(self, blocks: tuple[int, ...], tile_shape: tuple[int, ...], tile_of, dtype, buffer, name):
+        self.blocks = blocks
+        self.tile_shape = tile_shape
+        self._tile_of = tile_of
+        self.dtype = dtype
+        self.buffer = buffer
+        self.name = name
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.blocks + self.tile_shape
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def __len__(self) -> int:
+        return self.blocks[0]
+
+    def _split(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        nb = len(self.blocks)
+        if len(key) < nb or any(k is Ellipsis for k in key[:nb]):
+            raise KernelError(f"index every block dimension of {self.name!r} with an integer (shape "
+                              f"{self.shape}, {nb} block dims)", got=key,
+                              code="err_failed_to_infer_tile_from_local_tensor")
+        index = []
+        for k, n in zip(key[:nb], self.blocks):
+            try:
+                i = operator.index(k)
+            except TypeError:
+                raise KernelError(f"block dimensions of {self.name!r} take integers (loop variables, "
+                                  "constants)", got=k) from None
+            if not -n <= i < n:
+                raise ShapeError(f"block index {i} out of range for block dim of size {n} of {self.name!r}",
+                                 expected=f"[0, {n - 1}]", got=i, code="err_tensor_access_out_of_bound")
+            index.append(i % n)
+        return self._tile_of(tuple(index)), key[nb:]
+
+    def __getitem__(self, key):
+        tile, rest = self._split(key)
+        return tile[rest] if rest else tile
+
+    def __setitem__(self, key, value):
+        tile, rest = self._split(key)
+        tile[rest if rest else ...] = value
+
+    def tiles(self):
+        """Every distinct physical tile (for whole-tensor fills)."""
+        seen, out = set(), []
+        for flat in range(math.prod(self.blocks)):
+            index, rest = [], flat
+            for n in reversed(self.blocks):
+                index.append(rest % n)
+                rest //= n
+            tile = self._tile_of(tuple(reversed(index)))
+            key = (id(tile.storage), tile.offset)
+            if key not in seen:
+                seen.add(key)
+                out.append(tile)
+        return out
+
+    def __repr__(self) -> str:
+        return f"BlockTensor({self.name}, shape={self.shape}, dtype={self.dtype}, {self.buffer!r})"
+
+
+class par_dim(int):
+    """`nl.par_dim(n)`: marks the partition dim in a shape tuple; dims before it are block dims."""
+
+    def __repr__(self):
+        return f"par_dim({int(self)})"
+
+
+STATE = "opennki.language.blocks"   # key of this module's per-program state (Program.state)
+
+
+def split_shape(shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """(block dims, tile shape) of a legacy shape; the tile starts at `nl.par_dim` (or at dim 0)."""
+    raw = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+    marks = [i for i, s in enumerate(raw) if isinstance(s, par_dim)]
+    if len(marks) > 1:
+        raise ShapeError("a shape has at most one nl.par_dim", got=raw)
+    k = marks[0] if marks else 0
+    dims = tuple(operator.index(s) for s in raw)
+    return dims[:k], dims[k:]
+
+
+def create(shape, dtype, buffer, name, *, fill=None, api: str):
+    """A new legacy tensor: a plain tensor, or a BlockTensor when the shape has block dims. `buffer` is a
+    memory region or a direct-allocation object (`nki.compiler.sbuf.mod_alloc(...)`); `fill` initialises it
+    (zeros / ones / full)."""
+    from opennki.language import core
+    prog = core.current(api)
+    region = core.region_of(buffer)
+    blocks, tile_shape = split_shape(shape)
+    if not region.kind.is_on_chip:
+        if fill is not None:
+            raise KernelError(f"{api}: HBM tensors cannot be created with an initial value", instruction=api,
+                              code="err_hbm_tensor_with_init_value_not_supported",
+                              hint="create it with nl.ndarray and nl.store a value into it")
+        if region.name == "shared_hbm" and prog.loops:
+            raise KernelError(f"{api}: shared_hbm tensors can only be created at the top level of the kernel, "
+                              "not inside a loop", instruction=api, code="err_shared_hbm_must_in_kernel_level",
+                              hint="create the output before the loop and write slices of it inside")
+        return core.alloc(blocks + tile_shape, dtype, region, name)
+    direct = buffer if hasattr(buffer, "placement") and not _forced_auto(prog) else None
+    _check_allocation_mode(prog, direct is not None, api)
+    if direct is not None and fill is not None:
+        raise KernelError(f"{api}: tensors placed by direct allocation cannot have an initial value",
+                          instruction=api, code="err_tensor_creation_on_scratchpad_with_init_value_not_supported",
+                          hint="declare it with nl.ndarray and assign the value: t[...] = 0")
+    if len(tile_shape) < 2:
+        raise ShapeError(f"{api}: an on-chip tile needs a partition dim and at least one free dim; Insufficient "
+                         "rank", got=blocks + tile_shape, instruction=api, hint="use a [P, 1] tile")
+    dt = core.dtype_of(dtype)
+    if direct is not None:
+        tile_of = _direct_tiles(prog, direct, blocks, tile_shape, dt, name, api)
+    elif not blocks:
+        return _filled(core.alloc(tile_shape, dt, region, name), fill, api)
+    else:
+        n = math.prod(blocks)
+        root = core.alloc((tile_shape[0], n) + tile_shape[1:], dt, region, name or f"{region.name}_blocks")
+
+        def tile_of(index, root=root):
+            return root[(slice(None), linearize(blocks, index))]
+    if not blocks:
+        return tile_of(())
+    tensor = BlockTensor(blocks, tile_shape, tile_of, dt, region, name or f"{region.name}_{blocks + tile_shape}")
+    for tile in tensor.tiles():
+        _filled(tile, fill, api)
+    return tensor
+
+
+def _filled(t, fill, api):
+    if fill is not None:
+        from opennki.instructions.vector import Memset
+        from opennki.language import core
+        core.current(api).issue(Memset(dst=t, value=fill), api)
+    return t
+
+
+def _forced_auto(prog) -> bool:
+    """`@nki.compiler.force_auto_alloc` kernels ignore their direct allocations."""
+    from opennki.language import core
+    flags = getattr(core.kernel_function(prog), "__opennki_compiler__", {})
+    return bool(flags.get("force_auto_alloc"))
+
+
+def _check_allocation_mode(prog, direct: bool, api: str) -> None:
+    """On-chip tensors of one kernel are either all placed by the compiler or all placed directly."""
+    state = prog.state.setdefault(STATE, {})
+    mode = "direct" if direct else "auto"
+    first = state.setdefault("mode", mode)
+    if first != mode:
+        from opennki.errors import AllocationError
+        raise AllocationError(f"{api}: a kernel cannot mix automatic (nl.sbuf / nl.psum) and direct "
+                              "(nki.compiler.*alloc) allocation of on-chip tensors", instruction=api,
+                              expected=f"{first} allocation like the kernel's first on-chip tensor", got=mode,
+                              hint="allocate every SBUF/PSUM tensor with nki.compiler, or none")
+
+
+def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
+    """tile_of for a directly allocated tensor: one storage per distinct physical placement."""
+    from opennki.language import core
+    allocator.install(prog)
+    P = tile_shape[0]
+    fbytes = math.prod(tile_shape[1:]) * dt.itemsize
+    placed: dict[tuple[int, int], tuple] = {}
+    region = allocator.region
+
+    def tile_of(index):
+        where = allocator.placement(index, P, fbytes, prog.hw, api)
+        found = placed.get(where)
+        if found is None:
+            label = name or f"{region.name}_direct"
+            found = placed[where] = (core.alloc(tile_shape, dt, region, label, address=where), index)
+        elif found[1] != index:
+            # several logical blocks share this physical tile: dependencies are about logical blocks
+            dependencies.exempt(prog, found[0].storage)
+        return found[0]
+    return tile_of

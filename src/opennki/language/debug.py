@@ -1,0 +1,39 @@
+"""Language layer: `device_print`, printing a tensor's values from inside a running kernel.
+
+Imports language.core and errors. In the legacy generation `nl.device_print` only works in simulation
+(spec/language.md §5.9), so hardware-strict mode rejects it.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from opennki.errors import HardwareUnsupportedError, KernelError
+from opennki.machine.dtypes import to_public
+from opennki.language import core
+
+
+def device_print(prefix, x, *, mask=None, api: str = "nl.device_print"):
+    """Print `prefix` and the current values of tensor `x` (any memory) to stdout; masked-off elements show
+    the poison value (NaN / 4). Issues no instruction."""
+    prog = core.current(api)
+    if not isinstance(prefix, str):
+        raise KernelError(f"{api}: the prefix must be a constant string", got=type(prefix).__name__,
+                          instruction=api)
+    if not core.is_tensor(x):
+        raise KernelError(f"{api} prints a tensor", got=type(x).__name__, instruction=api)
+    if prog.options.hardware_strict:
+        raise HardwareUnsupportedError(f"{api} only works in simulation (legacy NKI)", instruction=api,
+                                       hint="remove the print, or run without hardware-strict mode")
+    prog.flush()
+    if prog.options.shape_only:
+        text = f"<{x.shape} {x.dtype}>"
+    else:
+        values = np.array(to_public(np.array(prog.machine.read(x, mask)), x.dtype))
+        text = np.array2string(values, threshold=sys.maxsize if values.size <= 4096 else 1000)
+    print(f"{prefix} {text}", flush=True)
+
+
+__all__ = ["device_print"]

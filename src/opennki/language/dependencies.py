@@ -1,0 +1,181 @@
+"""Language layer: the `affine_range` output-dependency check (`err_unexpected_output_dependencies`).
+
+Imports sim (Observer), instructions (operator table) and errors. Iterations of a legacy `nl.affine_range`
+loop are independent by contract: the compiler may run them in any order or in parallel, so two iterations
+that write the same location make the result depend on the schedule (spec/language.md §5.6, §8.7). NKI's
+compiler rejects such kernels; opennki, which runs iterations in order, checks every write instead:
+
+* A program gets an `OutputDependencyChecker` observer when it first enters an affine loop. For each loop
+  running (`Program.loops`) it keeps the writes made so far: tensor, per-dimension bounding box and,
+  lazily, the exact element offsets (masks and run-time indices honoured).
+* A write that hits an element written by another iteration of an enclosing affine loop raises a
+  KernelError naming both kernel lines. Iterations of a `sequential_range` / `static_range` / `range` loop
+  inside one affine iteration are ordered, so they never conflict with each other.
+* Allowed exceptions: accumulation into a buffer defined outside the loop — matmul accumulation into PSUM
+  (`acc += nl.matmul(...)`), DMA read-modify-writes (`nl.atomic_rmw`), and element-wise instructions whose
+  destination is also their input with an associative operator (`acc += x`, `acc[...] = acc + x`,
+  `nl.loop_reduce`).
+* Tensors created inside the loop are new in every iteration, so they never conflict. Physical tiles that
+  direct allocation shares between several logical blocks (modulo allocation) are exempt: the compiler
+  reasons about logical blocks there (`exempt`).
+
+Reads are not checked (a read-after-write across iterations is the loop-carried dependency NKI calls
+unsafe, but the compiler does not report it either).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opennki.errors import KernelError
+from opennki.events import AccessKind
+from opennki.instructions.ops import alu
+from opennki.machine.machine import Machine
+from opennki.sim.program import Observer
+
+STATE = "opennki.language.dependencies"
+
+
+class _Write:
+    """One write of one iteration: the tensor's bounding box per storage dim, and its element offsets."""
+
+    __slots__ = ("iteration", "box", "offsets", "location", "name")
+
+    def __init__(self, iteration, box, offsets, location, name):
+        self.iteration = iteration
+        self.box = box
+        self.offsets = offsets
+        self.location = location
+        self.name = name
+
+
+def _box(view) -> tuple[tuple[int, int], ...] | None:
+    """Per storage dim (lo, hi) of a direct view; None for an indirect one (its offsets say more)."""
+    if view.dynamic:
+        return None
+    return tuple(view._dim_range(d) for d in range(len(view.coords)))
+
+
+def _overlaps(a, b) -> bool:
+    if a is None or b is None:
+        return True
+    return all(alo <= bhi and blo <= ahi for (alo, ahi), (blo, bhi) in zip(a, b))
+
+
+def _offsets(m, view, mask) -> np.ndarray:
+    """Sorted unique flat storage offsets written through `view` by the instruction that just ran."""
+    recorded = m.offsets.get(id(view))
+    if recorded is not None:
+        return np.unique(recorded)
+    offs = view.flat_offsets()
+    active = Machine.effective_mask(view, mask)
+    if active is not None:
+        offs = offs[np.broadcast_to(active, view.shape)]
+    return np.unique(offs)
+
+
+def _is_accumulation(instr, view) -> bool:
+    """An element-wise update `dst = op(dst, x)` with an associative operator, or a DMA accumulate."""
+    if getattr(instr, "dst_rmw_op", None) is not None:
+        return True
+    if instr.opcode == "tensor_tensor":
+        op = instr.op
+    elif instr.opcode == "tensor_scalar":
+        op = instr.op0
+    else:
+        return False
+    if not alu(op).reducible:
+        return False
+    return any(access is AccessKind.READ and other.same_view(view) for _, other, access in instr.operands())
+
+
+class OutputDependencyChecker(Observer):
+    """Per-program checker (module docstring)."""
+
+    def __init__(self):
+        self.writes: dict[int, dict[int, list[_Write]]] = {}   # loop id -> storage id -> writes
+        self.exempt: set[int] = set()
+
+    def loop_finished(self, loop_id: int) -> None:
+        self.writes.pop(loop_id, None)
+
+    def executed(self, prog, instr, location) -> None:
+        frames = [(loop_id, i) for loop_id, kind, i in prog.loops if kind == "affine_range"]
+        if not frames:
+            return
+        for _, view, access in instr.operands():
+            if access is not AccessKind.WRITE or view.storage.id in self.exempt:
+                continue
+            if _is_accumulation(instr, view):
+                continue
+            self._record(prog, instr, view, frames, location)
+
+    def _record(self, prog, instr, view, frames, location) -> None:
+        sid = view.storage.id
+        box = _box(view)
+        mine = None
+        for loop_id, iteration in frames:
+            previous = self.writes.setdefault(loop_id, {}).setdefault(sid, [])
+            for w in previous:
+                if w.iteration == iteration or not _overlaps(w.box, box):
+                    continue
+                if mine is None:
+                    mine = _offsets(prog.machine, view, instr.mask)
+                theirs = w.offsets.get() if isinstance(w.offsets, _LazyOffsets) else w.offsets
+                common = np.intersect1d(theirs, mine, assume_unique=True)
+                if common.size:
+                    self._report(prog, loop_id, w, iteration, view, common)
+        if mine is None and view.dynamic:
+            mine = _offsets(prog.machine, view, instr.mask)   # run-time offsets are only known now
+        offsets = mine if mine is not None else _LazyOffsets(view, instr.mask)
+        for loop_id, iteration in frames:
+            self.writes[loop_id][sid].append(_Write(iteration, box, offsets, location, view.name))
+
+    def _report(self, prog, loop_id, first, iteration, view, common) -> None:
+        where = f" (first written at line {first.location.lineno})" if first.location else ""
+        raise KernelError(
+            f"iterations {first.iteration} and {iteration} of an nl.affine_range loop both write "
+            f"{common.size} element(s) of tensor '{view.name}'{where}; affine_range iterations must be "
+            "independent", code="err_unexpected_output_dependencies",
+            hint="use nl.sequential_range for a loop-carried dependency, write a different slice in each "
+                 "iteration, or allocate the tensor inside the loop")
+
+
+class _LazyOffsets:
+    """Offsets computed only when a later write overlaps this one's bounding box (the common case is no
+    overlap at all: each iteration writes its own tile or slice). Keeps numbers, never the view, so the
+    tensor can still be freed."""
+
+    def __init__(self, view, mask):
+        self.spec = (view.shape, view.strides, view.offset, Machine.effective_mask(view, mask))
+
+    def get(self) -> np.ndarray:
+        if self.spec is not None:
+            shape, strides, offset, active = self.spec
+            offs = np.full(shape, offset, dtype=np.int64)
+            for a, (n, st) in enumerate(zip(shape, strides)):
+                if st:
+                    sh = [1] * len(shape)
+                    sh[a] = n
+                    offs = offs + (np.arange(n, dtype=np.int64) * st).reshape(sh)
+            if active is not None:
+                offs = offs[np.broadcast_to(active, shape)]
+            self.value, self.spec = np.unique(offs), None
+        return self.value
+
+
+def checker(prog) -> OutputDependencyChecker:
+    """The program's checker, installed on first use."""
+    found = prog.state.get(STATE)
+    if found is None:
+        found = prog.state[STATE] = OutputDependencyChecker()
+        prog.observers.append(found)
+    return found
+
+
+def exempt(prog, storage) -> None:
+    """Exclude a physical tile shared by several logical blocks from the check (module docstring)."""
+    checker(prog).exempt.add(storage.id)
+
+
+__all__ = ["OutputDependencyChecker", "checker", "exempt"]
