@@ -15,7 +15,6 @@ import numpy as np
 from opennki.cost.result import CostResult
 from opennki.cost.scheduler import CostModel
 from opennki.hw import get_target
-from opennki.sim.options import SimOptions
 from opennki.sim.simulator import ShapeSpec
 
 

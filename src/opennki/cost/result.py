@@ -95,6 +95,7 @@ class CostResult:
         self.flops = self.transpose_flops = self.elem_ops = 0.0
         self.flops_by_peak: dict[float, float] = {}
         self.fp32_matmuls = 0
+        self.folded_fills = 0                        # PSUM zero-fills folded into matmul accumulation
         self.matmuls = 0
         self.dma_count = 0
         self.dma_bytes = 0

@@ -9,7 +9,9 @@ on its core's in-order engine queue (Tensor, Vector, Scalar, GpSimd, Sync), depe
 memory regions it reads and writes (`AccessTracker`). The Tensor Engine runs LoadStationary and
 MultiplyMoving as two overlapping pipes (the next LoadStationary may start once the current MultiplyMoving
 has started; it is skipped when the same stationary tile is still loaded), with dI/dt throttling after idle
-stretches; matmuls accumulating into one PSUM tile follow each other without semaphore waits. A DMA is
+stretches; matmuls accumulating into one PSUM tile follow each other without semaphore waits, and a zero-fill of a
+PSUM tile that matmuls then accumulate into costs nothing (it is the group's first-write flag, as NKI's
+compiler folds `nl.zeros(..., buffer=nl.psum)`). A DMA is
 issued on its queue in order (so a DMA that waits for its buffer blocks the DMAs queued behind it; loads,
 stores and on-chip copies use separate queues, as the compiler spreads them), costs its trigger engine a
 few cycles,
@@ -27,8 +29,8 @@ from opennki.cost.rules import cost_of
 from opennki.cost.rules.common import engine_spec, schedulable_engine
 from opennki.cost.timeline import Timeline
 from opennki.cost.value import Cost
-from opennki.events import (Engine, InstructionExecuted, LaunchStarted, ProgramFinished, ProgramStarted,
-                            TensorAllocated, TensorFreed)
+from opennki.events import (AccessKind, Engine, InstructionExecuted, LaunchStarted, MemoryKind, ProgramFinished,
+                            ProgramStarted, TensorAllocated, TensorFreed)
 from opennki.hw import get_target
 
 
@@ -71,6 +73,7 @@ class CostModel:
         self.deps = AccessTracker()
         self.program_core: dict[tuple, int] = {}
         self.hbm = Timeline()
+        self.pending_fills: dict[int, InstructionExecuted] = {}
         self.launch_cores = 1
         self.kernel_name = "kernel"
         self.grid: tuple[int, ...] = ()
@@ -86,10 +89,14 @@ class CostModel:
             space = (ev.kind, self.program_core.get(ev.program, 0)) if ev.kind.is_on_chip else (ev.kind,)
             self.deps.allocated(ev.storage_id, space, ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
         elif isinstance(ev, TensorFreed):
+            fill = self.pending_fills.pop(ev.storage_id, None)
+            if fill is not None:
+                self._place(fill)
             self.deps.freed(ev.storage_id)
         elif isinstance(ev, ProgramStarted):
             self.program_core[ev.program] = ev.core
         elif isinstance(ev, ProgramFinished):
+            self.flush_fills()
             self.deps.program_finished(ev.program)
             self.result_.programs += 1
         elif isinstance(ev, LaunchStarted):
@@ -98,6 +105,7 @@ class CostModel:
             self.cores = {}
             self.deps = AccessTracker()
             self.hbm = Timeline()
+            self.pending_fills = {}
             self.launch_cores = max(1, ev.cores)
             self.result_ = CostResult(self.hw, keep_instructions=self.keep_instructions, kernel=ev.kernel,
                                       grid=ev.grid, cores=self.launch_cores)
@@ -105,6 +113,7 @@ class CostModel:
     def result(self) -> CostResult:
         if self.result_ is None:
             raise RuntimeError("the cost model has seen no launch yet")
+        self.flush_fills()
         return self.result_.finish()
 
     report = result
@@ -121,6 +130,31 @@ class CostModel:
         if self.hw is None:
             self.hw = get_target(None)
             self.result_ = CostResult(self.hw, keep_instructions=self.keep_instructions)
+        if self.pending_fills:
+            self._settle_fills(ev)
+        if _is_psum_zero_fill(ev):
+            self.pending_fills[ev.operands[0].region.storage_id] = ev
+            return
+        self._place(ev)
+
+    def _settle_fills(self, ev) -> None:
+        """A zero-fill of PSUM followed by a matmul accumulating into it is the accumulation flag of that
+        matmul (the first write of a group overwrites), so it costs nothing; any other access places it."""
+        for op in ev.operands:
+            fill = self.pending_fills.pop(op.region.storage_id, None)
+            if fill is None:
+                continue
+            if ev.engine is Engine.TENSOR and op.access is AccessKind.ACCUMULATE:
+                self.result_.folded_fills += 1
+            else:
+                self._place(fill)
+
+    def flush_fills(self) -> None:
+        for fill in list(self.pending_fills.values()):
+            self._place(fill)
+        self.pending_fills.clear()
+
+    def _place(self, ev: InstructionExecuted) -> None:
         cost = cost_of(ev, self.hw)
         result = self.result_
         if cost is None:
@@ -254,3 +288,9 @@ class CostModel:
         rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, Row.of(trigger)
         rec.dma_engine_ns = t_data * n_engines
         return rec
+
+
+def _is_psum_zero_fill(ev) -> bool:
+    """`memset(psum_tile, 0)` (the legacy `nl.zeros(..., buffer=nl.psum)` before `+=` matmuls)."""
+    return (ev.opcode == "memset" and len(ev.operands) == 1 and ev.operands[0].kind is MemoryKind.PSUM
+            and ev.params.get("value") in (0, 0.0) and ev.mask is None)

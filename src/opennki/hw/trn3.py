@@ -9,7 +9,7 @@ TRN3 = HwConfig(
     nc_version=4,
     memory=MemorySpec(
         partitions=128,
-        sbuf_bytes_per_partition=256 * KIB,            # 32 MiB / 128 (trainium3_arch.rst; glossary "256 KiB per partition")
+        sbuf_bytes_per_partition=256 * KIB,            # 32 MiB / 128 (trainium3_arch.rst; glossary: 256 KiB)
         sbuf_reserved_bytes_per_partition=16 * KIB,    # not documented for v4; the v2 figure is kept
         psum_banks=8,
         psum_bank_bytes=2 * KIB,
@@ -37,7 +37,8 @@ TRN3 = HwConfig(
             min_ii_cycles=64,
             dependency_overhead_cycles=100,
             elems_per_cycle=1.0,            # §5.3 [CONTRA]: 1 chosen for non-fast dtypes
-            fast_dtypes=("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn"),  # §3 "512 BF16/FP16/FP8"
+            # §3 "512 BF16/FP16/FP8" elements per cycle
+            fast_dtypes=("bfloat16", "float16", "float8_e4m3", "float8_e5m2", "float8_e4m3fn"),
             copy_fast_factor=4.0,           # §3 512 elem/cycle = 4 per partition (v3 modes carried over)
             copy_half_fast_factor=2.0,      # §5.3 (v3 text, kept)
             tensor_tensor_fast_factor=2.0,  # §5.3 (v3 text, kept)

@@ -1,0 +1,138 @@
+"""Kernels for the cost-model tests, written for opennki (both generations' styles)."""
+
+import opennki.isa as nisa
+import opennki.language as nl
+import opennki.legacy.language as lnl
+import opennki.legacy.isa as lisa
+
+
+# -- single instructions (new generation, explicit dst) -------------------------------------------------------
+
+def one_tensor_scalar(a):
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    nisa.tensor_scalar(dst=y, data=x, op0=nl.multiply, operand0=2.0)
+    return x
+
+
+def one_tensor_tensor(a):
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    nisa.tensor_tensor(dst=y, data1=x, data2=x, op=nl.maximum)
+    return x
+
+
+def one_activation(a):
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    y = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    nisa.activation(dst=y, op=nl.exp, data=x)
+    nisa.activation(dst=x, op=nl.exp, data=y)
+    return x
+
+
+def one_matmul(s, m):
+    st = nl.ndarray(s.shape, dtype=s.dtype, buffer=nl.sbuf)
+    mv = nl.ndarray(m.shape, dtype=m.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=st, src=s)
+    nisa.dma_copy(dst=mv, src=m)
+    acc = nl.ndarray((s.shape[1], m.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=st, moving=mv)
+    return s
+
+
+def one_iota(a):
+    t = nl.ndarray(a.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.iota(dst=t, pattern=[[1, a.shape[1]]], offset=0)
+    return a
+
+
+def one_load(a):
+    x = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    return a
+
+
+# -- whole kernels (legacy generation) --------------------------------------------------------------------
+
+def stream_copy(a):
+    """HBM -> SBUF -> HBM in [128, F] tiles: DMA-bound."""
+    out = lnl.ndarray(a.shape, dtype=a.dtype, buffer=lnl.shared_hbm)
+    for i in lnl.affine_range(a.shape[0] // 128):
+        t = lnl.load(a[i * 128:(i + 1) * 128, :])
+        lnl.store(out[i * 128:(i + 1) * 128, :], value=t)
+    return out
+
+
+def matmul_resident(lhsT, rhs, reps):
+    """Operands loaded once, then `reps` matmuls into rotating PSUM tiles: Tensor-Engine-bound."""
+    out = lnl.ndarray((128, 512), dtype=lnl.float32, buffer=lnl.shared_hbm)
+    a = lnl.load(lhsT)
+    b = lnl.load(rhs)
+    for r in lnl.affine_range(reps):
+        acc = lnl.zeros((128, 512), lnl.float32, buffer=lnl.psum)
+        acc += lisa.nc_matmul(a, b)
+        if r == reps - 1:
+            lnl.store(out, value=lnl.copy(acc))
+    return out
+
+
+def tiled_matmul(lhsT, rhs):
+    """The textbook tiled matmul: fresh SBUF tiles per k-step, PSUM accumulation, one store per tile."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = lnl.ndarray((M, N), dtype=lhsT.dtype, buffer=lnl.shared_hbm)
+    for m in lnl.affine_range(M // 128):
+        for n in lnl.affine_range(N // 512):
+            acc = lnl.zeros((128, 512), lnl.float32, buffer=lnl.psum)
+            for k in lnl.affine_range(K // 128):
+                a = lnl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+                b = lnl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+                acc += lisa.nc_matmul(a, b)
+            lnl.store(out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=lnl.copy(acc, dtype=out.dtype))
+    return out
+
+
+def scale_fresh(a):
+    """load -> scale -> store per tile, each iteration with its own SBUF tiles (they overlap)."""
+    out = lnl.ndarray(a.shape, dtype=a.dtype, buffer=lnl.shared_hbm)
+    for i in lnl.affine_range(a.shape[0] // 128):
+        t = lnl.load(a[i * 128:(i + 1) * 128, :])
+        u = lnl.multiply(t, 3.0)
+        lnl.store(out[i * 128:(i + 1) * 128, :], value=u)
+    return out
+
+
+def scale_reused(a):
+    """The same work through one SBUF buffer pair allocated once: iterations serialise."""
+    out = lnl.ndarray(a.shape, dtype=a.dtype, buffer=lnl.shared_hbm)
+    t = lnl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=lnl.sbuf)
+    u = lnl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=lnl.sbuf)
+    for i in lnl.affine_range(a.shape[0] // 128):
+        t[...] = lnl.load(a[i * 128:(i + 1) * 128, :])
+        u[...] = lnl.multiply(t, 3.0)
+        lnl.store(out[i * 128:(i + 1) * 128, :], value=u)
+    return out
+
+
+def softmax_rows(a):
+    """Row softmax per [128, F] tile: Scalar, Vector and DMA work."""
+    out = lnl.ndarray(a.shape, dtype=a.dtype, buffer=lnl.shared_hbm)
+    for i in lnl.affine_range(a.shape[0] // 128):
+        x = lnl.load(a[i * 128:(i + 1) * 128, :])
+        m = lnl.max(x, axis=1)
+        e = lnl.exp(lnl.subtract(x, m))
+        s = lnl.sum(e, axis=1)
+        lnl.store(out[i * 128:(i + 1) * 128, :], value=lnl.divide(e, s))
+    return out
+
+
+def narrow_loads(a):
+    """[128, 16] tiles: 64-byte rows, far below the DMA's efficient size."""
+    out = lnl.ndarray(a.shape, dtype=a.dtype, buffer=lnl.shared_hbm)
+    for j in lnl.affine_range(a.shape[1] // 16):
+        t = lnl.load(a[:, j * 16:(j + 1) * 16])
+        lnl.store(out[:, j * 16:(j + 1) * 16], value=t)
+    return out
