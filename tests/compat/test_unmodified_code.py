@@ -1,0 +1,145 @@
+"""Unmodified NKI code on opennki, tried as a new user would: a tutorial-style script under `opennki run`,
+a samples-style test suite under `pytest -p opennki.pytest_plugin`, `opennki benchmark` / `opennki profile`,
+and `opennki.compat.install()` (including never shadowing a real installation silently)."""
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from opennki import cli, compat
+
+HERE = Path(__file__).parent
+TUTORIAL = HERE / "tutorial" / "rms_norm_nki_kernels.py"
+NEW_GEN = HERE / "tutorial" / "new_gen_matmul.py"
+SUITE = HERE / "samples_suite"
+
+
+def _run(args, cwd, env=None):
+    full_env = dict(os.environ, **(env or {}))
+    full_env.pop("NKI_SIMULATOR", None)
+    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, env=full_env,
+                          timeout=300)
+
+
+@pytest.fixture
+def user_dir(tmp_path):
+    """A fresh folder holding copies of the user's files (nothing of this repository around them)."""
+    shutil.copy(TUTORIAL, tmp_path)
+    shutil.copy(NEW_GEN, tmp_path)
+    shutil.copytree(SUITE, tmp_path / "test_unit")
+    return tmp_path
+
+
+def test_tutorial_script_needs_nki_when_run_plainly(user_dir):
+    if compat.real_installation("neuronxcc") is not None:
+        pytest.skip("a real neuronxcc is installed here")
+    plain = _run([TUTORIAL.name], user_dir)
+    assert plain.returncode != 0 and "No module named 'neuronxcc'" in plain.stderr
+
+
+def test_tutorial_script_runs_unchanged_under_opennki_run(user_dir):
+    done = _run(["-m", "opennki", "run", TUTORIAL.name, "200"], user_dir)
+    assert done.returncode == 0, done.stderr
+    assert "RMSNorm: NKI and NumPy match" in done.stdout and "Tensor add: NKI and NumPy match" in done.stdout
+    done = _run(["-m", "opennki", "run", NEW_GEN.name], user_dir)
+    assert done.returncode == 0 and "matmul: NKI and NumPy match" in done.stdout, done.stderr
+
+
+def test_samples_suite_passes_under_the_plugin_without_edits(user_dir):
+    base = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opennki.pytest_plugin", "test_unit"]
+    done = _run(base, user_dir)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "5 passed" in done.stdout
+    sim = _run(base + ["--simulation-only"], user_dir)
+    assert sim.returncode == 0 and "3 passed, 2 skipped" in sim.stdout, sim.stdout + sim.stderr
+    without = _run(base[:4] + ["test_unit"], user_dir)
+    assert without.returncode != 0 and "neuronxcc" in without.stdout
+
+
+def test_opennki_run_passes_arguments_and_exit_status(tmp_path, capsys):
+    script = tmp_path / "exits.py"
+    script.write_text("import sys\nfrom neuronxcc import nki\nprint(sys.argv[1:], nki.__name__)\n"
+                      "sys.exit(int(sys.argv[1]))\n")
+    assert cli.main(["run", str(script), "3", "--x"]) == 3
+    assert "['3', '--x'] opennki.legacy" in capsys.readouterr().out
+    assert cli.main(["run", str(tmp_path / "missing.py")]) == 2
+    assert compat.installed() == {}                    # the command cleans up after itself
+
+
+def test_benchmark_command_estimates_every_kernel_call(capsys):
+    assert cli.main(["benchmark", "--target", "trn2", str(TUTORIAL), "130"]) == 0
+    out = capsys.readouterr().out
+    assert "RMSNorm: NKI and NumPy match" in out                      # the script ran as usual
+    table = out[out.index("opennki benchmark: 2 kernel call(s)"):].splitlines()
+    assert table[2].split()[:3] == ["1", "nki_rms_norm", "trn2"]
+    assert table[3].split()[:3] == ["2", "nki_tensor_add", "trn2"]
+
+
+def test_benchmark_plumbing_hands_each_call_to_the_estimator(tmp_path):
+    seen = []
+
+    def estimator(kernel, args, kwargs):
+        seen.append((kernel.spec.name, kernel.spec.grid_key, args[0].shape, args[0].dtype.name))
+        return "estimate"
+    reporter = cli.CallReporter(estimate=estimator)
+    compat.install()
+    try:
+        assert cli._run_observed(reporter, str(TUTORIAL), ["130"]) == 0
+    finally:
+        compat.uninstall()
+    assert seen == [("nki_rms_norm", None, (130, 256), "float32"), ("nki_tensor_add", (2, 2), (256, 1024), "float32")]
+    assert [r[2] for r in reporter.rows] == ["estimate", "estimate"]
+
+
+def test_profile_command_writes_one_profile_per_call(tmp_path, capsys):
+    out_dir = tmp_path / "profiles"
+    assert cli.main(["profile", str(TUTORIAL), "130", "--out", str(out_dir)]) == 0
+    assert sorted(p.name for p in out_dir.iterdir()) == ["001_nki_rms_norm", "002_nki_tensor_add"]
+    for d in out_dir.iterdir():
+        trace = next(p for p in d.iterdir() if p.name.endswith(".json") and p.is_file())
+        json.loads(trace.read_text())
+    assert "2 kernel call(s) profiled" in capsys.readouterr().out
+    assert cli.main(["profile", str(TUTORIAL)]) == 2                  # --out is required
+
+
+# ------------------------------------------------------------------------------------------ compat.install
+
+@pytest.fixture
+def clean_compat():
+    yield
+    compat.uninstall()
+
+
+def test_install_maps_import_names_onto_the_facades(clean_compat):
+    import opennki
+    import opennki.legacy
+    assert compat.install() == {"neuronxcc.nki": "opennki.legacy", "nki": "opennki"}
+    from neuronxcc import nki
+    nl = importlib.import_module("neuronxcc.nki.language")
+    new_nisa = importlib.import_module("nki.isa")
+    assert nki is opennki.legacy and nl is opennki.legacy.language and new_nisa is opennki.isa
+    assert opennki.legacy.__spec__.name == "opennki.legacy"          # the real module keeps its own spec
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module("nki.no_such_module")
+
+
+def test_a_real_installation_is_never_shadowed_silently(tmp_path, monkeypatch, capsys, clean_compat):
+    (tmp_path / "nki").mkdir()
+    (tmp_path / "nki" / "__init__.py").write_text("REAL = True\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, "nki", raising=False)
+    assert compat.install() == {"neuronxcc.nki": "opennki.legacy"}
+    assert "a real 'nki' is installed" in capsys.readouterr().err
+    assert importlib.import_module("nki").REAL
+    compat.uninstall()
+    sys.modules.pop("nki", None)
+    assert compat.install(force=True)["nki"] == "opennki"
+    assert "forced to opennki" in capsys.readouterr().err
+    import opennki
+    assert importlib.import_module("nki") is opennki
