@@ -101,7 +101,7 @@ class CostResult:
         self.dma_bytes = 0
         self.dma_engine_ns = 0.0
         self.hbm_read_bytes = self.hbm_write_bytes = 0
-        self.small_dmas: dict[str, list] = {}        # line -> [count, bytes, min efficiency]
+        self.small_dmas: dict[str, list] = {}        # line -> [count, bytes, min eff., max piece, ns]
         self.lines: dict[str, list] = {}             # line -> [busy ns, count, stall ns, opcodes]
         self.stalls: dict[str, list] = {}            # line -> [stall ns, count, kinds]
         self.total_ns = 0.0
@@ -174,11 +174,12 @@ class CostResult:
         self.hbm_write_bytes += work.hbm_write_bytes
         self.dma_engine_ns += rec.dma_engine_ns
         if work.efficiency < 0.5:
-            s = self.small_dmas.setdefault(line, [0, 0, 1.0, 0.0])
+            s = self.small_dmas.setdefault(line, [0, 0, 1.0, 0.0, 0.0])
             s[0] += 1
             s[1] += work.size_bytes
             s[2] = min(s[2], work.efficiency)
             s[3] = max(s[3], work.descriptor_bytes)
+            s[4] += rec.duration_ns
 
     # -- summary --------------------------------------------------------------------------------------
     def finish(self) -> "CostResult":

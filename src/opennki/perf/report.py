@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from opennki.cost.result import Row, format_bytes, format_time
 
 SMALL_DMA_BYTES = 2048          # hardware.md §6.3: >= 2 KiB per partition recommended, 4 KiB saturates
-STALL_SHARE = 0.05              # buffer-reuse stalls worth a hint: 5% of the latency
+STALL_SHARE = 0.05              # stalls / inefficient DMAs worth a hint: 5% of the latency
 IDLE_PE_UTILIZATION = 0.5
 
 
@@ -30,8 +30,8 @@ class Hint:
 def hints(result) -> list[Hint]:
     result.finish()
     out = []
-    small = sorted(result.small_dmas.items(), key=lambda kv: -kv[1][0])
-    if small:
+    small = sorted(result.small_dmas.items(), key=lambda kv: -kv[1][4])
+    if small and sum(v[4] for _, v in small) > STALL_SHARE * result.total_ns:
         count = sum(v[0] for _, v in small)
         worst = min(v[2] for _, v in small)
         piece = min(v[3] for _, v in small)

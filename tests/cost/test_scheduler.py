@@ -1,0 +1,146 @@
+"""The scheduler: placement on engine timelines, dependencies, pipelining, roofline, multi-program launches."""
+
+import numpy as np
+import pytest
+
+import opennki as nki_new
+import opennki.isa as nisa
+import opennki.language as nl
+from opennki.cost import CostModel, estimate
+from opennki.events import AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region
+from opennki.hw import TRN2
+from opennki.kernels.base import run_kernel
+from tests.cost import kernels as K
+from tests.cost.helpers import spec
+
+
+def test_a_single_load_waits_trigger_plus_fixed_latency_then_moves_its_bytes():
+    r = estimate(K.one_load, (spec((128, 2048)),), target="trn2")
+    (rec,) = r.records
+    dma = TRN2.cost.dma
+    trigger = 64 / 1.2
+    assert rec.start == pytest.approx(trigger + dma.fixed_latency_ns)
+    per_engine = 128 * 2048 * 4 / 16
+    assert rec.duration_ns == pytest.approx(per_engine / (23.0 * 0.983))
+    assert r.latency_ns == pytest.approx(max(rec.end, TRN2.cost.launch_floor_ns))
+
+
+def test_dependent_instruction_starts_after_its_producer_plus_the_semaphore_overhead():
+    r = estimate(K.one_tensor_scalar, (spec((128, 512)),), target="trn2")
+    load, scale = r.records
+    assert scale.start == pytest.approx(load.end + 100 / 0.96)
+    assert scale.pred == load.index and scale.stall_kind == "raw"
+
+
+def test_dma_bound_kernel_approaches_bytes_over_bandwidth():
+    a = spec((2048, 8192))                               # 32 KiB per partition per tile: full efficiency
+    r = estimate(K.stream_copy, (a,), target="trn2")
+    bytes_moved = 2 * 2048 * 8192 * 4
+    ideal = bytes_moved / TRN2.cost.dma.aggregate_bandwidth_bytes_per_ns
+    assert ideal <= r.latency_ns <= 1.08 * ideal
+    assert r.roofline.bound == "dma" and r.dma_utilization > 0.9
+
+
+def test_matmul_bound_kernel_approaches_the_tensor_engine_peak():
+    for target in ("trn1", "trn2"):
+        r = estimate(K.matmul_resident, (spec((128, 128), "bfloat16"), spec((128, 512), "bfloat16"), 400),
+                     target=target)
+        assert r.roofline.bound == "compute"
+        assert 0.88 <= r.mfu <= 1.0, (target, r.mfu)
+        assert r.folded_fills == 400                     # nl.zeros(psum) + matmul: the accumulation flag
+
+
+def test_fresh_buffers_per_iteration_overlap_while_one_reused_buffer_serialises():
+    a = spec((2048, 2048))
+    fresh = estimate(K.scale_fresh, (a,), target="trn2")
+    reused = estimate(K.scale_reused, (a,), target="trn2")
+    assert fresh.total_ns * 1.3 < reused.total_ns
+    assert any(rec.stall_kind == "war" for rec in reused.records)
+    assert not any(rec.stall_kind in ("war", "waw") for rec in fresh.records)
+
+
+@pytest.mark.parametrize("kernel, args, target", [
+    (K.stream_copy, (spec((512, 1024)),), "trn1"),
+    (K.tiled_matmul, (spec((512, 256), "bfloat16"), spec((512, 1024), "bfloat16")), "trn2"),
+    (K.tiled_matmul, (spec((256, 128)), spec((256, 512))), "trn3"),
+    (K.matmul_resident, (spec((128, 128), "bfloat16"), spec((128, 512), "bfloat16"), 50), "trn3"),
+    (K.softmax_rows, (spec((256, 512)),), "trn2"),
+    (K.narrow_loads, (spec((128, 256)),), "trn1"),
+])
+def test_estimate_is_never_below_the_roofline(kernel, args, target):
+    r = estimate(kernel, args, target=target)
+    assert r.total_ns >= r.roofline.bound_ns > 0
+    assert r.latency_ns >= r.total_ns
+    for row in ("TensorMatrix", "Vector", "Scalar", "GpSimd"):
+        assert r.engine_busy_ns(row) <= r.total_ns * r.cores + 1e-6
+
+
+def test_spmd_programs_on_one_core_run_back_to_back():
+    def tile_kernel(a):
+        out = nl.ndarray((128, 2048), dtype=a.dtype, buffer=nl.shared_hbm)
+        x = nl.ndarray((128, 2048), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a)
+        nisa.tensor_scalar(dst=x, data=x, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out, src=x)
+        return out
+    one = estimate(tile_kernel, (spec((128, 2048)),), target="trn2")
+    four = estimate(tile_kernel, (spec((128, 2048)),), grid=4, target="trn2")
+    assert four.programs == 4 and four.cores == 1 and {r.core for r in four.records} == {0}
+    # each program reuses the previous one's SBUF addresses: they queue up behind each other
+    assert 3.0 * one.total_ns < four.total_ns <= 4.0 * one.total_ns + 3 * 250
+
+
+def test_lnc2_launch_runs_its_programs_on_two_cores_in_parallel():
+    @nki_new.jit
+    def halves(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        half = a.shape[0] // nl.num_programs()
+        base = nl.program_id(0) * half
+        for i in nl.affine_range(half // 128):
+            x = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=x, src=a[base + i * 128:base + (i + 1) * 128, :])
+            nisa.dma_copy(dst=out[base + i * 128:base + (i + 1) * 128, :], src=x)
+        return out
+    a = spec((2048, 4096))
+    lnc1 = estimate(halves, (a,), target="trn2")
+    lnc2 = estimate(halves[2], (a,), target="trn2")
+    assert lnc1.cores == 1 and lnc2.cores == 2 and {r.core for r in lnc2.records} == {0, 1}
+    assert lnc2.total_ns < 0.65 * lnc1.total_ns
+
+
+def test_an_instruction_without_a_rule_is_reported_uncosted_not_free():
+    model = CostModel("trn2")
+    op = Operand("dst", AccessKind.WRITE, Region(MemoryKind.SBUF, 1, 0, 128, 0, 512), (128, 128), "float32", 4,
+                 128, 128, (128, 1), 0, "t", (128, 128))
+    model.on_event(InstructionExecuted(0, (), 0, "mystery_op", Engine.VECTOR, (op,)))
+    r = model.result()
+    assert r.uncosted == {"mystery_op": 1} and "UNCOSTED" in r.format()
+
+
+def test_listening_does_not_change_results(rng):
+    a = rng.standard_normal((256, 512)).astype(np.float32)
+    model = CostModel("trn2")
+    out = run_kernel(K.softmax_rows, (a,), target="trn2", listeners=[model])
+    e = np.exp(a - a.max(axis=1, keepdims=True))
+    np.testing.assert_allclose(out, e / e.sum(axis=1, keepdims=True), rtol=2e-5, atol=1e-6)
+    assert model.result().opcode_counts["activation"] == 2
+
+
+def test_estimate_errors_name_the_kernel_line():
+    from opennki.errors import OpenNKIError
+
+    def bad(a):
+        x = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a)      # 256 elements per partition into 512: element counts differ
+        return a
+    with pytest.raises(OpenNKIError) as exc:
+        estimate(bad, (spec((128, 256)),), target="trn2")
+    assert "nisa.dma_copy(dst=x, src=a)" in str(exc.value) or exc.value.location.lineno > 0
+
+
+def test_critical_path_ends_at_the_last_instruction_and_follows_gating_records():
+    r = estimate(K.scale_fresh, (spec((512, 1024)),), target="trn2")
+    path = r.critical_path
+    assert path[-1].end == pytest.approx(r.total_ns)
+    for a, b in zip(path, path[1:]):
+        assert b.pred == a.index and a.end <= b.start + 1e-6

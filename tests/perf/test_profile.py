@@ -1,0 +1,99 @@
+"""profile: NKI's API and artifacts (trace, JSON reports, HTML and text reports), and the report's hints."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+import opennki.legacy as nki
+from opennki.cost import estimate
+from opennki.perf import artifact_names, chrome_trace, format_report, hints, write_profile
+from tests.cost import kernels as K
+from tests.cost.helpers import spec
+
+
+@pytest.fixture
+def a(rng):
+    return rng.standard_normal((512, 1024)).astype(np.float32)
+
+
+def test_profile_requires_a_working_directory(a):
+    with pytest.raises(ValueError, match="^Please specify working directory$"):
+        nki.profile(K.scale_fresh)(a)
+
+
+def test_profile_writes_nki_named_artifacts(a, tmp_path, capsys):
+    prof = nki.profile(working_directory=str(tmp_path), save_trace_name="profile-custom.ntff", num_execs=20,
+                       profile_nth=10)(K.scale_fresh)
+    out = prof(a)
+    assert out.shape == a.shape
+    assert f"Profile results are written to {tmp_path}" in capsys.readouterr().out
+    files = sorted(os.listdir(tmp_path))
+    assert files == ["json_reports", "profile-custom.html", "profile-custom.txt",
+                     "profile-custom_exec_10.trace.json", "profile-custom_exec_20.trace.json"]
+    reports = sorted(os.listdir(tmp_path / "json_reports"))
+    assert reports == ["profile-custom_exec_10.json", "profile-custom_exec_20.json"]
+    doc = json.loads((tmp_path / "json_reports" / reports[0]).read_text())
+    summary = doc["summary"][0]
+    assert summary["kernel"] == "scale_fresh" and summary["execution"] == 10
+    assert summary["dma_transfer_count"] == 8 and summary["total_time"] > 0
+    assert len(doc["instruction"]) == summary["instruction_count"]
+    assert {"timestamp", "duration", "label", "opcode", "nki_source_location"} <= set(doc["instruction"][0])
+
+
+@pytest.mark.parametrize("nth, execs, expected", [(1, None, ["p"]), (2, None, ["p_exec_2"]),
+                                                   (10, 5, ["p_exec_10"]), (3, 7, ["p_exec_3", "p_exec_6"])])
+def test_traced_executions_follow_nki(nth, execs, expected):
+    names = artifact_names("p.ntff", nth, execs)
+    assert names["traces"] == [f"{n}.trace.json" for n in expected]
+
+
+def test_profile_refuses_to_overwrite_unless_asked(a, tmp_path):
+    nki.profile(working_directory=str(tmp_path))(K.scale_fresh)(a)
+    with pytest.raises(FileExistsError, match="overwrite=True"):
+        nki.profile(working_directory=str(tmp_path))(K.scale_fresh)(a)
+    nki.profile(working_directory=str(tmp_path), overwrite=True)(K.scale_fresh)(a)
+
+
+def test_trace_has_engine_and_queue_rows_and_one_slice_per_instruction():
+    r = estimate(K.softmax_rows, (spec((256, 512)),), target="trn2")
+    trace = chrome_trace(r)
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert {"Vector", "Scalar", "Sync", "qSyncIO0", "qSyncIO1"} <= names
+    slices = [e for e in trace["traceEvents"] if e["ph"] == "X" and not e["name"].startswith("dma_trigger")]
+    assert len(slices) == len(r.records)
+    act = next(e for e in slices if e["name"] == "activation")
+    assert act["args"]["nki_source_location"].startswith("kernels.py:")
+    assert "data=sbuf float32[128, 512]" in act["args"]["operands"]
+    assert all(e["dur"] >= 0 for e in slices)
+
+
+def test_text_report_shows_hot_spots_by_kernel_line():
+    r = estimate(K.softmax_rows, (spec((256, 512)),), target="trn2")
+    text = format_report(r)
+    assert "Hot spots" in text and "Engine utilisation" in text
+    assert "lnl.exp(lnl.subtract(x, m))" in text          # the kernel line's source
+
+
+@pytest.mark.parametrize("kernel, args, kind", [
+    (K.narrow_loads, (spec((128, 512)),), "small_dma"),
+    (K.tiled_matmul, (spec((256, 128)), spec((256, 512))), "fp32_matmul"),
+    (K.scale_reused, (spec((2048, 2048)),), "buffer_reuse"),
+    (K.tiled_matmul, (spec((256, 128), "bfloat16"), spec((256, 512), "bfloat16")), "idle_tensor_engine"),
+])
+def test_hints_spot_known_anti_patterns(kernel, args, kind):
+    found = {h.kind for h in hints(estimate(kernel, args, target="trn2"))}
+    assert kind in found
+
+
+def test_good_kernels_get_no_hints():
+    r = estimate(K.matmul_resident, (spec((128, 128), "bfloat16"), spec((128, 512), "bfloat16"), 200),
+                 target="trn2")
+    assert hints(r) == [] and "Hints: none" in format_report(r)
+
+
+def test_write_profile_for_tools(tmp_path):
+    r = estimate(K.scale_fresh, (spec((256, 512)),), target="trn1")
+    paths = write_profile(r, str(tmp_path / "out"))
+    assert all(os.path.exists(p) for p in paths) and len(paths) == 4
