@@ -14,8 +14,11 @@ $(VENV)/.base: pyproject.toml
 	$(PIP) install -e .
 	touch $@
 
+# torch is pinned first: 2.13.0 is the CPU build this machine keeps on disk (an unpinned torch pulls a
+# multi-GB CUDA build); the extras then find it satisfied. torch + jax take about a minute to install.
 $(VENV)/.test: $(VENV)/.base
-	$(PIP) install -e '.[dev]'
+	$(PIP) install torch==2.13.0
+	$(PIP) install -e '.[dev,torch,jax]'
 	touch $@
 
 demo: $(VENV)/.base

@@ -123,6 +123,7 @@ def test_benchmark_without_a_cost_model_says_so(x, monkeypatch):
     import opennki.kernels.standalone as standalone
     monkeypatch.setattr(standalone, "_SERVICES", {})
     monkeypatch.setitem(__import__("sys").modules, "opennki.perf", None)
+    monkeypatch.delattr(__import__("opennki"), "perf", raising=False)
     with pytest.raises(UnsupportedError, match="cost model"):
         nki.benchmark(K.scale_rows)(x, 2.0)
 

@@ -146,9 +146,16 @@ def _callback_lowering(*operands, call, lowering):
 _simulator_rule = mlir.lower_fun(_callback_lowering, multiple_results=True)
 
 
+def _ir_type(ctx, aval):
+    try:
+        return mlir.aval_to_ir_type(ctx.module_context, aval)
+    except TypeError:                      # JAX before the module context was passed
+        return mlir.aval_to_ir_type(aval)
+
+
 def _neuron_rule(ctx, *operands, call, lowering):
     program = call.program(cache=not _flag(NO_TRACE_CACHE_ENV))
-    result_types = [mlir.aval_to_ir_type(ctx.module_context, a) for a in ctx.avals_out]
+    result_types = [_ir_type(ctx, a) for a in ctx.avals_out]
     n_out = len(program.outputs)
     aliases = {input_index: n_out + k for k, input_index in enumerate(program.mutated)}
     op = mlir_internal.custom_call(CUSTOM_CALL_TARGET, result_types=result_types, operands=list(operands),
