@@ -238,3 +238,19 @@ def test_new_generation_rejects_unknown_keyword():
         nisa2.activation(dst=t, op=nl2.exp, data=t, mask=None)
     with pytest.raises(TypeError, match="mask"):
         run(kernel)
+
+
+def test_reduction_folds_fp32_values_before_rounding_into_dst(rng):
+    x = rand(rng, 32, 64)
+
+    def kernel(x):
+        out = nl.ndarray((32, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        res = nl.ndarray((32, 1), dtype=nl.float32)
+        nisa.activation_reduce(np.exp, nl.load(x), reduce_op=np.add, reduce_res=res, dtype=nl.bfloat16)
+        nl.store(out, res)
+        return out
+
+    got = run(kernel, x)[:, 0]
+    np.testing.assert_allclose(got, np.exp(x.astype(np.float64)).sum(1), rtol=1e-6)
+    rounded = np.exp(x).astype(ml_dtypes.bfloat16).astype(np.float64).sum(1)
+    assert np.abs(got - rounded).max() > 1e-4                             # not the sum of the bf16 outputs

@@ -141,3 +141,17 @@ REJECTS = [
 @pytest.mark.parametrize("kernel,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
 def test_iota_affine_select_rejects(kernel, error, match):
     rejects(kernel, error=error, match=match)
+
+
+def test_psum_on_true_tile_rejected_in_hardware_strict_mode(rng):
+    from opennki.errors import HardwareUnsupportedError
+    from opennki.sim.options import SimOptions
+
+    def kernel():
+        ix, iy = nl.mgrid[0:8, 0:8]
+        p = nl.zeros((8, 8), dtype=nl.float32, buffer=nl.psum)
+        nisa.affine_select(pred=(iy < ix), on_true_tile=p, on_false_value=0.0)
+
+    run(kernel)
+    with pytest.raises(HardwareUnsupportedError, match="SBUF"):
+        run(kernel, options=SimOptions(hardware_strict=True))

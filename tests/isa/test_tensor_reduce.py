@@ -145,3 +145,4 @@ def test_non_trailing_axes_rejected_in_hardware_strict_mode(rng):
     np.testing.assert_allclose(run(kernel, x), x.sum(axis=1), rtol=1e-6)
     with pytest.raises(HardwareUnsupportedError, match="trailing"):
         run(kernel, x, options=SimOptions(hardware_strict=True))
+

@@ -158,3 +158,16 @@ def test_gpsimd_non_rsqrt_rejected_only_in_hardware_strict_mode(rng):
     np.testing.assert_allclose(run(kernel, x), x + 1, rtol=1e-6)
     with pytest.raises(HardwareUnsupportedError, match="rsqrt"):
         run(kernel, x, options=SimOptions(hardware_strict=True))
+
+
+def test_masked_off_elements_are_not_read_so_out_of_bounds_is_fine(rng):
+    x = rand(rng, 100, 16)
+
+    def kernel(x):
+        out = nl.ndarray((100, 16), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        i_p, i_f = nl.mgrid[0:128, 0:16]                        # 28 rows past the end of t, masked off
+        nl.store(out[i_p, i_f], nisa.tensor_scalar(t[i_p, i_f], np.add, 1.0, mask=(i_p < 100)), mask=(i_p < 100))
+        return out
+
+    np.testing.assert_array_equal(run(kernel, x), x + 1)

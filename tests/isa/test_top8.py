@@ -172,3 +172,29 @@ REJECTS = [
 @pytest.mark.parametrize("kernel,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
 def test_top8_rejects(rng, kernel, error, match):
     rejects(kernel, rand(rng, 128, 16), error=error, match=match)
+
+
+def test_gap_decisions_nan_ranks_last_and_absent_values_leave_dst_idx(rng):
+    data = rand(rng, 16, 12)
+    data[:, 0] = np.nan
+    data[:, 5] = np.inf
+
+    def kernel(data):
+        out = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        idx_out = nl.ndarray((16, 8), dtype=nl.uint32, buffer=nl.shared_hbm)
+        d = nl.load(data)
+        m = nisa.max8(src=d)
+        idx = nl.full((16, 8), 77, dtype=nl.uint32)
+        vals = nl.full((16, 8), 123.0, dtype=nl.float32)                 # absent from data
+        vals[:, 0:4] = nl.copy(m[:, 0:4])
+        nisa.nc_match_replace8(data=d, vals=vals, imm=0.0, dst_idx=idx)
+        nl.store(out, m)
+        nl.store(idx_out, idx)
+        return out, idx_out
+
+    top, idx = run(kernel, data)
+    ref = -np.sort(-np.where(np.isnan(data), -np.inf, data), 1)[:, :8]
+    np.testing.assert_array_equal(top, ref)                               # NaN never ranks among the 8
+    assert top[0, 0] == np.inf
+    np.testing.assert_array_equal(idx[:, 4:], 77)                         # not found: slot left unwritten
+    np.testing.assert_array_equal(idx[:, 0], 5)

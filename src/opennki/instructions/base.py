@@ -233,10 +233,11 @@ def active_mask(view: TensorView, mask) -> np.ndarray | None:
 
 
 def read_operand(m, view: TensorView, dst: TensorView, mask, *, raw: bool = False) -> np.ndarray:
-    """A [P, F] input of an element-wise instruction (fp32, or stored values if `raw`); an input shaped
-    like `dst` is read under the instruction's mask (masked-off elements are not read)."""
-    use = mask if view.shape == dst.shape else None
-    values = m.read(view, use) if raw else m.read_f32(view, use)
+    """A [P, F] input of an instruction (fp32, or stored values if `raw`), read under the instruction's
+    mask where the mask can be laid over it: masked-off elements are not read (no bounds error for them;
+    they come back as poison and must not be written)."""
+    active = active_mask(view, mask) if mask is not None else None
+    values = m.read(view, active) if raw else m.read_f32(view, active)
     return flat(values)
 
 

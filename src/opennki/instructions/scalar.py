@@ -12,7 +12,7 @@ from opennki.errors import DtypeError, KernelError, expect
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
 from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_column, check_on_chip,
-                                       check_same_partitions, column, flat, instruction, is_tensor, operand)
+                                       check_same_partitions, column, instruction, is_tensor, operand, read_operand)
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.ops import activation_fn, alu, evaluate
 from opennki.instructions.vector import check_elementwise
@@ -80,8 +80,7 @@ class Activation(Instruction):
 
     def run(self, m) -> None:
         P = self.data.shape[0]
-        use_mask = self.mask if self.data.shape == self.dst.shape else None
-        x = flat(m.read_f32(self.data, use_mask))
+        x = read_operand(m, self.data, self.dst, self.mask)
         pre = x
         if self.scale is not None and not (not is_tensor(self.scale) and self.scale == 1.0):
             pre = pre * column(m, self.scale, P)

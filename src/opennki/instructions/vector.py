@@ -372,8 +372,8 @@ class TensorReduce(Instruction):
     def run(self, m) -> None:
         op = alu(self.op)
         axes = normalize_axes(self.axis, self.data.ndim)
-        x = m.read(self.data) if op.category == BITVEC else m.read_f32(self.data)
         active = active_mask(self.data, self.mask)
+        x = m.read(self.data, active) if op.category == BITVEC else m.read_f32(self.data, active)
         if active is not None:
             x = np.where(active, x, np.asarray(op.identity).astype(x.dtype))
         r = reduce_along(op, x, axes)

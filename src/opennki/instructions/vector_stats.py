@@ -14,7 +14,8 @@ import numpy as np
 from opennki.errors import DtypeError, expect
 from opennki.events import Engine
 from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_dtype, check_on_chip,
-                                       check_partitions, check_same_partitions, flat, instruction, operand)
+                                       check_partitions, check_same_partitions, flat, instruction, operand,
+                                       read_operand)
 
 _FMIN, _FMAX = 8, 16384          # elements per partition accepted by the top-8 instructions
 _INDEX_DTYPES = ("uint16", "uint32")
@@ -102,8 +103,8 @@ def _check_eight(t, role: str) -> None:
 
 def _masked_data(m, view, mask) -> np.ndarray:
     """fp32 [P, F] values; elements the legacy mask switches off are NaN (never match, never maximal)."""
-    x = flat(m.read_f32(view, mask))
-    active = active_mask(view, mask)
+    active = active_mask(view, mask) if mask is not None else None
+    x = flat(m.read_f32(view, active))
     if active is not None:
         x = np.where(flat(active), x, np.float32(np.nan))
     return x
@@ -205,7 +206,7 @@ class NcMatchReplace8(Instruction):
                    error=DtypeError)
 
     def run(self, m) -> None:
-        d = flat(m.read_f32(self.data, self.mask if self.data.shape == self.dst.shape else None)).copy()
+        d = read_operand(m, self.data, self.dst, self.mask).copy()
         v = flat(m.read_f32(self.vals))
         idx = np.zeros(v.shape, np.int64)
         found = np.zeros(v.shape, bool)
