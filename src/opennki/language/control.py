@@ -127,6 +127,7 @@ def program_ndim() -> int:
 # ------------------------------------------------------------------------------------------ loop_reduce
 
 _NAME_STORES = ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF")
+_KEY_OPS = ("LOAD_", "BUILD_", "BINARY_", "UNARY_", "COPY", "SWAP", "CALL", "PUSH_NULL", "PRECALL", "KW_NAMES")
 
 
 def _assignment_target(frame):
@@ -138,14 +139,17 @@ def _assignment_target(frame):
     found = _TARGETS.get(key)
     if found is None:
         found = ("other", None)
-        for ins in dis.get_instructions(code):
-            if ins.offset <= lasti or ins.opname in ("CACHE", "NOP", "EXTENDED_ARG", "PRECALL"):
-                continue
-            if ins.opname in _NAME_STORES:
-                found = ("name", ins.argval)
-            elif ins.opname == "STORE_SUBSCR":
-                found = ("subscript", None)
-            break
+        following = [ins for ins in dis.get_instructions(code)
+                     if ins.offset > lasti and ins.opname not in ("CACHE", "NOP", "EXTENDED_ARG")]
+        if following and following[0].opname in _NAME_STORES:
+            found = ("name", following[0].argval)
+        else:
+            # `t[key] = f(...)` evaluates f first, then loads t and the key, then STORE_SUBSCR
+            for ins in following:
+                if ins.opname == "STORE_SUBSCR":
+                    found = ("subscript", None)
+                if not ins.opname.startswith(_KEY_OPS):
+                    break
         _TARGETS[key] = found
     return found
 

@@ -293,7 +293,7 @@ def mean(x, axis, *, dtype=None, mask=None, keepdims=False, api: str):
     count = math_prod(x.shape[a] for a in axes)
     total = reduce("add", x, axes, dtype=float32, mask=mask, keepdims=keepdims, api=api)
     out_dtype = dtype_of(dtype) if dtype is not None else (x.dtype if x.dtype.is_float else float32)
-    return scale_into(total, 1.0 / count, out_dtype, api=api)
+    return scale_into(total, 1.0 / count, out_dtype, mask=mask, api=api)
 
 
 # ------------------------------------------------------------------------------------- data movement

@@ -11,13 +11,14 @@ import sys
 import numpy as np
 
 from opennki.errors import HardwareUnsupportedError, KernelError
-from opennki.machine.dtypes import to_public
 from opennki.language import core
+from opennki.machine.dtypes import to_public
+from opennki.machine.machine import Machine
 
 
 def device_print(prefix, x, *, mask=None, api: str = "nl.device_print"):
-    """Print `prefix` and the current values of tensor `x` (any memory) to stdout; masked-off elements show
-    the poison value (NaN / 4). Issues no instruction."""
+    """Print `prefix` and the current values of tensor `x` (any memory) to stdout; masked-off elements print
+    as `--`. Issues no instruction."""
     prog = core.current(api)
     if not isinstance(prefix, str):
         raise KernelError(f"{api}: the prefix must be a constant string", got=type(prefix).__name__,
@@ -32,7 +33,11 @@ def device_print(prefix, x, *, mask=None, api: str = "nl.device_print"):
         text = f"<{x.shape} {x.dtype}>"
     else:
         values = np.array(to_public(np.array(prog.machine.read(x, mask)), x.dtype))
-        text = np.array2string(values, threshold=sys.maxsize if values.size <= 4096 else 1000)
+        active = Machine.effective_mask(x, mask)
+        if active is not None:
+            values = np.ma.masked_array(values, ~np.broadcast_to(active, values.shape))
+        with np.printoptions(threshold=sys.maxsize if values.size <= 4096 else 1000):
+            text = str(values)
     print(f"{prefix} {text}", flush=True)
 
 

@@ -238,8 +238,10 @@ class TensorView:
                                   code="err_1d_arange_not_supported")
             tile = k.tile if isinstance(k, DynamicIndex) else k
             if isinstance(tile, TensorView):
-                # a free dim takes one run-time value (a dynamic offset), the first dim a tile of rows
-                if a != 0 and tile.size != 1:
+                # a free dim takes one run-time value (a dynamic offset), the first dim a tile of rows;
+                # leading integers (block / batch positions, `out[b, idx_tile, i_f]`) do not count
+                leading = any(not _is_int(key[j]) for j in range(a))
+                if leading and tile.size != 1:
                     raise KernelError("indirect (run-time) indices are only allowed on the first dimension",
                                       code="err_indirect_indices_free_dim")
                 if not tile.is_on_chip or not tile.dtype.is_int:

@@ -1,0 +1,94 @@
+"""Which test exercises which legacy `nl` name, verified while the test runs.
+
+A test that checks results against NumPy declares the names it exercises with `@covers("exp", "sum")`. The
+decorator records the claim in `COVERED` (read by tests/language/test_legacy_names.py) and, while the test
+runs, profiles Python calls: every declared name that is a function (or an object whose methods run when it
+is used: `nl.tile_size`, `nl.mgrid`, `nl.nc`...) must actually have run, else the test fails. Names with no
+code of their own (dtypes, buffers, `nl.fp32`...) must appear as `nl.<name>` in the test's source instead.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+import re
+import sys
+import threading
+
+import opennki.legacy.language as nl
+
+COVERED: dict[str, set[str]] = {}
+
+
+def _codes(obj) -> set:
+    """Code objects that run when `obj` is used."""
+    if isinstance(obj, enum.Enum):                 # nl.sbuf & co.: plain values
+        return set()
+    impl = getattr(obj, "_impl", None)             # NlOp: the callable behind the token
+    if impl is not None:
+        return {impl.__code__}
+    code = getattr(obj, "__code__", None)
+    if code is not None:
+        return {code}
+    cls = obj if isinstance(obj, type) else type(obj)
+    if cls.__module__.startswith(("numpy", "ml_dtypes", "builtins", "enum")):
+        return set()
+    codes = set()
+    for name, attr in vars(cls).items():
+        if name in ("__repr__", "__str__", "__reduce__"):
+            continue
+        fn = attr.fget if isinstance(attr, property) else getattr(attr, "__func__", attr)
+        if getattr(fn, "__code__", None) is not None:
+            codes.add(fn.__code__)
+    return codes
+
+
+class _CallTracer:
+    def __init__(self):
+        self.seen: set = set()
+
+    def profile(self, frame, event, arg):
+        if event == "call":
+            self.seen.add(frame.f_code)
+
+    def __enter__(self):
+        self.previous = sys.getprofile()
+        sys.setprofile(self.profile)
+        threading.setprofile(self.profile)   # all_reduce runs programs on threads
+        return self
+
+    def __exit__(self, *exc):
+        sys.setprofile(self.previous)
+        threading.setprofile(None)
+        return False
+
+
+def covers(*names, via: str | None = None):
+    """Mark a NumPy-checked test as exercising the legacy `nl` names `names` (module docstring).
+
+    With `via`, the test is parametrized over the names: each run must only exercise the name passed in its
+    argument `via` (all of `names` are claimed)."""
+    for n in names:
+        if not hasattr(nl, n):
+            raise AttributeError(f"nl.{n} does not exist")
+
+    def decorate(test):
+        for n in names:
+            COVERED.setdefault(n, set()).add(f"{test.__module__}::{test.__name__}")
+        source = inspect.getsource(test)
+        needed = {n: _codes(getattr(nl, n)) for n in names}
+        for n, codes in needed.items():
+            if not codes and not re.search(rf"\bnl\.{n}\b", source):
+                raise AssertionError(f"{test.__name__} claims nl.{n} but its source never uses nl.{n}")
+
+        @functools.wraps(test)
+        def run(*args, **kwargs):
+            with _CallTracer() as tracer:
+                result = test(*args, **kwargs)
+            required = [kwargs[via]] if via is not None else list(needed)
+            unused = sorted(n for n in required if needed[n] and not needed[n] & tracer.seen)
+            assert not unused, f"{test.__name__} claims to cover nl.{unused} but never ran them"
+            return result
+        return run
+    return decorate

@@ -1,0 +1,87 @@
+"""nl.device_print (stdout, with values) and hardware-strict mode: operations that simulate but fail on
+hardware raise only when OPENNKI_HARDWARE_STRICT / SimOptions(hardware_strict=True) asks for it."""
+
+import numpy as np
+import pytest
+
+import opennki.language as nl2
+import opennki.legacy.language as nl
+from opennki.errors import HardwareUnsupportedError
+from opennki.kernels.base import run_kernel
+from opennki.sim.options import SimOptions
+from tests.language.coverage import covers
+from tests.language.helpers import run
+
+
+@covers("device_print", "arange")
+def test_device_print_shows_prefix_and_values(capsys):
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+
+    def kernel(x):
+        t = nl.load(x)
+        nl.device_print("tile:", nl.multiply(t, 2.0))
+        nl.device_print("masked:", t, mask=nl.arange(2)[:, None] < 1)
+        return x
+    run(kernel, x)
+    out = capsys.readouterr().out
+    assert "tile: [[ 0.  2.  4.]\n [ 6.  8. 10.]]" in out
+    assert "masked: [[0.0 1.0 2.0]\n [-- -- --]]" in out
+
+
+def _strict(fn, *args):
+    return run_kernel(fn, args, options=SimOptions(hardware_strict=True))
+
+
+def test_device_print_is_simulation_only_in_strict_mode():
+    x = np.zeros((2, 2), np.float32)
+    with pytest.raises(HardwareUnsupportedError, match="only works in simulation"):
+        _strict(lambda x: nl.device_print("x", nl.load(x)), x)
+
+
+def test_env_var_turns_strict_mode_on(monkeypatch):
+    monkeypatch.setenv("OPENNKI_HARDWARE_STRICT", "1")
+    with pytest.raises(HardwareUnsupportedError):
+        run(lambda x: nl.device_print("x", nl.load(x)), np.zeros((2, 2), np.float32))
+
+
+def _binary_kernel(fn, a, b):
+    def kernel(a, b):
+        out = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=fn(nl.load(a), nl.load(b)))
+        return out
+    return kernel
+
+
+NEW_GEN_FAILURES = [
+    ("divide", lambda x, y: nl2.divide(x, y)),
+    ("mod", lambda x, y: nl2.mod(x, y)),
+    ("fmod", lambda x, y: nl2.fmod(x, y)),
+    ("scalar exponent", lambda x, y: nl2.power(x, 2.0)),
+    ("broadcast", lambda x, y: nl2.add(x, y[0:1, :])),
+    ("matmul without transpose_x", lambda x, y: nl2.matmul(x[:, 0:4], y[0:4, :])),
+]
+
+
+@pytest.mark.parametrize("what,fn", NEW_GEN_FAILURES, ids=[w for w, _ in NEW_GEN_FAILURES])
+def test_new_generation_limits_raise_only_in_strict_mode(what, fn, rng):
+    a, b = rng.uniform(1, 2, (2, 4, 8)).astype(np.float32)
+    kernel = _binary_kernel(fn, a, b)
+    assert np.isfinite(run_kernel(kernel, (a, b))).all()
+    with pytest.raises(HardwareUnsupportedError):
+        _strict(kernel, a, b)
+
+
+def test_legacy_ops_keep_their_hardware_support_in_strict_mode(rng):
+    a, b = rng.uniform(1, 2, (2, 4, 8)).astype(np.float32)
+    for fn in (nl.divide, nl.mod, nl.fmod, lambda x, y: nl.add(x, y[0:1, :]),
+               lambda x, y: nl.matmul(x[:, 0:4], y[0:4, :])):
+        _strict(_binary_kernel(fn, a, b), a, b)
+
+
+def test_legacy_operators_cannot_broadcast_partitions_on_hardware(rng):
+    a, b = rng.uniform(1, 2, (2, 4, 8)).astype(np.float32)
+    kernel = _binary_kernel(lambda x, y: x + y[0:1, :], a, b)
+    np.testing.assert_allclose(run_kernel(kernel, (a, b)), a + b[0:1], rtol=1e-6)
+    with pytest.raises(HardwareUnsupportedError, match="partition"):
+        _strict(kernel, a, b)
+    _strict(_binary_kernel(lambda x, y: x + y[:, 0:1], a, b), a, b)   # free-dim broadcast is native

@@ -1,0 +1,181 @@
+"""Legacy loops: affine_range / sequential_range / static_range semantics, the output-dependency check of
+affine_range (err_unexpected_output_dependencies) and its allowed exceptions, and loop_reduce
+(spec/language.md §5.6, §5.7, §8.7)."""
+
+import numpy as np
+import pytest
+
+import opennki.legacy.isa as nisa
+import opennki.legacy.language as nl
+from opennki.errors import KernelError
+from tests.language.coverage import covers
+from tests.language.helpers import run
+
+DEPENDENCY = "err_unexpected_output_dependencies"
+
+
+@covers("affine_range", "sequential_range", "static_range")
+def test_loops_iterate_like_range_with_their_arguments(rng):
+    x = rng.standard_normal((6, 16, 4)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((16, 4), dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.zeros((16, 4), dtype=nl.float32)
+        assert len(nl.affine_range(1, 6, 2)) == 3 and list(nl.static_range(3)) == [0, 1, 2]
+        for i in nl.affine_range(1, 6, 2):                        # 1, 3, 5
+            acc += nl.load(x[i])
+        for i in nl.sequential_range(2):                           # carried: acc = acc * 2
+            acc[...] = nl.multiply(acc, 2.0)
+        for i in nl.static_range(start=0, stop=1):
+            acc[...] = nl.add(acc, nl.load(x[i]))
+        nl.store(out, value=acc)
+        return out
+    np.testing.assert_allclose(run(kernel, x), (x[1] + x[3] + x[5]) * 4 + x[0], rtol=1e-5)
+
+
+def _kernel_writing(pattern):
+    def kernel(x):
+        out = nl.ndarray((4, 16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        scratch = nl.ndarray((16, 8), dtype=nl.float32)
+        acc = nl.zeros((16, 8), dtype=nl.float32)
+        psum_acc = nl.zeros((16, 8), dtype=nl.float32, buffer=nl.psum)
+        ident = nl.load(nl.shared_identity_matrix(16, dtype=nl.float32))
+        for i in nl.affine_range(4):
+            t = nl.load(x[i])
+            if pattern == "own_slice":
+                nl.store(out[i], value=t)
+            elif pattern == "same_hbm_slice":
+                nl.store(out[0], value=t)
+            elif pattern == "same_sbuf_tile":
+                scratch[...] = t
+                nl.store(out[i], value=scratch)
+            elif pattern == "overlapping_columns":
+                nl.store(out[0, :, i:i + 2], value=t[:, 0:2])
+            elif pattern == "interleaved_columns":
+                nl.store(out[0, :, nl.ds(i, 1)], value=t[:, 0:1])
+            elif pattern == "sbuf_accumulation":
+                acc += t
+            elif pattern == "explicit_accumulation":
+                acc[...] = acc + t
+            elif pattern == "psum_matmul_accumulation":
+                psum_acc += nl.matmul(ident, t, transpose_x=True)
+            elif pattern == "tile_allocated_inside":
+                inner = nl.ndarray((16, 8), dtype=nl.float32)
+                inner[...] = t
+                nl.store(out[i], value=inner)
+            elif pattern == "masked_disjoint_rows":
+                i_p, i_f = nl.arange(16)[:, None], nl.arange(8)[None, :]
+                nl.store(out[0, i_p, i_f], value=t, mask=(i_p >= 4 * i) & (i_p < 4 * i + 4))
+        nl.store(out[3], value=nl.add(acc, psum_acc))
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("pattern,conflicts", [
+    ("own_slice", False), ("same_hbm_slice", True), ("same_sbuf_tile", True), ("overlapping_columns", True),
+    ("interleaved_columns", False), ("sbuf_accumulation", False), ("explicit_accumulation", False),
+    ("psum_matmul_accumulation", False), ("tile_allocated_inside", False), ("masked_disjoint_rows", False),
+])
+def test_affine_iterations_writing_the_same_location_are_reported(pattern, conflicts, rng):
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    kernel = _kernel_writing(pattern)
+    if conflicts:
+        with pytest.raises(KernelError, match=DEPENDENCY) as info:
+            run(kernel, x)
+        assert "iterations 0 and 1" in str(info.value) and "test_loops.py" in str(info.value)
+    else:
+        run(kernel, x)
+
+
+def test_sequential_and_static_loops_may_rewrite_a_location(rng):
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    for loop in (nl.sequential_range, nl.static_range, range):
+        def kernel(x, loop=loop):
+            out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+            for i in loop(4):
+                nl.store(out, value=nl.load(x[i]))
+            return out
+        np.testing.assert_array_equal(run(kernel, x), x[3])
+
+
+def test_a_sequential_loop_inside_an_affine_loop_is_one_iteration(rng):
+    x = rng.standard_normal((2, 3, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((2, 16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            for j in nl.sequential_range(3):
+                nl.store(out[i], value=nl.load(x[i, j]))
+        return out
+    np.testing.assert_array_equal(run(kernel, x), x[:, 2])
+
+
+def test_nested_affine_loops_check_both_levels(rng):
+    x = rng.standard_normal((2, 3, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((2, 16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            for j in nl.affine_range(3):
+                nl.store(out[i], value=nl.load(x[i, j]))
+        return out
+    with pytest.raises(KernelError, match=DEPENDENCY):
+        run(kernel, x)
+
+
+def test_run_time_scatter_indices_are_checked(rng):
+    x = rng.standard_normal((2, 4, 8)).astype(np.float32)
+
+    def kernel(x, idx):
+        out = nl.ndarray((8, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        i_f = nl.arange(8)[None, :]
+        for i in nl.affine_range(2):
+            nl.store(out[nl.load(idx[i]), i_f], value=nl.load(x[i]))
+        return out
+    disjoint = np.arange(8, dtype=np.int32).reshape(2, 4, 1)
+    run(kernel, x, disjoint)
+    with pytest.raises(KernelError, match=DEPENDENCY):
+        run(kernel, x, np.array([[0, 1, 2, 3], [3, 4, 5, 6]], np.int32).reshape(2, 4, 1))
+
+
+@covers("loop_reduce", "zeros")
+def test_loop_reduce_accumulates_into_its_assignment_target(rng):
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((2, 16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        total = nl.zeros((16, 8), dtype=nl.float32)
+        biggest = nl.full((16, 8), -np.inf, dtype=nl.float32)
+        for k in nl.affine_range(4):
+            a = nl.load(x[k])
+            total = nl.loop_reduce(a, op=np.add, loop_indices=[k])
+            biggest[...] = nl.loop_reduce(a, op=np.maximum, loop_indices=k, dtype=nl.float32)
+        nl.store(out[0], value=total)
+        nl.store(out[1], value=biggest)
+        return out
+    out = run(kernel, x)
+    np.testing.assert_allclose(out[0], x.sum(0), rtol=1e-5)
+    np.testing.assert_array_equal(out[1], x.max(0))
+
+
+def test_loop_reduce_needs_a_destination_created_before_the_loop(rng):
+    def kernel(x):
+        for k in nl.affine_range(2):
+            fresh = nl.loop_reduce(nl.load(x[k]), op=np.add, loop_indices=[k])
+        return fresh
+    with pytest.raises(KernelError, match="assignment target"):
+        run(kernel, rng.standard_normal((2, 4, 4)).astype(np.float32))
+
+
+def test_nisa_instructions_are_checked_too(rng):
+    x = rng.standard_normal((2, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((16, 8), dtype=nl.float32)
+        for i in nl.affine_range(2):
+            buf[...] = nisa.tensor_copy(nl.load(x[i]))
+        nl.store(out, value=buf)
+        return out
+    with pytest.raises(KernelError, match=DEPENDENCY):
+        run(kernel, x)
