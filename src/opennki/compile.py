@@ -31,7 +31,7 @@ import functools
 import os
 
 from opennki.bridges import Framework, call_framework
-from opennki.errors import KernelError
+from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
 from opennki.kernels.base import Generation, LaunchSpec, TraceKernel, check_signature, in_running_kernel
 from opennki.kernels.framework import JAXKernel, PyTorchKernel, PyTorchXLAKernel
 from opennki.kernels.standalone import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel
@@ -140,8 +140,11 @@ class GenericKernel:
     def __call__(self, *args, **kwargs):
         if in_running_kernel():
             return self.resolve(TraceKernel)(*args, **kwargs)
-        kernel = self.resolve(compute_mode(args, kwargs, self.mode, self.spec.name))
-        result = kernel(*args, **kwargs)
+        try:
+            kernel = self.resolve(compute_mode(args, kwargs, self.mode, self.spec.name))
+            result = kernel(*args, **kwargs)
+        except OpenNKIError as e:
+            raise hide_internal_frames(e) from None
         bench = getattr(kernel, "benchmark_result", None)
         if bench is not None:
             node = self

@@ -90,6 +90,13 @@ def test_model_calling_kernels_compiles_with_fullgraph(rng):
                                rtol=1e-4, atol=1e-3)
 
 
+def test_first_torch_call_of_a_kernel_may_happen_inside_torch_compile(rng):
+    fresh = nki_new.jit(K.new_copy.func)                 # never called before: made while Dynamo traces
+    x = torch.from_numpy(rng.standard_normal((128, 64), dtype=np.float32))
+    compiled = torch.compile(lambda t: fresh(t) * 2, fullgraph=True, backend="aot_eager")
+    torch.testing.assert_close(compiled(x), x * 2)
+
+
 def test_fake_implementation_gives_shapes_without_running(rng):
     from torch._subclasses.fake_tensor import FakeTensorMode
     with FakeTensorMode():

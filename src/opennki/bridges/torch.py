@@ -7,18 +7,18 @@ kernel writes are updated in place; bfloat16 and float8 tensors are viewed bit f
 (no rounding through float32). Outputs come back as CPU tensors of the kernel's dtype. Tensors on other
 devices are refused with a clear error (the simulator runs on the CPU).
 
-Custom operator: every kernel call goes through `torch.ops.opennki.nki_call(tensors, call_id)` (or
-`nki_call_mutating` when the kernel writes its inputs). `call_id` names a *plan* — the kernel, the call's
+Custom operator: every kernel call goes through `torch.ops.opennki.nki_call(tensors, plan_id)` (or
+`nki_call_mutating` when the kernel writes its inputs). `plan_id` names a *plan* — the kernel, the call's
 non-tensor arguments and the traced program — made by `plan()`, which `torch.compile` treats as a constant
-(`assume_constant_result`), so Dynamo never traces the simulator. The fake implementation allocates outputs
-from the traced program's shapes (a shape-only run), which is all `torch.compile(fullgraph=True)` needs; the
-real implementation runs the simulator.
+(`assume_constant_result`), so Dynamo never traces the simulator. What Dynamo does trace (the dispatch up
+to `plan`) passes only constants: the kernel function, its launch options and the call's non-tensor
+arguments; the kernel object that plans and runs the call is made inside `plan`, for real. The fake
+implementation allocates outputs from the traced program's shapes (a shape-only run), which is all
+`torch.compile(fullgraph=True)` needs; the real implementation runs the simulator.
 """
 
 from __future__ import annotations
 
-import itertools
-import weakref
 from dataclasses import dataclass
 
 import ml_dtypes
@@ -95,10 +95,6 @@ def from_numpy(a: np.ndarray) -> torch.Tensor:
 
 # ------------------------------------------------------------------------------------------------- plans
 
-_kernels: "weakref.WeakValueDictionary[str, object]" = weakref.WeakValueDictionary()
-_handles = itertools.count()
-
-
 @dataclass(frozen=True)
 class Plan:
     """One specialisation of one kernel, as the custom operator's implementations need it."""
@@ -110,13 +106,7 @@ class Plan:
 
 _plans: dict[str, Plan] = {}
 _plan_ids: dict = {}
-
-
-def register_kernel(kernel) -> str:
-    """A constant string naming `kernel` in plans (kernels are looked up by it, never traced)."""
-    handle = f"{kernel.spec.name}#{next(_handles)}"
-    _kernels[handle] = kernel
-    return handle
+_kernels: dict = {}        # launch configuration -> the PyTorchKernel that plans and runs it
 
 
 def _fill(template, leaves):
@@ -131,24 +121,48 @@ def _fill(template, leaves):
 
 
 @torch.compiler.assume_constant_result
-def plan(handle: str, template: tuple, shapes: tuple) -> str:
-    """The id of the plan for this call, made (traced shape-only) on first use. A constant to Dynamo."""
-    key = (handle, template, shapes)
+def plan(launch: tuple, template: tuple, shapes: tuple) -> str:
+    """The id of the plan for this call, made (traced shape-only) on first use. A constant to Dynamo, which
+    therefore never traces the simulator; `launch` is `launch_key(spec)`, constants only."""
+    key = (launch, template, shapes)
     try:
         found = _plan_ids.get(key)
     except TypeError:        # an unhashable constant argument: plan anew
         key, found = None, None
     if found is not None:
         return found
-    kernel = _kernels[handle]
+    kernel = _kernel_for(launch)
     specs = [ShapeSpec(shape, numpy_dtype(dtype)) for shape, dtype in shapes]
     args, kwargs = _fill(template, specs)
     program = kernel.specialize(args, kwargs)
-    plan_id = f"{handle}:{len(_plans)}"
+    plan_id = f"{kernel.spec.name}:{len(_plans)}"
     _plans[plan_id] = Plan(kernel, template, program)
     if key is not None:
         _plan_ids[key] = plan_id
     return plan_id
+
+
+def launch_key(spec) -> tuple:
+    """A kernel's launch configuration as plain constants (what Dynamo can pass to `plan`)."""
+    return (spec.func, spec.generation.value, spec.grid_key, spec.target, tuple(sorted(spec.config.items())))
+
+
+def _kernel_for(launch: tuple):
+    """The PyTorchKernel of a launch configuration, made outside any Dynamo trace (`plan` runs for real)."""
+    try:
+        kernel = _kernels.get(launch)
+    except TypeError:
+        kernel = None
+    if kernel is None:
+        from opennki.kernels.base import Generation, LaunchSpec
+        from opennki.kernels.framework import PyTorchKernel
+        func, generation, grid_key, target, config = launch
+        kernel = PyTorchKernel(LaunchSpec(func, Generation(generation), grid_key, target, config=dict(config)))
+        try:
+            _kernels[launch] = kernel
+        except TypeError:
+            pass
+    return kernel
 
 
 @torch.compiler.assume_constant_result
@@ -211,7 +225,7 @@ def call(kernel, args, kwargs):
             raise KernelError(f"opennki runs kernels on the CPU simulator; kernel {kernel.spec.name} got a tensor "
                               f"on device {t.device}", got=str(t.device), hint="move it with tensor.cpu() first")
     shapes = tuple((tuple(int(s) for s in t.shape), str(t.dtype)) for t in tensors)
-    plan_id = plan(kernel.handle, template, shapes)
+    plan_id = plan(launch_key(kernel.spec), template, shapes)
     outs = _OPS[is_mutating(plan_id)](tensors, plan_id)
     kind = result_kind(plan_id)
     if kind == ResultKind.NONE.value:

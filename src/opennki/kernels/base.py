@@ -263,9 +263,12 @@ class TraceKernel:
     def __call__(self, *args, **kwargs):
         if in_running_kernel():
             return self.inline(args, kwargs)
-        if self.spec.generation is Generation.NEW:
-            check_arguments(self.spec.name, arguments.bind(self.spec.func, args, kwargs))
-        result = self.call(args, kwargs)
+        try:
+            if self.spec.generation is Generation.NEW:
+                check_arguments(self.spec.name, arguments.bind(self.spec.func, args, kwargs))
+            result = self.call(args, kwargs)
+        except OpenNKIError as e:
+            raise hide_internal_frames(e) from None
         for observer in list(_observers):
             observer(KernelCall(self, args, kwargs, result))
         return result

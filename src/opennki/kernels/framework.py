@@ -55,24 +55,23 @@ class PyTorchKernel(FrameworkKernel):
 
     mode = "torchxla"
 
-    def __init__(self, spec):
-        super().__init__(spec)
-        from opennki.bridges import torch as bridge
-        self.bridge = bridge
-        self.handle = bridge.register_kernel(self)
-
     def translate_to_neuron_dtype(self, dtype):
         from opennki.machine.dtypes import dtype_of
-        return dtype_of(self.bridge.numpy_dtype(dtype))
+        return dtype_of(_torch_bridge().numpy_dtype(dtype))
 
     def is_framework_tensor(self, value) -> bool:
-        return self.bridge.torch.is_tensor(value)
+        return _torch_bridge().torch.is_tensor(value)
 
     def call(self, args, kwargs):
-        return self.bridge.call(self, args, kwargs)
+        return _torch_bridge().call(self, args, kwargs)
 
 
 PyTorchXLAKernel = PyTorchKernel
+
+
+def _torch_bridge():
+    from opennki.bridges import torch as bridge
+    return bridge
 
 
 class JAXKernel(FrameworkKernel):
