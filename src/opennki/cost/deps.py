@@ -107,9 +107,10 @@ class Dependency:
     """When an access may start, and why: `producer` is the record index that gates it (NO_PRODUCER if
     nothing does), `kind` one of "raw", "war", "waw", "reuse"."""
 
-    __slots__ = ("ready", "producer", "kind", "engine", "core")
+    __slots__ = ("ready", "producer", "kind", "engine", "core", "boxes")
 
     def __init__(self):
+        self.boxes: list = []
         self.ready = 0.0
         self.producer = NO_PRODUCER
         self.kind = None
@@ -204,13 +205,14 @@ class AccessTracker:
         for op in operands:
             region = op.region
             sid = region.storage_id
+            box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
+            dep.boxes.append(box)
             floor = self.floor.get(sid)
             if floor is not None:
                 dep.consider(floor[0], floor[1], "reuse")
             acc = self.storages.get(sid)
             if acc is None:
                 continue
-            box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
             access = op.access
             pages = acc.pages(region)
             seen = set()
@@ -231,12 +233,13 @@ class AccessTracker:
                             dep.consider(slot.end, slot.producer, "war", slot.engine, slot.core)
         return dep
 
-    def record(self, operands, end: float, producer: int, engine: Engine, core: int) -> None:
-        """Remember that an instruction touching `operands` finished at `end`."""
-        for op in operands:
+    def record(self, operands, end: float, producer: int, engine: Engine, core: int, boxes=None) -> None:
+        """Remember that an instruction touching `operands` (with `boxes`, from `dependency`) finished at
+        `end`."""
+        for i, op in enumerate(operands):
             acc = self._accesses(op)
             region = op.region
-            box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
+            box = boxes[i] if boxes is not None else box_of(op.storage_shape, op.strides, op.offset, op.shape)
             is_read = op.access is AccessKind.READ
             key = (is_read, box if box is not None else (region.partition_start, region.partition_count,
                                                          region.byte_start, region.byte_end))

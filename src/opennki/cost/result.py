@@ -71,10 +71,19 @@ class InstructionRecord:
         return self.end - self.start
 
 
+_LOCATION_KEYS: dict = {}
+
+
 def location_key(loc) -> str:
+    """`file.py:LINE` of a kernel line (cached: every instruction of a loop shares its location)."""
     if loc is None:
         return "<unknown>"
-    return f"{os.path.basename(loc.filename)}:{loc.lineno}"
+    key = _LOCATION_KEYS.get(loc)
+    if key is None:
+        if len(_LOCATION_KEYS) > 65536:
+            _LOCATION_KEYS.clear()
+        key = _LOCATION_KEYS[loc] = f"{os.path.basename(loc.filename)}:{loc.lineno}"
+    return key
 
 
 class CostResult:

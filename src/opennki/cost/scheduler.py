@@ -172,7 +172,7 @@ class CostModel:
             rec = self._place_pe(ev, cost, state, dep, index)
         else:
             rec = self._place_engine(ev, cost, state, dep, index, engine)
-        self.deps.record(ev.operands, rec.end, index, engine if cost.dma is None else Engine.DMA, core)
+        self.deps.record(ev.operands, rec.end, index, engine if cost.dma is None else Engine.DMA, core, dep.boxes)
         result.add(rec, ev)
 
     def _gate(self, spec, free: float, last: int, dep) -> tuple[float, int, float, str | None]:

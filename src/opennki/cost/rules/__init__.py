@@ -36,10 +36,45 @@ def rule_for(opcode: str) -> Rule | None:
     return RULES.get(opcode)
 
 
+_MEMO: dict[tuple, Cost] = {}
+_MEMO_LIMIT = 4096
+
+
+def _signature(ev: InstructionExecuted, hw) -> tuple | None:
+    """What a rule can see of an event: equal signatures give equal costs (rules are pure). None when the
+    event cannot be keyed (a legacy mask, run-time offsets, unhashable parameters)."""
+    if ev.mask is not None:
+        return None
+    ops = []
+    for o in ev.operands:
+        if o.offsets is not None:
+            return None
+        r = o.region
+        ops.append((o.role, o.access, r.kind, r.partition_start, o.shape, o.dtype, o.itemsize, o.strides))
+    try:
+        params = tuple(sorted(ev.params.items()))
+        key = (hw.name, id(hw), ev.opcode, ev.engine, tuple(ops), params)
+        hash(key)
+    except TypeError:
+        return None
+    return key
+
+
 def cost_of(ev: InstructionExecuted, hw) -> Cost | None:
-    """The cost of one executed instruction on `hw`, or None when its opcode has no rule."""
+    """The cost of one executed instruction on `hw`, or None when its opcode has no rule. Rules are pure
+    functions of what the event shows, so costs are memoised by that (loops repeat the same shapes)."""
     rule = RULES.get(ev.opcode)
-    return None if rule is None else rule(ev, hw)
+    if rule is None:
+        return None
+    key = _signature(ev, hw)
+    if key is None:
+        return rule(ev, hw)
+    cost = _MEMO.get(key)
+    if cost is None:
+        if len(_MEMO) >= _MEMO_LIMIT:
+            _MEMO.clear()
+        cost = _MEMO[key] = rule(ev, hw)
+    return cost
 
 
 # the rule modules register themselves on import

@@ -1,0 +1,73 @@
+"""Cost-model speed: how long the estimate of a 4096 x 8192 x 8192 bf16 tiled matmul takes (target: < 30 s
+on a 2-core machine), split into the simulator running shape-only and the cost model's share.
+
+Run: `.venv/bin/python benchmarks/cost_matmul.py [M K N] [--target trn2] [--profile]`. Prints wall times,
+instruction counts and the estimate; `--profile` adds the top functions by own time (cProfile) so hot spots
+in the simulator and in the cost model can be told apart. Not a test: nothing here asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import pstats
+import time
+
+import opennki.legacy.language as nl
+import opennki.legacy.isa as nisa
+from opennki.cost import estimate
+from opennki.sim import ShapeSpec, SimOptions
+from opennki.kernels.base import run_kernel
+
+
+def tiled_matmul(lhsT, rhs):
+    """result[M, N] = lhsT.T @ rhs with 128 x 128 x 512 tiles, fresh SBUF tiles per k-step."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // 128):
+        for n in nl.affine_range(N // 512):
+            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // 128):
+                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+                b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+                acc += nisa.nc_matmul(a, b)
+            nl.store(result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=nl.copy(acc, dtype=result.dtype))
+    return result
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("sizes", nargs="*", type=int, default=[4096, 8192, 8192], help="M K N")
+    p.add_argument("--target", default="trn2")
+    p.add_argument("--profile", action="store_true")
+    a = p.parse_args()
+    M, K, N = a.sizes
+    args = (ShapeSpec((K, M), "bfloat16"), ShapeSpec((K, N), "bfloat16"))
+
+    t0, c0 = time.perf_counter(), time.process_time()
+    run_kernel(tiled_matmul, args, target=a.target, options=SimOptions(target=a.target, shape_only=True))
+    sim_s, sim_cpu = time.perf_counter() - t0, time.process_time() - c0
+
+    profiler = cProfile.Profile() if a.profile else None
+    t0, c0 = time.perf_counter(), time.process_time()
+    if profiler:
+        profiler.enable()
+    result = estimate(tiled_matmul, args, target=a.target, keep_instructions=False)
+    if profiler:
+        profiler.disable()
+    total_s, total_cpu = time.perf_counter() - t0, time.process_time() - c0
+
+    # CPU seconds are the figure to compare: wall time includes whatever else the machine runs
+    print(f"{M} x {K} x {N} bf16 tiled matmul on {a.target}: {len(result.records)} instructions")
+    print(f"  simulator alone (shape-only, no listener):  {sim_cpu:6.2f} s CPU  ({sim_s:6.2f} s wall)")
+    print(f"  estimate (simulator + events + cost model): {total_cpu:6.2f} s CPU  ({total_s:6.2f} s wall)"
+          "   target < 30 s")
+    print(f"  events and cost model:                      {total_cpu - sim_cpu:6.2f} s CPU")
+    print(result.format())
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
+
+
+if __name__ == "__main__":
+    main()
