@@ -25,6 +25,7 @@ import sys
 from dataclasses import dataclass, field, replace
 
 from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
+from opennki.events import InstructionExecuted
 from opennki.hw import get_target
 from opennki.kernels import arguments
 from opennki.kernels.program import (TracedProgram, instruction_json, mutated_inputs, output_infos,
@@ -347,7 +348,6 @@ class TraceKernel:
         result = run_kernel(self.body(), args, kwargs, grid=grid.sizes, target=hw, options=options,
                             listeners=(recorder,), cores_of=grid.cores_of, kernel_name=self.spec.name)
         events = recorder.events
-        from opennki.events import InstructionExecuted
         return TracedProgram(
             func_name=self.spec.name, grid=grid.sizes, target=hw.name, inputs=tuple(infos),
             outputs=output_infos(result, self.spec.name), result=result_kind(result),
