@@ -105,6 +105,9 @@ NEW_SIGNATURES = {
                  "tile_position tile_size perf_mode name",
     "nc_transpose": "dst data engine name",
     "dma_transpose": "dst src axes priority dge_mode oob_mode name",
+    "activate2": "dst op data imm0 imm1 op0 op1 relu_param reverse0 reverse1 reduce_op reduce_res reduce_cmd name",
+    "exponential": "dst src max_value reduce_res reduce_cmd reduce_init name",
+    "nonzero_with_count": "dst src index_offset padding_val name",
 }
 
 

@@ -1,4 +1,4 @@
-"""ISA layer: GpSimd Engine (POOL) instructions (spec/isa.md §6.8, §6.17, §6.18, §6.26-6.28).
+"""ISA layer: GpSimd Engine (POOL) instructions (spec/isa.md §6.8, §6.17, §6.18, §6.26-6.29).
 
 Imports the ISA base. GpSimd reads and writes SBUF only and has 8 cores, each wired to 16 consecutive
 partitions. `iota` and `affine_select` evaluate an affine integer pattern (int32 arithmetic); the legacy
@@ -12,9 +12,9 @@ import numpy as np
 from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, OutOfBoundsError,
                             expect)
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_dtype, check_on_chip,
-                                       check_partitions, check_same_partitions, flat, instruction, operand,
-                                       read_operand)
+from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_dtype, check_nc_version,
+                                       check_on_chip, check_partitions, check_same_partitions, flat, instruction,
+                                       operand, read_operand)
 from opennki.instructions.ops import alu, op_name
 from opennki.instructions.vector import check_elementwise
 from opennki.machine.index import mask_array
@@ -312,3 +312,44 @@ class SequenceBounds(Instruction):
         pad = s == 0
         out = np.stack([np.where(pad, n, start), np.where(pad, -1, end)]).astype(np.float32)
         m.write(self.dst, out.reshape(self.dst.shape), self.mask)
+
+
+@instruction
+class NonzeroWithCount(Instruction):
+    """For the first partition of each GpSimd core (0, 16, ..., 112): dst[p, :n] = the flat indices of the
+    nonzero elements of src[p] (+ index_offset), dst[p, n:T] = padding_val, dst[p, T] = n. Other
+    partitions of dst are left untouched. src [P, T] fp32/int32, dst [P, T + 1] int32, SBUF only,
+    NeuronCore-v3+ (new generation)."""
+
+    opcode = "nonzero_with_count"
+    default_engine = Engine.GPSIMD
+
+    dst: object = operand(WRITE)
+    src: object = operand(READ)
+    index_offset: int = 0
+    padding_val: int = -1
+
+    def check(self, ctx) -> None:
+        check_nc_version(ctx, 3, "nonzero_with_count")
+        for role, t in (("dst", self.dst), ("src", self.src)):
+            check_sbuf(t, role)
+            check_partitions(t, role, ctx.hw)
+        check_same_partitions(self.dst, self.src, "dst", "src")
+        check_dtype(self.src, "src", ("float32", "int32"))
+        check_dtype(self.dst, "dst", ("int32",))
+        expect(self.dst.free_size == self.src.free_size + 1, "dst holds the indices and the count: [P, T + 1]",
+               expected=self.src.free_size + 1, got=self.dst.free_size)
+
+    def run(self, m) -> None:
+        s = flat(m.read(self.src))
+        P, T = s.shape
+        out = np.zeros((P, T + 1), np.int64)
+        rows = np.zeros(P, bool)
+        for p in range(0, P, _CORE_PARTITIONS):
+            nz = np.flatnonzero(s[p] != 0) + int(self.index_offset)
+            out[p, :nz.size] = nz
+            out[p, nz.size:T] = int(self.padding_val)
+            out[p, T] = nz.size
+            rows[p] = True
+        written = np.broadcast_to(rows.reshape((P,) + (1,) * (self.dst.ndim - 1)), self.dst.shape)
+        m.write(self.dst, out.reshape(self.dst.shape), written)

@@ -69,6 +69,15 @@ def _abs_min(a, b):
     return np.where(np.abs(a) < np.abs(b), a, b)
 
 
+def _abs_reduce(pick):
+    """Fold along an axis keeping the signed element of largest (argmax) / smallest (argmin) magnitude;
+    used by accumulator reductions (`activate2`), not by `tensor_reduce`."""
+    def reduce(x, axis):
+        i = np.expand_dims(pick(np.abs(x), axis=axis), axis)
+        return np.take_along_axis(x, i, axis).squeeze(axis)
+    return reduce
+
+
 def _right_shift(a, b):
     """Logical right shift: the bit pattern shifted as unsigned of the same width (no arithmetic shift)."""
     a = np.asarray(a)
@@ -117,8 +126,8 @@ ALU_OPS: dict[str, AluOp] = {op.name: op for op in [
     AluOp("power", ARITH, 2, _power),
     AluOp("mod", ARITH, 2, lambda a, b: np.mod(a, b)),
     AluOp("fmod", ARITH, 2, lambda a, b: np.fmod(a, b)),
-    AluOp("abs_max", ARITH, 2, _abs_max, False, 0.0),
-    AluOp("abs_min", ARITH, 2, _abs_min, False, np.inf),
+    AluOp("abs_max", ARITH, 2, _abs_max, False, 0.0, _abs_reduce(np.argmax)),
+    AluOp("abs_min", ARITH, 2, _abs_min, False, np.inf, _abs_reduce(np.argmin)),
     AluOp("equal", ARITH, 2, _cmp(np.equal)),
     AluOp("not_equal", ARITH, 2, _cmp(np.not_equal)),
     AluOp("greater", ARITH, 2, _cmp(np.greater)),
@@ -274,7 +283,8 @@ class ActivationFn:
         fn: exact reference on float64 input.
         valid_range: documented valid input range (None: all inputs); outside it hardware output is invalid.
         is_token: usable as `op=` of `nisa.activation` (the table of spec/isa.md §9). Functions with False
-            exist so `nl.cos`, `nl.floor`, ... have an instruction to lower to.
+            exist so `nl.cos`, `nl.floor`, ... have an instruction to lower to, or (`prelu`) only through
+            `nisa.activate2`, which passes its parameter.
     """
 
     name: str
@@ -313,6 +323,8 @@ ACTIVATIONS: dict[str, ActivationFn] = {a.name: a for a in [
     ActivationFn("reciprocal", _safe(lambda x: 1.0 / x), (2.0 ** -42, 2.0 ** 42)),
     ActivationFn("sign", np.sign),
     ActivationFn("abs", np.abs),
+    # x if x > 0 else alpha * x: `activate2` passes alpha (relu_param); `activation` cannot take it
+    ActivationFn("prelu", lambda x, alpha=0.0: np.where(x > 0, x, alpha * x), None, False),
     # not opcodes of the hardware table; the instructions nl.cos & co. lower to
     ActivationFn("cos", np.cos, None, False),
     ActivationFn("tan", _safe(np.tan), None, False),

@@ -1,18 +1,21 @@
-"""ISA layer: Scalar Engine (ACT) instructions (spec/isa.md §6.1, §6.2).
+"""ISA layer: Scalar Engine (ACT) instructions (spec/isa.md §6.1-6.3).
 
-`activation` computes `op(data * scale + bias)` per lane in fp32 and can fold the result into the engine's
-reduce registers, which persist across instructions (`reduce_cmd`, see accumulators.py);
-`activation_reduce` is the same instruction with the registers reset, folded and read out in one go.
+Imports the ISA base, tables and accumulators. `activation` computes `op(data * scale + bias)` per lane in
+fp32 and can fold the result into the engine's reduce registers, which persist across instructions
+(`reduce_cmd`, see accumulators.py); `activation_reduce` is the same instruction with the registers reset,
+folded and read out in one go; `activate2` (NeuronCore-v4) has two ALU stages, prelu and more reductions.
 """
 
 from __future__ import annotations
 
+import numpy as np
 
 from opennki.errors import DtypeError, KernelError, expect
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
-from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_column, check_on_chip,
-                                       check_same_partitions, column, instruction, is_tensor, operand, read_operand)
+from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_column, check_nc_version,
+                                       check_on_chip, check_same_partitions, column, instruction, is_tensor, operand,
+                                       read_operand)
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.ops import activation_fn, alu, evaluate
 from opennki.instructions.vector import check_elementwise
@@ -112,3 +115,93 @@ class ActivationReduce(Activation):
     def check(self, ctx) -> None:
         expect(self.reduce_op is not None, "activation_reduce needs reduce_op (add)", got=None, error=KernelError)
         super().check(ctx)
+
+
+_ACTIVATE2_STAGES = {("multiply", "add"), ("multiply", "subtract"), ("multiply", "bypass"), ("add", "bypass"),
+                     ("subtract", "bypass"), ("bypass", "bypass")}
+_ACTIVATE2_REDUCE = ("add", "maximum", "minimum", "abs_max", "abs_min")
+
+
+@instruction
+class Activate2(Instruction):
+    """dst = op(op1(op0(data, imm0), imm1)) on the Scalar Engine (NeuronCore-v4), with an optional reduction
+    of the result into the ACT registers.
+
+    Args:
+        op: an activation function; `prelu` (x if x > 0 else relu_param * x) only here.
+        imm0, imm1, relu_param: fp32 scalars or [P, 1] tiles (two tile immediates share a dtype).
+        op0, op1: (multiply, add), (multiply, subtract), (multiply, bypass), (add, bypass),
+            (subtract, bypass) or (bypass, bypass); reverse0 / reverse1 swap a stage's operands and need that
+            stage. Stages are separate fp32 operations.
+        reduce_op: add, maximum, minimum, abs_max or abs_min; reduce_cmd: the ACT register state machine,
+            resetting to the op's identity (abs_max 0, abs_min +inf: spec gap); reduce_res: [P, 1] read-out.
+    """
+
+    opcode = "activate2"
+    default_engine = Engine.SCALAR
+
+    dst: object = operand(WRITE)
+    op: object = None
+    data: object = operand(READ)
+    imm0: object = operand(READ, optional=True)
+    imm1: object = operand(READ, optional=True)
+    op0: object = "bypass"
+    op1: object = "bypass"
+    relu_param: object = operand(READ, optional=True)
+    reverse0: bool = False
+    reverse1: bool = False
+    reduce_op: object = None
+    reduce_res: object = operand(WRITE, optional=True)
+    reduce_cmd: object = None
+
+    def check(self, ctx) -> None:
+        check_nc_version(ctx, 4, "activate2")
+        activation_fn(self.op)
+        check_elementwise(ctx, self.dst, {"data": self.data})
+        P = self.data.shape[0]
+        op0, op1 = alu(self.op0).name, alu(self.op1).name
+        expect((op0, op1) in _ACTIVATE2_STAGES, "activate2 stages (op0, op1) must be one of the documented pairs",
+               expected=sorted(_ACTIVATE2_STAGES), got=(op0, op1), error=KernelError)
+        expect(not (self.reverse0 and op0 == "bypass") and not (self.reverse1 and op1 == "bypass"),
+               "reverse0 / reverse1 need their stage (op0 / op1)", got=(self.reverse0, self.reverse1),
+               error=KernelError)
+        for role, imm, used in (("imm0", self.imm0, op0 != "bypass"), ("imm1", self.imm1, op1 != "bypass"),
+                                ("relu_param", self.relu_param, False)):
+            if used or imm is not None:
+                check_column(imm, role, P)
+        if is_tensor(self.imm0) and is_tensor(self.imm1):
+            expect(self.imm0.dtype is self.imm1.dtype, "tile immediates imm0 and imm1 must share a dtype",
+                   got=(self.imm0.dtype, self.imm1.dtype), error=DtypeError)
+        if self.reduce_op is not None:
+            expect(alu(self.reduce_op).name in _ACTIVATE2_REDUCE, "activate2 reduce_op must be add, maximum, "
+                   "minimum, abs_max or abs_min", got=alu(self.reduce_op).name, error=KernelError)
+        acc.check_reduce_cmd(self.reduce_cmd, Activation.allowed_cmds, self.opcode)
+        if self.reduce_res is not None:
+            check_on_chip(self.reduce_res, "reduce_res")
+            check_same_partitions(self.reduce_res, self.data, "reduce_res", "data")
+            expect(self.reduce_res.free_size == 1, "reduce_res must be [P, 1]", got=self.reduce_res.shape)
+
+    def run(self, m) -> None:
+        P = self.data.shape[0]
+        v = read_operand(m, self.data, self.dst, self.mask)
+        for name, imm, reverse in ((self.op0, self.imm0, self.reverse0), (self.op1, self.imm1, self.reverse1)):
+            op = alu(name)
+            if op.name != "bypass":
+                a = column(m, imm, P)
+                v = (op.fn(a, v) if reverse else op.fn(v, a)).astype(np.float32)
+        fn = activation_fn(self.op)
+        if fn.name == "prelu":
+            alpha = column(m, self.relu_param if self.relu_param is not None else 0.0, P).astype(np.float64)
+            y = np.asarray(fn.fn(v.astype(np.float64), alpha), np.float32)
+        else:
+            y = evaluate(fn, v)
+        cmd = acc.check_reduce_cmd(self.reduce_cmd, Activation.allowed_cmds, self.opcode)
+        rop = alu(self.reduce_op if self.reduce_op is not None else "add")
+        active = active_mask(self.dst, self.mask)
+        contribution = acc.partial(rop, y, active) if cmd in acc.FOLDING else None
+        acc.step(m.act_acc, P, cmd, rop, contribution, reset_value=rop.identity, idle_clobbers=False,
+                 lanes=acc.lanes_of(active))
+        m.write(self.dst, y.reshape(self.dst.shape), self.mask)
+        if self.reduce_res is not None:
+            m.write(self.reduce_res, m.act_acc[:P].reshape(self.reduce_res.shape).copy(),
+                    active_mask(self.reduce_res, self.mask))

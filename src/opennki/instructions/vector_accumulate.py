@@ -331,3 +331,57 @@ class SelectReduce(Instruction):
                                    self.opcode)
         fold_and_read_out(m, self, r, alu("maximum"), cmd, reset_value=-np.inf)
         m.write(self.dst, r.reshape(self.dst.shape), self.mask)
+
+
+_EXP_SRC = ("float8_e4m3", "float8_e5m2", "float16", "bfloat16", "float32", "int8", "int16", "int32", "uint8",
+            "uint16", "uint32")
+_EXP_DST = ("float8_e4m3", "float8_e5m2", "float16", "bfloat16", "float32", "tfloat32", "int8", "int16", "int32",
+            "uint8", "uint16")
+
+
+@instruction
+class Exponential(Instruction):
+    """dst = exp(src - max_value) on the Vector Engine (NeuronCore-v4), with the sum of the results folded
+    into the DVE accumulators: reduce_cmd reset_reduce (from 0), reduce (continue), load_reduce (from
+    `reduce_init`, fp32 scalar or [P, 1]) or idle (accumulators left undefined, no read-out);
+    reduce_res[P, 1] receives them. `max_value`: fp32 scalar or [P, 1]. The exponential is computed
+    exactly in fp32 (the DVE approximation error is not documented)."""
+
+    opcode = "exponential"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    src: object = operand(READ)
+    max_value: object = operand(READ, optional=True)
+    reduce_res: object = operand(WRITE, optional=True)
+    reduce_cmd: object = cmds.idle
+    reduce_init: object = operand(READ, optional=True)
+
+    _cmds = (cmds.idle, cmds.reset_reduce, cmds.reduce, cmds.load_reduce)
+
+    def check(self, ctx) -> None:
+        check_nc_version(ctx, 4, "exponential")
+        check_elementwise(ctx, self.dst, {"src": self.src})
+        check_dtype(self.src, "src", _EXP_SRC)
+        check_dtype(self.dst, "dst", _EXP_DST)
+        P = self.src.shape[0]
+        check_column(0.0 if self.max_value is None else self.max_value, "max_value", P)
+        acc.check_reduce_cmd(self.reduce_cmd, self._cmds, self.opcode, reduce_res=self.reduce_res,
+                             idle_reads_undefined=True)
+        if self.reduce_init is not None:
+            check_column(self.reduce_init, "reduce_init", P)
+        check_reduce_res(self.reduce_res, self.src)
+        if self.reduce_res is not None:
+            expect(self.reduce_res.dtype.is_float, "reduce_res must be a float tile", got=self.reduce_res.dtype,
+                   error=DtypeError)
+
+    def run(self, m) -> None:
+        P = self.src.shape[0]
+        x = read_operand(m, self.src, self.dst, self.mask)
+        with np.errstate(over="ignore"):
+            y = np.exp((x - column(m, 0.0 if self.max_value is None else self.max_value, P)).astype(np.float64))
+        y = y.astype(np.float32)
+        cmd = acc.check_reduce_cmd(self.reduce_cmd, self._cmds, self.opcode)
+        init = column(m, 0.0 if self.reduce_init is None else self.reduce_init, P)[:, 0]
+        fold_and_read_out(m, self, y, alu("add"), cmd, reset_value=0.0, init=init)
+        m.write(self.dst, y.reshape(self.dst.shape), self.mask)

@@ -166,6 +166,12 @@ def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, r
            "nisa.tensor_scalar_reduce")
 
 
+def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
+    """dst = exp(src - max_value) on the Vector Engine (NeuronCore-v4), summed into the accumulators."""
+    _issue(_acc.Exponential(dst=dst, src=src, max_value=max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
+                            reduce_init=reduce_init, name=name), "nisa.exponential")
+
+
 def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
     """dst[i] = acc = op1(op0(src[i], imm0), acc) through the Vector Engine accumulator."""
     _issue(_acc.TensorScalarCumulative(dst=dst, src=src, op0=op0, op1=op1, imm0=imm0, imm1=imm1,
@@ -232,6 +238,14 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
                                  reduce_res=reduce_res, name=name), "nisa.activation_reduce")
 
 
+def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False, reduce_op=None,
+              reduce_res=None, reduce_cmd=reduce_cmd.idle, name=None):
+    """dst = op(op1(op0(data, imm0), imm1)) on the Scalar Engine (NeuronCore-v4), optionally reduced."""
+    _issue(_act.Activate2(dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
+                          reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res,
+                          reduce_cmd=reduce_cmd, name=name), "nisa.activate2")
+
+
 # ---------------------------------------------------------------------------------------------- Tensor
 
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
@@ -273,6 +287,12 @@ def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=N
 def nc_n_gather(dst, data, indices, name=None):
     """dst[p, j] = data[p, indices[p, j]] over each partition's flattened free elements."""
     _issue(_pool.NcNGather(dst=dst, data=data, indices=indices, name=name), "nisa.nc_n_gather")
+
+
+def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
+    """dst[p] = indices of src[p]'s nonzero elements, padding, then their count (one partition per core)."""
+    _issue(_pool.NonzeroWithCount(dst=dst, src=src, index_offset=index_offset, padding_val=padding_val, name=name),
+           "nisa.nonzero_with_count")
 
 
 def sequence_bounds(dst, segment_ids, name=None):
