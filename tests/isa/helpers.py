@@ -4,14 +4,20 @@ instruction raises our error with the kernel line that issued it."""
 import numpy as np
 import pytest
 
+from opennki.events import InstructionExecuted
 from opennki.kernel import run_kernel
+from opennki.listeners import Recorder
 
 TARGETS = ("trn1", "trn2", "trn3")
 
 
 def run(kernel, *args, target="trn3", options=None):
-    """Run `kernel(*args)` (NumPy inputs) on a fresh simulator; returns its outputs as NumPy arrays."""
-    return run_kernel(kernel, args, target=target, options=options)
+    """Run `kernel(*args)` (NumPy inputs) on a fresh simulator; returns its outputs as NumPy arrays. A
+    recorder listens, so every instruction must also produce its event (listeners never change results)."""
+    recorder = Recorder()
+    out = run_kernel(kernel, args, target=target, options=options, listeners=(recorder,))
+    assert recorder.of_type(InstructionExecuted), "the kernel issued no instruction"
+    return out
 
 
 def rejects(kernel, *args, error, match=None, target="trn3", api=None):
