@@ -108,6 +108,8 @@ NEW_SIGNATURES = {
     "activate2": "dst op data imm0 imm1 op0 op1 relu_param reverse0 reverse1 reduce_op reduce_res reduce_cmd name",
     "exponential": "dst src max_value reduce_res reduce_cmd reduce_init name",
     "nonzero_with_count": "dst src index_offset padding_val name",
+    "nc_matmul_mx": "dst stationary moving stationary_scale moving_scale tile_position tile_size accumulate name",
+    "quantize_mx": "dst src dst_scale name",
 }
 
 

@@ -58,6 +58,10 @@ class Activation(Instruction):
         check_elementwise(ctx, self.dst, {"data": self.data})
         P = self.data.shape[0]
         if self.scale is not None:
+            if is_tensor(self.scale):
+                expect(self.scale.shape[0] == P and self.scale.free_size == 1,
+                       "activation scale must be a scalar or a [P, 1] vector", expected=f"[{P}, 1]",
+                       got=self.scale.shape, code="err_activation_scale_scalar_or_vector")
             check_column(self.scale, "scale", P)
             if is_tensor(self.scale):
                 expect(self.scale.dtype.name == "float32", "activation scale must be fp32",

@@ -155,19 +155,26 @@ class NcMatmul(Instruction):
         if self.mask is not None:
             inst = np.broadcast_to(m.effective_mask(self.dst, self.mask), self.dst.shape)
             out_mask = inst if out_mask is None else (out_mask & inst)
-        flags = m.matmul_flags(self.dst)
-        if self.accumulate is None:
-            add = flags.reshape(result.shape)
-        else:
-            add = np.full(result.shape, bool(self.accumulate))
-        if add.any():
-            current = flat(m.read_f32(self.dst)).reshape(result.shape)
-            result = np.where(add, current + result, result)
-        m.write(self.dst, result.reshape(self.dst.shape), out_mask)
-        if out_mask is None:
-            flags[...] = True
-        else:
-            flags[out_mask] = True
+        write_psum(m, self.dst, result, self.accumulate, out_mask)
+
+
+def write_psum(m, dst, result: np.ndarray, accumulate, out_mask=None) -> None:
+    """Store an fp32 [M, N] matmul result into PSUM: add it to dst where the accumulation rule says so
+    (`accumulate` True / False, or None: elements last written by a matmul), then mark the written
+    elements as matmul results."""
+    flags = m.matmul_flags(dst)
+    if accumulate is None:
+        add = flags.reshape(result.shape)
+    else:
+        add = np.full(result.shape, bool(accumulate))
+    if add.any():
+        current = flat(m.read_f32(dst)).reshape(result.shape)
+        result = np.where(add, current + result, result)
+    m.write(dst, result.reshape(dst.shape), out_mask)
+    if out_mask is None:
+        flags[...] = True
+    else:
+        flags[out_mask] = True
 
 
 @instruction

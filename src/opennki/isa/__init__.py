@@ -12,6 +12,7 @@ from __future__ import annotations
 from opennki.errors import DtypeError, KernelError
 from opennki.instructions import dma as _dma
 from opennki.instructions import gpsimd as _pool
+from opennki.instructions import mx as _mx
 from opennki.instructions import rng as _rng
 from opennki.instructions import scalar as _act
 from opennki.instructions import tensor_engine as _pe
@@ -255,6 +256,19 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
                         is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, accumulate=accumulate,
                         tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
                         perf_mode=perf_mode, name=name), "nisa.nc_matmul")
+
+
+def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
+                 accumulate=None, name=None):
+    """dst (+)= MX-scaled stationary.T @ moving (packed fp8/fp4 x4 operands, NeuronCore-v4)."""
+    _issue(_mx.NcMatmulMx(dst=dst, stationary=stationary, moving=moving, stationary_scale=stationary_scale,
+                          moving_scale=moving_scale, tile_position=tile_position, tile_size=tile_size,
+                          accumulate=accumulate, name=name), "nisa.nc_matmul_mx")
+
+
+def quantize_mx(dst, src, dst_scale, name=None):
+    """dst (fp8 x4) and dst_scale = MX quantization of src (fp16/bf16) in groups of 8 partitions x 4 values."""
+    _issue(_mx.QuantizeMx(dst=dst, src=src, dst_scale=dst_scale, name=name), "nisa.quantize_mx")
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
