@@ -110,6 +110,7 @@ NEW_SIGNATURES = {
     "nonzero_with_count": "dst src index_offset padding_val name",
     "nc_matmul_mx": "dst stationary moving stationary_scale moving_scale tile_position tile_size accumulate name",
     "quantize_mx": "dst src dst_scale name",
+    "dma_compute": "dst srcs reduce_op scales unique_indices oob_mode name",
 }
 
 

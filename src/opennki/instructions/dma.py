@@ -111,18 +111,93 @@ class DmaCopy(Instruction):
             m.write(self.dst, to_float32(values, self.src.dtype), mask)
 
     def _accumulate(self, m, values: np.ndarray, mask) -> None:
-        dst = self.dst
-        current = m.read_f32(dst, mask)
-        offsets = dst.flat_offsets(m._dynamic_values(dst) if dst.dynamic else None)
-        active = active_mask(dst, mask)
-        on = np.ones(dst.shape, bool) if active is None else active
-        # np.add.at semantics: every contribution to the same destination element is summed
-        unique, inverse = np.unique(offsets[on], return_inverse=True)
-        sums = np.zeros(unique.size, np.float32)
-        np.add.at(sums, inverse, np.asarray(values, np.float32)[on])
-        result = np.array(current, dtype=np.float32)
-        result[on] = result[on] + sums[inverse]
-        m.write(dst, result, on)
+        scatter_add(m, self.dst, values, mask)
+
+
+def scatter_add(m, dst, values: np.ndarray, mask=None) -> None:
+    """dst += values in fp32 with np.add.at semantics: every contribution to the same destination element
+    (duplicate run-time indices) is summed, and the destination is rounded once."""
+    current = m.read_f32(dst, mask)
+    offsets = dst.flat_offsets(m._dynamic_values(dst) if dst.dynamic else None)
+    active = active_mask(dst, mask)
+    on = np.ones(dst.shape, bool) if active is None else active
+    unique, inverse = np.unique(offsets[on], return_inverse=True)
+    sums = np.zeros(unique.size, np.float32)
+    np.add.at(sums, inverse, np.asarray(values, np.float32)[on])
+    result = np.array(current, dtype=np.float32)
+    result[on] = result[on] + sums[inverse]
+    m.write(dst, result, on)
+
+
+def _same_access(a, b) -> bool:
+    """Same elements of the same tensor, with the same run-time index tiles (compared by identity: tiles
+    compare element-wise)."""
+    return (a.storage is b.storage and a.shape == b.shape and a.amap == b.amap and a.consts == b.consts
+            and len(a.dynamic) == len(b.dynamic)
+            and all(t.index is u.index and t.lead == u.lead and t.coeffs == u.coeffs
+                    for t, u in zip(a.dynamic, b.dynamic)))
+
+
+@instruction
+class DmaCompute(Instruction):
+    """dst = srcs[0] + srcs[1] + ... element by element in flattened row-major order, summed in fp32 by the
+    DMA engines and rounded once into dst (new generation, NKI >= 0.2).
+
+    Args:
+        srcs: 1 to 16 HBM/SBUF access patterns with dst's element count. If one of them is dst itself
+            (the same view, e.g. with the same run-time row indices), the instruction is a read-add-write
+            of dst: the other sources are scatter-added into it, every duplicate index contributing
+            (unique_indices only promises the hardware there are none).
+        reduce_op: add only; scales: None or all 1.0 (the only documented values).
+        oob_mode: error, or skip run-time rows out of range (not for a read-add-write).
+    """
+
+    opcode = "dma_compute"
+    default_engine = Engine.DMA
+
+    dst: object = operand(WRITE)
+    srcs: tuple = operand(READ)
+    reduce_op: object = "add"
+    scales: object = None
+    unique_indices: bool = True
+    oob_mode: object = None
+
+    def _rmw_source(self):
+        return next((i for i, v in enumerate(self.srcs) if _same_access(v, self.dst)), None)
+
+    def check(self, ctx) -> None:
+        expect(self.dst.kind in _DMA_MEMORIES, "DMA destination must be in HBM or SBUF", expected="HBM/SBUF",
+               got=self.dst.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+        expect(1 <= len(self.srcs) <= 16, "dma_compute takes 1 to 16 sources", got=len(self.srcs),
+               error=KernelError)
+        for i, v in enumerate(self.srcs):
+            expect(v.kind in _DMA_MEMORIES, f"source {i} must be in HBM or SBUF", got=v.kind.name,
+                   code="err_unsupported_memory", error=MemoryKindError)
+            expect(v.size == self.dst.size, f"source {i} must have dst's element count", expected=self.dst.size,
+                   got=v.size)
+        expect(alu(self.reduce_op).name == "add", "dma_compute reduces with add only",
+               got=alu(self.reduce_op).name, error=KernelError)
+        expect(self.scales is None or all(float(x) == 1.0 for x in self.scales),
+               "dma_compute scales must be 1.0", got=self.scales, error=KernelError)
+        if oob_mode_of(self.oob_mode) is oob_mode.skip:
+            expect(self._rmw_source() is None, "a read-add-write dma_compute needs oob_mode=error",
+                   got="skip", error=KernelError)
+
+    def run(self, m) -> None:
+        rmw = self._rmw_source()
+        mask = self.mask
+        dynamic = next((v for v in (self.dst, *self.srcs) if v.dynamic), None)
+        if dynamic is not None and oob_mode_of(self.oob_mode) is oob_mode.skip:
+            mask = _in_bounds(m, dynamic, mask)
+        total = np.zeros(self.dst.shape, np.float32)
+        for i, v in enumerate(self.srcs):
+            if i != rmw:
+                values = m.read_f32(v, mask if v.shape == self.dst.shape else None)
+                total = total + np.ascontiguousarray(values).reshape(self.dst.shape)
+        if rmw is not None:
+            scatter_add(m, self.dst, total, mask)
+        else:
+            m.write(self.dst, total, mask)
 
 
 DEFAULT_AXES = {2: (1, 0), 3: (2, 1, 0), 4: (3, 1, 2, 0)}

@@ -73,6 +73,12 @@ def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engin
                         name=name), "nisa.dma_copy")
 
 
+def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
+    """dst = sum of srcs by the DMA engines (fp32); a source that is dst makes it a read-add-write."""
+    _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs), reduce_op=reduce_op, scales=scales,
+                           unique_indices=unique_indices, oob_mode=oob_mode, name=name), "nisa.dma_compute")
+
+
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
                   name=None):
     """dst = src with its axes permuted ((1,0), (2,1,0) or (3,1,2,0)) by DMA, into SBUF."""
