@@ -73,7 +73,7 @@ def test_oob_mode_skip_leaves_destination_untouched(rng):
         out = nl.ndarray((32, 8), dtype=nl.float32, buffer=nl.shared_hbm)
         idx = nl.load(rows)
         t = nl.full((32, 8), 5.0, dtype=nl.float32)
-        nisa.dma_copy(dst=t, src=table[idx, nl.arange(8)[None, :]], oob_mode=nisa.oob_mode.skip)
+        nisa.dma_copy(dst=t, src=table[idx, nl.arange(8)[None, :]], mode=nisa.oob_mode.skip)   # legacy alias
         nisa.dma_copy(dst=out, src=t)
         return out
 

@@ -129,7 +129,9 @@ def _tile(x, role: str, api: str):
 
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
              **kwargs):
-    """dst = src by DMA (HBM and/or SBUF), optionally accumulating (`dst_rmw_op=np.add`). Returns None."""
+    """dst = src by DMA (HBM and/or SBUF), optionally accumulating (`dst_rmw_op=np.add`). Returns None.
+    `mode=` is accepted for `oob_mode=` (the legacy docstring names it so, spec/isa.md C29)."""
+    oob_mode = kwargs.get("mode", oob_mode)
     _issue(_dma.DmaCopy(dst=dst, src=src, mask=mask, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode,
                         dge_mode=dge_mode), "nisa.dma_copy")
 
