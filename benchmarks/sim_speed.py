@@ -30,7 +30,7 @@ def add_chain(a):
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     acc = nl.load(a)
     for _ in nl.sequential_range(CHAIN):
-        acc = nl.add(acc, 1.0)
+        acc[...] = nl.add(acc, 1.0)
     nl.store(out, value=acc)
     return out
 

@@ -18,14 +18,16 @@ def gelu_mlp(xT, w1, w2):
     y = nl.ndarray((T, n_out), dtype=xT.dtype, buffer=nl.shared_hbm)
     for t in nl.affine_range(T // 128):
         # layer 1, produced transposed: hT[h, t] = sum_d w1[d, h] * xT[d, t], one 128-row block of H at a time
-        hT = [None] * (H // 128)                   # a list of on-chip tiles, one per hidden block
+        # one tile per hidden block, declared before the loop that fills it (tensors created inside a loop
+        # body are local to it in NKI)
+        hT = nl.ndarray((H // 128, nl.par_dim(128), 128), dtype=nl.bfloat16, buffer=nl.sbuf)
         for h in nl.affine_range(H // 128):
             acc = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
             for d in nl.affine_range(D // 128):
                 w_tile = nl.load(w1[d * 128:(d + 1) * 128, h * 128:(h + 1) * 128])
                 x_tile = nl.load(xT[d * 128:(d + 1) * 128, t * 128:(t + 1) * 128])
                 acc += nl.matmul(w_tile, x_tile, transpose_x=True)
-            hT[h] = nl.gelu(acc, dtype=nl.bfloat16)
+            hT[h] = nl.gelu(acc)
         # layer 2: y[t, o] = sum_h hT[h, t] * w2[h, o]
         for o in nl.affine_range(n_out // 512):
             out = nl.zeros((128, 512), nl.float32, buffer=nl.psum)

@@ -50,7 +50,7 @@ def test_reading_never_written_int_memory_gives_sentinel(rng):
 def overflows_sbuf(a):
     tiles = []
     for i in range(200):
-        tiles.append(nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf))   # 2 KiB/partition each
+        tiles.append(nl.zeros((128, 512), dtype=nl.float32, buffer=nl.sbuf))   # 2 KiB/partition each
     return a
 
 
@@ -61,7 +61,7 @@ def test_sbuf_overflow_raises_with_numbers_and_line(target, capacity):
     msg = str(exc.value)
     assert "SBUF overflow" in msg and "2048 bytes per partition needed" in msg
     assert str(capacity) in msg and target in msg
-    assert _last_frame(exc).line.startswith("tiles.append(nl.ndarray((128, 512), dtype=nl.float32")
+    assert _last_frame(exc).line.startswith("tiles.append(nl.zeros((128, 512), dtype=nl.float32")
 
 
 @nki.jit
@@ -74,6 +74,39 @@ def frees_as_it_goes(a):
         acc[...] = nl.add(acc, t)
     nl.store(out, value=acc)
     return out
+
+
+@nki.jit
+def rebinds_big_tiles(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), dtype=nl.float32)
+    for i in nl.affine_range(4):
+        big = nl.ndarray((128, 25000), dtype=nl.float32, buffer=nl.sbuf)  # 100 KB/partition: two never fit
+        big[:, 0:512] = nl.load(a)
+        acc[...] = nl.add(acc, big[:, 0:512])
+    nl.store(out, value=acc)
+    return out
+
+
+def test_a_tensor_gets_memory_when_first_used(rng):
+    """Rebinding `big` in a loop releases the previous one before the new one is first written, so the two
+    never need SBUF at the same time (as with a compiler's liveness-based allocation)."""
+    a = rng.standard_normal((128, 512), dtype=np.float32)
+    np.testing.assert_allclose(run_kernel(rebinds_big_tiles.func, (a,), target="trn1"), 4 * a, rtol=1e-6)
+
+
+def test_overflow_message_names_the_creation_line():
+    @nki.jit
+    def two_big(a):
+        first = nl.ndarray((128, 30000), dtype=nl.float32, buffer=nl.sbuf)
+        second = nl.ndarray((128, 30000), dtype=nl.float32, buffer=nl.sbuf)
+        first[...] = 1.0
+        second[...] = 2.0
+        return a
+    with pytest.raises(AllocationError) as exc:
+        run_kernel(two_big.func, (np.zeros((1, 1), np.float32),), target="trn1")
+    assert "created at test_foundation_behaviour.py" in str(exc.value)
+    assert _last_frame(exc).line == "second[...] = 2.0"
 
 
 def test_unreachable_tensors_are_freed(rng):

@@ -85,7 +85,7 @@ def add_four_times(a, b):
     acc = nl.load(a)
     small = nl.load(b)
     for _ in nl.sequential_range(4):
-        acc = nl.add(acc, small)
+        acc[...] = nl.add(acc, small)      # update in place: a tensor created in a loop body is local to it
     nl.store(out, value=acc)
     return out
 

@@ -79,7 +79,7 @@ class Storage:
     """
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "array", "placement", "name", "location",
-                 "is_kernel_arg", "written", "program", "matmul_written", "base", "__weakref__")
+                 "is_kernel_arg", "written", "program", "matmul_written", "base", "release", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -97,6 +97,7 @@ class Storage:
         self.program = program
         self.matmul_written = None   # PSUM only: per-element "last written by nc_matmul" flags
         self.base = None             # for reinterpreting views (`t.view(dtype)`): the storage owning the memory
+        self.release = None          # the finalizer that returns the address range to the allocator
 
     @property
     def size(self) -> int:
@@ -230,7 +231,11 @@ class Memory:
 
     def new_storage(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], name: str,
                     location: SourceLocation | None, fill=None, array=None,
-                    address: tuple[int, int] | None = None) -> Storage:
+                    address: tuple[int, int] | None = None, lazy: bool = False) -> Storage:
+        """Create a storage (poisoned unless `fill`). With `lazy`, an on-chip storage gets its address only
+        when an instruction first touches it (`place`), as a compiler allocates by liveness: in
+        `t = nl.ndarray(...)` inside a loop, the previous iteration's `t` is released before the new one is
+        used, so both never have to fit at once."""
         kind = region.kind
         shape = tuple(int(s) for s in shape)
         if any(s <= 0 for s in shape):
@@ -246,27 +251,51 @@ class Memory:
                                  expected=f"partition dim <= {pmax}", got=shape,
                                  code="err_num_partition_exceed_arch_limit",
                                  hint="split the tensor into tiles of at most 128 partitions")
-            nbytes = math.prod(shape[1:]) * dtype.itemsize
-        else:
-            nbytes = math.prod(shape) * dtype.itemsize
-        allocator = self.allocator(kind)
-        if address is not None:
-            partition, start = address
-            placement = Placement(int(partition), int(start))
-            release = None
-        else:
-            start = allocator.allocate(nbytes, name)
-            placement = Placement(0, start)
-            release = allocator.free
         if array is None and not self.shape_only:
             array = new_array(dtype, math.prod(shape), self.precise, fill)
         program = self.program if kind.is_on_chip or region is MemoryRegion.private_hbm else None
-        storage = Storage(region, dtype, shape, array, placement, name, location, program)
-        if release is not None:
-            weakref.finalize(storage, _release, release, start, self.emit, storage.id, kind)
+        storage = Storage(region, dtype, shape, array, None, name, location, program)
+        if address is not None:
+            partition, start = address
+            storage.placement = Placement(int(partition), int(start))
+            if self.emit is not None:
+                self.emit.allocated(storage, self.footprint(storage))
+        elif not (lazy and kind.is_on_chip):
+            self.place(storage)
+        return storage
+
+    @staticmethod
+    def footprint(storage: Storage) -> int:
+        """Bytes the storage occupies: per partition on chip, in total in HBM."""
+        return storage.row_elems * storage.dtype.itemsize
+
+    def place(self, storage: Storage, reclaim=None) -> None:
+        """Give `storage` an address range (released when the storage dies); raises AllocationError when
+        the memory is full even after `reclaim()` (a callback that may free ranges of tensors the kernel is
+        about to drop, returning True if it did)."""
+        kind = storage.kind
+        nbytes = self.footprint(storage)
+        where = f" (created at {storage.location})" if storage.location is not None else ""
+        allocator = self.allocator(kind)
+        try:
+            start = allocator.allocate(nbytes, f"{storage.name}{where}")
+        except AllocationError:
+            if reclaim is None or not reclaim(kind):
+                raise
+            start = allocator.allocate(nbytes, f"{storage.name}{where}")
+        storage.placement = Placement(0, start)
+        storage.release = weakref.finalize(storage, _release, allocator.free, start, self.emit, storage.id, kind)
         if self.emit is not None:
             self.emit.allocated(storage, nbytes)
-        return storage
+
+    @staticmethod
+    def release_early(storage: Storage) -> None:
+        """Return a storage's range now (it is dead though still referenced); if it is touched again it
+        simply gets a new range. Addresses only shape the event stream, never values."""
+        if storage.release is not None and storage.release.alive:
+            storage.release()
+        storage.placement = None
+        storage.release = None
 
 
 def _release(free, start, emit, storage_id, kind):

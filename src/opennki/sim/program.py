@@ -19,9 +19,12 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import dis
+import functools
 import itertools
+import sys
 
-from opennki.errors import KernelError, OpenNKIError, SourceLocation, user_location
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed)
 from opennki.machine.machine import Machine
@@ -161,7 +164,8 @@ class Program:
                                       expected=(storage.shape, storage.dtype), got=(shape, dtype))
                 return self.launch.tensor_type.root(storage)
         name = name or f"{region.name}_{shape}"
-        storage = self.memory.new_storage(region, dtype, shape, name, location, fill=fill, address=address)
+        storage = self.memory.new_storage(region, dtype, shape, name, location, fill=fill, address=address,
+                                          lazy=fill is None)
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             self.launch.shared.append(storage)
         return self.launch.tensor_type.root(storage)
@@ -185,7 +189,7 @@ class Program:
         """Check an instruction now and keep it pending until its result is consumed (module docstring)."""
         self.flush()
         location = user_location()
-        self._check(instr, location, api)
+        self._check(instr, location, api, result.storage)
         self.pending = Deferred(instr, result, location, api)
         return result
 
@@ -212,17 +216,57 @@ class Program:
         self._check(instr, location, api)
         self._run_and_emit(instr, location, api)
 
-    def _check(self, instr, location, api) -> None:
+    def _check(self, instr, location, api, unplaced=None) -> None:
+        """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
+        destination (a retargeted instruction writes elsewhere)."""
         try:
             instr.check(self)
             check_static_bounds(instr)
             for observer in self.observers:
                 observer.check(self, instr)
+            self._place_operands(instr, unplaced)
         except OpenNKIError as e:
             raise _located(e, instr, location, api)
 
+    def _place_operands(self, instr, unplaced=None) -> None:
+        """On-chip tensors get their addresses when an instruction first touches them (Memory.place)."""
+        for _, view, _ in instr.operands():
+            st = view.storage
+            if st.placement is None and st is not unplaced:
+                root = st.base or st
+                if root.placement is None:
+                    self.memory.place(root, self._reclaim)
+                st.placement = root.placement
+
+    def _reclaim(self, kind: MemoryKind) -> bool:
+        """Memory is full: free the tensor the current statement is about to overwrite by rebinding its
+        variable (`t = nl.zeros(...)` in a loop). Its last use is behind us, so a compiler's liveness analysis
+        would have reused its memory; Python only drops it after the right-hand side is evaluated."""
+        frame = user_frame()
+        name = pending_store_target(frame) if frame is not None else None
+        if name is None:
+            return False
+        old = _peek_variable(frame, name)
+        if isinstance(old, TensorView):
+            views = [old]
+        elif callable(getattr(old, "tiles", None)):      # block tensors: one storage per placement
+            views = list(old.tiles())
+        else:
+            return False
+        storages = {id(v.storage): v.storage for v in views if isinstance(v, TensorView)}.values()
+        freed = False
+        for st in storages:
+            if st.kind is kind and st.placement is not None:
+                Memory.release_early(st)
+                freed = True
+        return freed
+
     def _run_and_emit(self, instr, location, api) -> None:
         machine = self.machine
+        try:
+            self._place_operands(instr)
+        except OpenNKIError as e:
+            raise _located(e, instr, location, api)
         if not self.options.shape_only:
             try:
                 instr.run(machine)
@@ -246,6 +290,45 @@ class Program:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
                                    operands, instr.params(), mask, location, instr.name)
+
+
+_STORE_OPS = ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL")
+
+
+@functools.lru_cache(maxsize=1024)
+def _store_after_call(code) -> dict[int, str]:
+    """For each call in `code`, the variable its result is stored into, if it is stored straight away."""
+    out = {}
+    instructions = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    for call, nxt in zip(instructions, instructions[1:]):
+        if call.opname.startswith("CALL") and nxt.opname in _STORE_OPS:
+            for offset in range(call.offset, nxt.offset, 2):   # f_lasti may sit on the call's cache entries
+                out[offset] = nxt.argval
+    return out
+
+
+def pending_store_target(frame) -> str | None:
+    """The name the statement running in `frame` is about to assign the current call's result to."""
+    return _store_after_call(frame.f_code).get(frame.f_lasti)
+
+
+def _peek_variable(frame, name: str):
+    """The current value of variable `name` in a running frame. Before Python 3.13, `frame.f_locals` makes a
+    snapshot dict that stays attached to the frame and would keep every local's old value alive; it is
+    emptied again right away (the frame's real locals are untouched)."""
+    snapshot = frame.f_locals
+    try:
+        return snapshot.get(name, frame.f_globals.get(name))
+    finally:
+        if sys.version_info < (3, 13) and isinstance(snapshot, dict) and snapshot is not frame.f_globals:
+            snapshot.clear()
+
+
+def user_frame():
+    frame = sys._getframe(1)
+    while frame is not None and is_internal(frame.f_code.co_filename):
+        frame = frame.f_back
+    return frame
 
 
 def check_static_bounds(instr) -> None:
