@@ -62,7 +62,10 @@ def box_of(storage_shape: tuple[int, ...], strides: tuple[int, ...] | None, offs
 
 def _boxes_overlap(a, b) -> bool:
     (alo, ahi), (blo, bhi) = a, b
-    return all(x0 < y1 and y0 < x1 for x0, x1, y0, y1 in zip(alo, ahi, blo, bhi))
+    for d in range(len(alo)):
+        if alo[d] >= bhi[d] or blo[d] >= ahi[d]:
+            return False
+    return True
 
 
 class _Slot:

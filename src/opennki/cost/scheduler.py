@@ -34,12 +34,16 @@ from opennki.events import (AccessKind, Engine, InstructionExecuted, LaunchStart
 from opennki.hw import get_target
 
 
+_PE = Engine.TENSOR.value
+
+
 class _CoreState:
     """Timelines of one NeuronCore."""
 
     def __init__(self, dma_engines: int, dge_instances: int):
-        self.free: dict[Engine, float] = {}
-        self.last: dict[Engine, int] = {}
+        n = max(e.value for e in Engine) + 1
+        self.free = [0.0] * n                     # by Engine value (cheaper than hashing the enum)
+        self.last = [NO_PRODUCER] * n
         self.ls_free = 0.0
         self.ls_last = NO_PRODUCER
         self.mm_last_start = 0.0
@@ -186,21 +190,21 @@ class CostModel:
 
     def _place_engine(self, ev, cost, state, dep, index, engine) -> InstructionRecord:
         spec = engine_spec(self.hw, engine)
-        start, pred, stall, kind = self._gate(spec, state.free.get(engine, 0.0),
-                                              state.last.get(engine, NO_PRODUCER), dep)
+        e = engine._value_
+        start, pred, stall, kind = self._gate(spec, state.free[e], state.last[e], dep)
         duration = cost.busy_ns
         if cost.table is not None and engine is Engine.SCALAR and cost.table != state.act_table:
             duration += self.hw.cost.scalar.table_load_ns
             state.act_table = cost.table
         end = start + duration
-        state.free[engine] = end
-        state.last[engine] = index
+        state.free[e] = end
+        state.last[e] = index
         return InstructionRecord(index, ev, cost, Row.of(engine), start, end, pred, stall, kind)
 
     def _place_pe(self, ev, cost, state, dep, index) -> InstructionRecord:
         pe = self.hw.cost.tensor
-        mm_free = state.free.get(Engine.TENSOR, 0.0)
-        last = state.last.get(Engine.TENSOR, NO_PRODUCER)
+        mm_free = state.free[_PE]
+        last = state.last[_PE]
         start, pred, stall, kind = self._gate(pe, mm_free, last, dep)
         ls_start = ls_end = None
         if cost.is_transpose:
@@ -225,8 +229,8 @@ class CostModel:
             ramp = min(1.0, (start - state.ramp_origin) / pe.throttle_ramp_ns)
             duration /= pe.throttle_start_fraction + (1.0 - pe.throttle_start_fraction) * ramp
         end = start + duration
-        state.free[Engine.TENSOR] = end
-        state.last[Engine.TENSOR] = index
+        state.free[_PE] = end
+        state.last[_PE] = index
         state.mm_last_start, state.mm_last_end = start, end
         rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start, end, pred, stall, kind)
         rec.ls_start, rec.ls_end = ls_start, ls_end
@@ -266,19 +270,27 @@ class CostModel:
                        dma.engines - 1)
         n_engines = last - first + 1
         t_data = work.size_bytes / n_engines / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
-        start = end = None
-        placed: dict[int, tuple] = {}
-        for e in range(first, last + 1):
-            old = state.dma[e]
-            new = placed.get(id(old))
-            if new is None:
-                timeline, s, waited = old.reserved(data_ready, t_data, index)
-                new = placed[id(old)] = (timeline, s)
-                if waited != NO_PRODUCER and (end is None or s + t_data > end):
-                    pred = waited                    # this DMA engine's previous transfer gated it
-                start = s if start is None else min(start, s)
-                end = s + t_data if end is None else max(end, s + t_data)
-            state.dma[e] = new[0]
+        timelines = state.dma[first:last + 1]
+        if timelines.count(timelines[0]) == n_engines:      # the usual case: all share one timeline
+            timeline, start, waited = timelines[0].reserved(data_ready, t_data, index)
+            state.dma[first:last + 1] = [timeline] * n_engines
+            end = start + t_data
+            if waited != NO_PRODUCER:
+                pred = waited                        # the DMA engines' previous transfer gated it
+        else:
+            start = end = None
+            placed: dict[int, tuple] = {}
+            for e in range(first, last + 1):
+                old = state.dma[e]
+                new = placed.get(id(old))
+                if new is None:
+                    timeline, s, waited = old.reserved(data_ready, t_data, index)
+                    new = placed[id(old)] = (timeline, s)
+                    if waited != NO_PRODUCER and (end is None or s + t_data > end):
+                        pred = waited
+                    start = s if start is None else min(start, s)
+                    end = s + t_data if end is None else max(end, s + t_data)
+                state.dma[e] = new[0]
         hbm = work.hbm_read_bytes + work.hbm_write_bytes
         if hbm:
             occupancy = hbm / (hw.cost.hbm_bandwidth_bytes_per_ns * self.launch_cores)

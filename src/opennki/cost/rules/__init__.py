@@ -36,11 +36,11 @@ def rule_for(opcode: str) -> Rule | None:
     return RULES.get(opcode)
 
 
-_MEMO: dict[tuple, Cost] = {}
+_MEMO: dict[int, tuple[object, dict]] = {}     # id(hw) -> (hw, {signature: Cost}); hw held, so ids stay unique
 _MEMO_LIMIT = 4096
 
 
-def _signature(ev: InstructionExecuted, hw) -> tuple | None:
+def _signature(ev: InstructionExecuted) -> tuple | None:
     """What a rule can see of an event: equal signatures give equal costs (rules are pure). None when the
     event cannot be keyed (a legacy mask, run-time offsets, unhashable parameters)."""
     if ev.mask is not None:
@@ -50,10 +50,11 @@ def _signature(ev: InstructionExecuted, hw) -> tuple | None:
         if o.offsets is not None:
             return None
         r = o.region
-        ops.append((o.role, o.access, r.kind, r.partition_start, o.shape, o.dtype, o.itemsize, o.strides))
+        # enum members by id(): they are singletons, and hashing an Enum runs Python code
+        ops.append((o.role, id(o.access), id(r.kind), r.partition_start, o.shape, o.dtype, o.itemsize, o.strides))
     try:
         params = tuple(sorted(ev.params.items()))
-        key = (hw.name, id(hw), ev.opcode, ev.engine, tuple(ops), params)
+        key = (ev.opcode, id(ev.engine), tuple(ops), params)
         hash(key)
     except TypeError:
         return None
@@ -66,14 +67,18 @@ def cost_of(ev: InstructionExecuted, hw) -> Cost | None:
     rule = RULES.get(ev.opcode)
     if rule is None:
         return None
-    key = _signature(ev, hw)
+    key = _signature(ev)
     if key is None:
         return rule(ev, hw)
-    cost = _MEMO.get(key)
+    entry = _MEMO.get(id(hw))
+    if entry is None:
+        entry = _MEMO[id(hw)] = (hw, {})
+    memo = entry[1]
+    cost = memo.get(key)
     if cost is None:
-        if len(_MEMO) >= _MEMO_LIMIT:
-            _MEMO.clear()
-        cost = _MEMO[key] = rule(ev, hw)
+        if len(memo) >= _MEMO_LIMIT:
+            memo.clear()
+        cost = memo[key] = rule(ev, hw)
     return cost
 
 

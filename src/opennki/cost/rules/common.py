@@ -99,11 +99,20 @@ def param_name(ev: InstructionExecuted, key: str) -> str | None:
     return str(value).split(".")[-1].lower()
 
 
+_SPECS: dict[int, tuple] = {}
+
+
 def engine_spec(hw, engine: Engine):
     """The EngineCost record of a compute engine (Sync for anything without one)."""
-    c = hw.cost
-    return {Engine.VECTOR: c.vector, Engine.SCALAR: c.scalar, Engine.GPSIMD: c.gpsimd,
-            Engine.TENSOR: c.tensor}.get(engine, c.sync)
+    specs = _SPECS.get(id(hw))
+    if specs is None or specs[0] is not hw:
+        c = hw.cost
+        by_engine = [c.sync] * (max(e.value for e in Engine) + 1)
+        for e, spec in ((Engine.VECTOR, c.vector), (Engine.SCALAR, c.scalar), (Engine.GPSIMD, c.gpsimd),
+                        (Engine.TENSOR, c.tensor)):
+            by_engine[e.value] = spec
+        specs = _SPECS[id(hw)] = (hw, by_engine)
+    return specs[1][engine._value_]
 
 
 def schedulable_engine(engine: Engine) -> Engine:
