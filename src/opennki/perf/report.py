@@ -11,7 +11,7 @@ from __future__ import annotations
 import linecache
 from dataclasses import dataclass
 
-from opennki.cost.result import Row, format_bytes, format_time
+from opennki.cost.result import Row, format_bytes, format_time, location_key
 
 SMALL_DMA_BYTES = 2048          # hardware.md §6.3: >= 2 KiB per partition recommended, 4 KiB saturates
 STALL_SHARE = 0.05              # stalls / inefficient DMAs worth a hint: 5% of the latency
@@ -74,11 +74,18 @@ def hot_spots(result, top: int = 10) -> list[tuple[str, float, float, int, str]]
     return rows[:top]
 
 
-def _source(result, line: str) -> str:
+def _sources(result, lines) -> dict[str, str]:
+    """The source text of kernel lines (`file.py:N` keys), from the first record of each."""
+    wanted, out = set(lines), {}
     for rec in result.records:
-        if rec.location is not None and line.endswith(f":{rec.location.lineno}"):
-            return linecache.getline(rec.location.filename, rec.location.lineno).strip()
-    return ""
+        if rec.location is None:
+            continue
+        key = location_key(rec.location)
+        if key in wanted and key not in out:
+            out[key] = linecache.getline(rec.location.filename, rec.location.lineno).strip()
+            if len(out) == len(wanted):
+                break
+    return out
 
 
 def format_report(result, top: int = 10) -> str:
@@ -95,9 +102,11 @@ def format_report(result, top: int = 10) -> str:
         out.append(f"  {'DMA engines':<13} {100 * result.dma_utilization:5.1f}%  {bar}")
     out += ["", f"Hot spots (top {top} kernel lines by time on the critical path, then busy time):",
             f"  {'line':<28} {'critical':>11} {'busy':>11} {'instr':>7}  opcodes"]
-    for line, busy, critical, count, opcodes in hot_spots(result, top):
+    spots = hot_spots(result, top)
+    sources = _sources(result, [s[0] for s in spots])
+    for line, busy, critical, count, opcodes in spots:
         out.append(f"  {line:<28} {format_time(critical):>11} {format_time(busy):>11} {count:>7}  {opcodes}")
-        src = _source(result, line)
+        src = sources.get(line)
         if src:
             out.append(f"      {src}")
     found = hints(result)
