@@ -5,12 +5,15 @@ array of independent `(P, F...)` tiles (spec/language.md §3.2). Block dims were
 still work in the legacy generation, and the official samples (attention, pooling, every direct-allocation
 kernel) rely on them, so opennki supports them.
 
+With hardware-strict mode they raise `err_leading_dimension_of_tensor_must_be_partition`, the error the
+compilers that removed them give.
+
 A `BlockTensor` is not a tile: it must be indexed with an integer per block dim (`a[i]`, `a[i, i_p, i_f]`)
 before a compute API can use it (`err_failed_to_infer_tile_from_local_tensor` otherwise). Each logical block
 maps to a physical tile: with automatic allocation every block gets its own tile (one storage of shape
 `(P, n_blocks, F...)`, block b at free position b); with direct allocation (`nki.compiler`) the allocator
-object decides where each block lives, and blocks it places at the same (partition, address) share one
-physical tile (modulo allocation: `num_free_tiles=(2,)` makes blocks 0, 2, 4... one tile).
+object places every block when the tensor is declared, and blocks it places at the same (partition,
+address) share one physical tile (modulo allocation: `num_free_tiles=(2,)` makes blocks 0, 2, 4... one tile).
 """
 
 from __future__ import annotations
@@ -98,11 +101,7 @@ class BlockTensor:
         """Every distinct physical tile (for whole-tensor fills)."""
         seen, out = set(), []
         for flat in range(math.prod(self.blocks)):
-            index, rest = [], flat
-            for n in reversed(self.blocks):
-                index.append(rest % n)
-                rest //= n
-            tile = self._tile_of(tuple(reversed(index)))
+            tile = self._tile_of(_unflatten(self.blocks, flat))
             key = (id(tile.storage), tile.offset)
             if key not in seen:
                 seen.add(key)
@@ -152,6 +151,12 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
                               "not inside a loop", instruction=api, code="err_shared_hbm_must_in_kernel_level",
                               hint="create the output before the loop and write slices of it inside")
         return core.alloc(blocks + tile_shape, dtype, region, name)
+    if blocks and prog.options.hardware_strict:
+        raise KernelError(f"{api}: The leading dimension of SBUF/PSUM tensors must be the partition dimension "
+                          f"(block dimensions are deprecated; later compilers reject them). The tensor has shape "
+                          f"{blocks + tile_shape}", instruction=api,
+                          code="err_leading_dimension_of_tensor_must_be_partition",
+                          hint="use a list of tiles, or fold the block dims into the free dims")
     direct = buffer if hasattr(buffer, "placement") and not _forced_auto(prog) else None
     _check_allocation_mode(prog, direct is not None, api)
     if direct is not None and fill is not None:
@@ -214,17 +219,27 @@ def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
     allocator.install(prog)
     P = tile_shape[0]
     fbytes = math.prod(tile_shape[1:]) * dt.itemsize
-    placed: dict[tuple[int, int], tuple] = {}
     region = allocator.region
-
-    def tile_of(index):
+    label = name or f"{region.name}_direct"
+    placed: dict[tuple[int, int], object] = {}
+    tiles: dict[tuple[int, ...], object] = {}
+    # every logical block is placed now, where the tensor is declared (as the compiler does)
+    for flat in range(math.prod(blocks)):
+        index = _unflatten(blocks, flat)
         where = allocator.placement(index, P, fbytes, prog.hw, api)
-        found = placed.get(where)
-        if found is None:
-            label = name or f"{region.name}_direct"
-            found = placed[where] = (core.alloc(tile_shape, dt, region, label, address=where), index)
-        elif found[1] != index:
+        tile = placed.get(where)
+        if tile is None:
+            tile = placed[where] = core.alloc(tile_shape, dt, region, label, address=where)
+        else:
             # several logical blocks share this physical tile: dependencies are about logical blocks
-            dependencies.exempt(prog, found[0].storage)
-        return found[0]
-    return tile_of
+            dependencies.exempt(prog, tile.storage)
+        tiles[index] = tile
+    return tiles.__getitem__
+
+
+def _unflatten(shape, flat: int) -> tuple[int, ...]:
+    index = []
+    for n in reversed(shape):
+        index.append(flat % n)
+        flat //= n
+    return tuple(reversed(index))

@@ -1,8 +1,10 @@
-"""Language layer: loops and SPMD queries shared by both generations.
+"""Language layer: loops, `loop_reduce` and the SPMD queries shared by both generations.
 
-Loops are real iterators over Python ints (no tracing, no source rewriting): the kernel body runs once per
-iteration. They tell the running program which loop iteration is executing (for the loop events listeners
-see and for the race checker) and nothing else.
+Imports sim, instructions and language.core / dependencies. Loops are real iterators over Python ints (no
+tracing, no source rewriting): the kernel body runs once per iteration. They tell the running program which
+loop iteration is executing (`Program.loops`, for the loop events listeners see, the legacy affine_range
+dependency check and the loop-scope rule). `loop_reduce` reads, from the bytecode right after its call,
+which variable the kernel assigns the result to.
 """
 
 from __future__ import annotations
@@ -19,10 +21,43 @@ from opennki.language import core, dependencies
 from opennki.sim.program import active, current
 
 
-class LoopRange:
-    """`nl.affine_range` / `nl.sequential_range` / `nl.static_range`: range-like, iterating plain ints."""
+class LoopFrame:
+    """A loop running in a program (`Program.loops`, outermost first).
 
-    def __init__(self, kind: str, *args, **kwargs):
+    Attributes:
+        loop_id: launch-wide loop number (the loop events carry it too).
+        kind: `affine_range`, `sequential_range` or `static_range`.
+        iteration: the current iteration value.
+        location: the kernel line of the loop.
+        legacy: True for the legacy generation's loops, whose kinds carry semantics (independent affine
+            iterations, loop-local tensors); the new generation's are plain aliases of `range`.
+    """
+
+    __slots__ = ("loop_id", "kind", "iteration", "location", "legacy")
+
+    def __init__(self, loop_id, kind, location, legacy):
+        self.loop_id, self.kind, self.iteration, self.location, self.legacy = loop_id, kind, None, location, legacy
+
+    @property
+    def is_parallel(self) -> bool:
+        """Iterations must be independent (legacy affine_range)."""
+        return self.legacy and self.kind == "affine_range"
+
+    @property
+    def is_scope(self) -> bool:
+        """Tensors created in the body are local to it (legacy affine / sequential ranges; NKI unrolls
+        static_range while tracing)."""
+        return self.legacy and self.kind != "static_range"
+
+
+class LoopRange:
+    """`nl.affine_range` / `nl.sequential_range` / `nl.static_range`: range-like, iterating plain ints.
+
+    `legacy=True` gives the legacy generation's semantics: affine iterations are checked for output
+    dependencies (language/dependencies.py) and tensors created in a body are local to it
+    (language/rules.py). The new generation's iterators are deprecated aliases of `range`."""
+
+    def __init__(self, kind: str, *args, legacy: bool = False, **kwargs):
         if kwargs:
             extra = set(kwargs) - {"start", "stop", "step"}
             if extra:
@@ -38,6 +73,7 @@ class LoopRange:
         except TypeError:
             raise KernelError(f"nl.{kind} bounds must be integers known before the loop runs", got=args) from None
         self.kind = kind
+        self.legacy = legacy
         self.location = user_location()
 
     def __len__(self):
@@ -53,13 +89,13 @@ class LoopRange:
         listening = bool(sim.listeners)
         if listening:
             sim.emit(LoopStarted(loop_id, self.kind, len(self.range), self.location))
-        checker = dependencies.checker(prog) if self.kind == "affine_range" else None
-        frame = [loop_id, self.kind, None]
+        frame = LoopFrame(loop_id, self.kind, self.location, self.legacy)
+        checker = dependencies.checker(prog) if frame.is_parallel else None
         prog.loops.append(frame)
         try:
             for i in self.range:
                 prog.flush()    # the previous iteration's pending instruction belongs to that iteration
-                frame[2] = i
+                frame.iteration = i
                 if listening:
                     sim.emit(LoopIteration(loop_id, i))
                 yield i
@@ -76,17 +112,17 @@ class LoopRange:
 
 
 def affine_range(*args, **kwargs) -> LoopRange:
-    """Parallel loop: iterations must not depend on each other except through associative accumulation."""
+    """New generation: a deprecated alias of `range` (the legacy semantics live in legacy/language.py)."""
     return LoopRange("affine_range", *args, **kwargs)
 
 
 def sequential_range(*args, **kwargs) -> LoopRange:
-    """Sequential loop: loop-carried dependencies allowed."""
+    """New generation: a deprecated alias of `range`."""
     return LoopRange("sequential_range", *args, **kwargs)
 
 
 def static_range(*args, **kwargs) -> LoopRange:
-    """Fully unrolled loop (the loop variable is a Python int)."""
+    """New generation: a deprecated alias of `range`."""
     return LoopRange("static_range", *args, **kwargs)
 
 

@@ -25,6 +25,7 @@ from opennki.instructions.scalar import Activation
 from opennki.instructions.tensor_engine import NcMatmul, NcTranspose
 from opennki.instructions.vector import (Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor,
                                          normalize_axes, reduced_shape)
+from opennki.language import rules
 from opennki.machine.dtypes import DataType, dtype_of, float32, promote, scalar_dtype
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
@@ -76,8 +77,11 @@ def normalize_shape(shape) -> tuple[int, ...]:
 def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None) -> TensorView:
     """A new tensor in `buffer` (poisoned unless `fill`)."""
     prog = current("nl.ndarray")
-    return prog.new_tensor(region_of(buffer), normalize_shape(shape), dtype_of(dtype), name or None,
-                           fill=fill, address=address)
+    t = prog.new_tensor(region_of(buffer), normalize_shape(shape), dtype_of(dtype), name or None, fill=fill,
+                        address=address)
+    if prog.loops:
+        rules.record_scope(prog, t)
+    return t
 
 
 def require_tile(x, role: str, api: str) -> None:

@@ -100,7 +100,7 @@ class OutputDependencyChecker(Observer):
         self.writes.pop(loop_id, None)
 
     def executed(self, prog, instr, location) -> None:
-        frames = [(loop_id, i) for loop_id, kind, i in prog.loops if kind == "affine_range"]
+        frames = [(f.loop_id, f.iteration) for f in prog.loops if f.is_parallel]
         if not frames:
             return
         for _, view, access in instr.operands():

@@ -130,6 +130,11 @@ class NkiTensor(TensorView):
     __hash__ = object.__hash__
 
     def __bool__(self):
+        if self.size == 1:
+            # one element: a run-time value, which kernel control flow cannot depend on (legacy NKI)
+            raise KernelError("control flow cannot depend on a tensor's run-time value",
+                              code="err_dynamic_control_flow_not_supported",
+                              hint="compute both outcomes and select with nl.where, or use mask=")
         raise KernelError("Cannot evaluate truth value of a multi-element tensor/array.",
                           code="err_ambiguous_tensor_truth_value",
                           hint="control flow cannot depend on tensor values; use masks or nl.where")

@@ -15,8 +15,7 @@ import numpy as np
 from opennki.language import collectives, composites, core, debug, movement, rng
 from opennki.language.blocks import create, par_dim
 from opennki.language.constants import tile_size
-from opennki.language.control import (affine_range, loop_reduce, num_programs, program_id, program_ndim,
-                                      sequential_range, static_range)
+from opennki.language.control import LoopRange, loop_reduce, num_programs, program_id, program_ndim
 from opennki.language.spmd import nc, spmd_dim
 from opennki.language.tokens import NlOp
 from opennki.legacy import typing as _typing  # noqa: F401  (registers the parameter rules)
@@ -42,6 +41,26 @@ psum = MemoryRegion.psum
 hbm = MemoryRegion.private_hbm
 private_hbm = MemoryRegion.private_hbm
 shared_hbm = MemoryRegion.shared_hbm
+
+
+# ---------------------------------------------------------------------------------------------- loops
+
+def affine_range(*args, **kwargs) -> LoopRange:
+    """Parallel loop: iterations must be independent, except associative accumulation into a tensor created
+    before the loop (`acc += ...`, PSUM matmul accumulation, `nl.loop_reduce`); two iterations writing the
+    same location raise err_unexpected_output_dependencies. Tensors created in the body are local to it."""
+    return LoopRange("affine_range", *args, legacy=True, **kwargs)
+
+
+def sequential_range(*args, **kwargs) -> LoopRange:
+    """Sequential loop: loop-carried dependencies are allowed and respected. Tensors created in the body
+    are local to it."""
+    return LoopRange("sequential_range", *args, legacy=True, **kwargs)
+
+
+def static_range(*args, **kwargs) -> LoopRange:
+    """Fully unrolled loop (NKI unrolls it while tracing; the loop variable is a Python int)."""
+    return LoopRange("static_range", *args, legacy=True, **kwargs)
 
 
 # --------------------------------------------------------------------------------------------- creation

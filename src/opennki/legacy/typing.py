@@ -16,6 +16,10 @@ which they write. So opennki applies the rule to kernels that return a value (re
 bytecode) and either run as the legacy generation (`Simulator.launch(generation="legacy")`) or use `nt`
 annotations; a write into such a parameter raises at the writing instruction's kernel line.
 
+An old-convention kernel of the legacy generation (it returns nothing) must write at least one of its
+parameters, its output (`err_tensor_output_not_written_to`); which parameter is the output is not marked, so
+a kernel writing none of them is what can be detected.
+
 Local variable annotations (`x: nt.tensor[128, 512] = nl.load(...)`) are never evaluated by Python inside a
 function (PEP 526), so an eager simulator cannot see them; only parameter annotations are checked (use
 `tile.assert_shape(...)` for a run-time check of a local).
@@ -99,10 +103,12 @@ def returns_value(code) -> bool:
 class ParameterRules(Observer):
     """The mutability rules for one program (module docstring)."""
 
-    def __init__(self, mutable: set[str], immutable: set[str], location: SourceLocation | None):
+    def __init__(self, mutable: set[str], immutable: set[str], location: SourceLocation | None,
+                 old_convention: bool = False):
         self.mutable = mutable
         self.immutable = immutable
         self.location = location
+        self.old_convention = old_convention
         self.written: set[str] = set()
 
     @staticmethod
@@ -124,12 +130,16 @@ class ParameterRules(Observer):
                                   "update it in place (and return it)",
                                   code="err_cannot_update_immutable_parameter",
                                   hint="or write the result into a new nl.shared_hbm tensor and return that")
-            if name in self.mutable:
-                self.written.add(name)
+            self.written.add(name)
 
     def finished(self, prog, result) -> None:
+        if self.old_convention and not self.written:
+            raise KernelError("the kernel returns nothing and writes none of its parameters: its output "
+                              "parameter is never written", code="err_tensor_output_not_written_to",
+                              location=self.location, hint="write the output parameter, or allocate the output "
+                              "with nl.ndarray(..., buffer=nl.shared_hbm) and return it")
         returned = {self._param(v) for v in _tensors(result)}
-        missing = sorted(self.written - returned)
+        missing = sorted((self.written & self.mutable) - returned)
         if missing:
             raise KernelError(f"Mutable kernel parameter not returned by `return` statement: {missing}",
                               code="err_mutable_parameter_not_returned", location=self.location,
@@ -150,13 +160,12 @@ def _install(prog) -> None:
         launch.shared_state["parameter_rules"] = _rules_of(launch)
     rules = launch.shared_state["parameter_rules"]
     if rules is not None:
-        mutable, immutable, location = rules
-        prog.observers.append(ParameterRules(mutable, immutable, location))
+        prog.observers.append(ParameterRules(*rules))
 
 
 def _rules_of(launch):
-    """(mutable, immutable, location) for the launch's kernel, or None when no rule applies; checks the
-    annotated argument shapes."""
+    """(mutable, immutable, location, old_convention) for the launch's kernel, or None when no rule applies;
+    checks the annotated argument shapes."""
     fn = inspect.unwrap(launch.fn) if launch.fn is not None else None
     code = getattr(fn, "__code__", None)
     if code is None:
@@ -186,11 +195,13 @@ def _rules_of(launch):
                 raise KernelError(f"argument '{name}' does not match its annotation nt.tensor{list(shape)}",
                                   expected=shape, got=got, code="err_annotation_shape_mismatch",
                                   location=location)
-    if not (uses_nt or launch.generation == "legacy") or not returns_value(code):
-        immutable = set()
-    else:
-        immutable = {n for n in signature.parameters if n not in mutable}
-    return (mutable, immutable, location) if immutable or mutable else None
+    legacy_rules = uses_nt or launch.generation == "legacy"
+    returns = returns_value(code)
+    immutable = {n for n in signature.parameters if n not in mutable} if legacy_rules and returns else set()
+    old_convention = launch.generation == "legacy" and not returns and bool(signature.parameters)
+    if immutable or mutable or old_convention:
+        return mutable, immutable, location, old_convention
+    return None
 
 
 PROGRAM_SETUP.append(_install)

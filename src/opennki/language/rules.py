@@ -1,0 +1,74 @@
+"""Language layer: legacy language rules checked on every instruction: masks must be compile-time affine
+predicates, and tensors created inside a loop stay inside it.
+
+Imports sim (Observer, PROGRAM_SETUP) and machine (index, tensor). Installed for every program; both rules
+only concern the legacy generation's `mask=` and loops, so new-generation kernels never trigger them.
+
+* `err_unsupported_expression_in_mask`: a `mask=` must be a comparison of affine index expressions
+  (`nl.arange`, loop variables, `program_id`, joined with `&`); a predicate built from `%` / `//`
+  (`NonAffineIndex`) or a run-time tile is rejected (spec/language.md §8.4).
+* `err_local_variable_used_out_of_scope`: a tensor created inside an `affine_range` / `sequential_range`
+  loop body is local to that body (spec/language.md §8.9); using it after the loop finished is an error.
+  `core.alloc` records the loops running when a tensor is created (`record_scope`). Python `if` blocks,
+  which NKI scopes too, leave no trace in an eager run and are not checked; nor are `static_range` loops,
+  which NKI unrolls while tracing.
+"""
+
+from __future__ import annotations
+
+from opennki.errors import KernelError
+from opennki.machine.index import Predicate
+from opennki.machine.tensor import TensorView
+from opennki.sim.program import PROGRAM_SETUP, Observer
+
+STATE = "opennki.language.rules"
+
+
+class LanguageRules(Observer):
+    """The per-program checker of the module's rules."""
+
+    def __init__(self):
+        self.scopes: dict[int, tuple[int, int, object]] = {}   # storage id -> (loop id, lineno, name)
+
+    def check(self, prog, instr) -> None:
+        mask = instr.mask
+        if mask is not None:
+            if isinstance(mask, TensorView) or (isinstance(mask, Predicate) and not mask.affine):
+                raise KernelError("a mask must be a compile-time comparison of affine index expressions "
+                                  "(nl.arange / loop variables / program_id, joined with &)",
+                                  code="err_unsupported_expression_in_mask",
+                                  hint="% and // or run-time values cannot be masks; restructure the index or "
+                                       "use nl.where")
+        if not self.scopes:
+            return
+        running = {frame.loop_id for frame in prog.loops}
+        for _, view, _ in instr.operands():
+            scope = self.scopes.get(view.storage.id)
+            if scope is not None and scope[0] not in running:
+                raise KernelError(f"Local variable '{scope[2]}' is referenced outside of its parent scope: it "
+                                  f"was created inside the loop at line {scope[1]}, which has finished",
+                                  code="err_local_variable_used_out_of_scope",
+                                  hint="declare the tensor before the loop and assign it with t[...] = ...")
+
+
+def rules(prog) -> LanguageRules:
+    return prog.state[STATE]
+
+
+def record_scope(prog, view) -> None:
+    """Remember that the tensor `view` was created inside the innermost running scoped loop."""
+    for frame in reversed(prog.loops):
+        if frame.is_scope:
+            line = frame.location.lineno if frame.location is not None else "?"
+            rules(prog).scopes[view.storage.id] = (frame.loop_id, line, view.name)
+            return
+
+
+def _install(prog) -> None:
+    checker = prog.state[STATE] = LanguageRules()
+    prog.observers.append(checker)
+
+
+PROGRAM_SETUP.append(_install)
+
+__all__ = ["LanguageRules", "record_scope"]
