@@ -67,3 +67,9 @@ def test_existing_hardware_fields_still_work():
     assert TRN2.memory.sbuf_bytes_per_partition == 224 * 1024 and TRN3.tiles.matmul_moving_max_bf16 == 8192
     bare = dataclasses.replace(TRN2, cost=None)
     assert bare.cost is None and bare.memory is TRN2.memory
+
+
+def test_a_target_without_cost_parameters_cannot_be_estimated():
+    from opennki.cost import CostModel
+    with pytest.raises(ValueError, match="no cost parameters"):
+        CostModel(dataclasses.replace(TRN2, cost=None))

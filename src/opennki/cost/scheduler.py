@@ -6,19 +6,22 @@ Imports events, hw, and the cost layer's rules and dependency tracker. It never 
     start = max(engine free, producers done + dependency overhead)
 
 on its core's in-order engine queue (Tensor, Vector, Scalar, GpSimd, Sync), dependencies coming from the
-memory regions it reads and writes (`AccessTracker`). The Tensor Engine runs LoadStationary and
-MultiplyMoving as two overlapping pipes (the next LoadStationary may start once the current MultiplyMoving
-has started; it is skipped when the same stationary tile is still loaded), with dI/dt throttling after idle
-stretches; matmuls accumulating into one PSUM tile follow each other without semaphore waits, and a zero-fill of a
-PSUM tile that matmuls then accumulate into costs nothing (it is the group's first-write flag, as NKI's
-compiler folds `nl.zeros(..., buffer=nl.psum)`). A DMA is
-issued on its queue in order (so a DMA that waits for its buffer blocks the DMAs queued behind it; loads,
-stores and on-chip copies use separate queues, as the compiler spreads them), costs its trigger engine a
-few cycles,
-optionally passes a hardware DGE, waits the fixed DMA latency, then moves its bytes on the DMA engines that
-own its partitions, capped by the HBM bandwidth shared by the launch's cores. Programs of an SPMD grid on
-one core queue up behind each other on the same engines; programs on different cores (LNC=2) run in
-parallel. The result is a `CostResult`.
+memory regions it reads and writes (`AccessTracker`).
+
+* Tensor Engine: LoadStationary and MultiplyMoving are two overlapping pipes (the next LoadStationary may
+  start once the current MultiplyMoving has; it is skipped while the same stationary tile is loaded), with
+  dI/dt throttling after idle stretches. Matmuls accumulating into one PSUM tile follow each other without
+  semaphore waits, and a zero-fill of a PSUM tile that matmuls then accumulate into costs nothing: it is the
+  group's first-write flag, as NKI's compiler folds `nl.zeros(..., buffer=nl.psum)`.
+* DMA: issued in order on its queue (a DMA that waits for its buffer blocks the ones queued behind it;
+  loads, stores and on-chip copies use separate queues, as the compiler spreads them), a few cycles of its
+  trigger engine, optionally a hardware DGE, the fixed DMA latency, then its bytes on the DMA engines that
+  own its partitions (backfilling idle gaps, as engines serve their queues round-robin), capped by the HBM
+  bandwidth the launch's cores share.
+* Programs of an SPMD grid on one core queue up behind each other on the same engines; programs on
+  different cores (LNC=2) run in parallel.
+
+The result is a `CostResult`.
 """
 
 from __future__ import annotations
@@ -45,7 +48,6 @@ class _CoreState:
         self.free = [0.0] * n                     # by Engine value (cheaper than hashing the enum)
         self.last = [NO_PRODUCER] * n
         self.ls_free = 0.0
-        self.ls_last = NO_PRODUCER
         self.mm_last_start = 0.0
         self.mm_last_end = None
         self.ramp_origin = 0.0
@@ -69,21 +71,24 @@ class CostModel:
     def __init__(self, target=None, *, keep_instructions: bool = True):
         self._target = target
         self.keep_instructions = keep_instructions
-        self.hw = get_target(target) if target is not None else None
-        self._reset()
+        self.hw = None
+        self.result_ = None
+        self.program_core: dict[tuple, int] = {}
+        self._start(get_target(target) if target is not None else None)
 
-    def _reset(self) -> None:
+    def _start(self, hw, kernel: str = "kernel", grid=(), cores: int = 1) -> None:
+        """Fresh timelines for a launch on `hw`."""
+        if hw is not None and hw.cost is None:
+            raise ValueError(f"target {hw.name} has no cost parameters (HwConfig.cost); it cannot be estimated")
+        self.hw = hw
         self.cores: dict[int, _CoreState] = {}
         self.deps = AccessTracker()
-        self.program_core: dict[tuple, int] = {}
         self.hbm = Timeline()
         self.pending_fills: dict[int, InstructionExecuted] = {}
-        self.launch_cores = 1
-        self.kernel_name = "kernel"
-        self.grid: tuple[int, ...] = ()
-        self.result_ = None
-        if self.hw is not None:
-            self.result_ = CostResult(self.hw, keep_instructions=self.keep_instructions)
+        self.launch_cores = max(1, cores)
+        if hw is not None:
+            self.result_ = CostResult(hw, keep_instructions=self.keep_instructions, kernel=kernel, grid=grid,
+                                      cores=self.launch_cores)
 
     # -- listener entry point -------------------------------------------------------------------------
     def on_event(self, ev) -> None:
@@ -104,15 +109,8 @@ class CostModel:
             self.deps.program_finished(ev.program)
             self.result_.programs += 1
         elif isinstance(ev, LaunchStarted):
-            if self._target is None:
-                self.hw = get_target(ev.target)
-            self.cores = {}
-            self.deps = AccessTracker()
-            self.hbm = Timeline()
-            self.pending_fills = {}
-            self.launch_cores = max(1, ev.cores)
-            self.result_ = CostResult(self.hw, keep_instructions=self.keep_instructions, kernel=ev.kernel,
-                                      grid=ev.grid, cores=self.launch_cores)
+            hw = get_target(ev.target) if self._target is None else self.hw
+            self._start(hw, ev.kernel, ev.grid, ev.cores)
 
     def result(self) -> CostResult:
         if self.result_ is None:
@@ -131,9 +129,8 @@ class CostModel:
         return state
 
     def _instruction(self, ev: InstructionExecuted) -> None:
-        if self.hw is None:
-            self.hw = get_target(None)
-            self.result_ = CostResult(self.hw, keep_instructions=self.keep_instructions)
+        if self.hw is None:                      # events without a LaunchStarted: the default target
+            self._start(get_target(None))
         if self.pending_fills:
             self._settle_fills(ev)
         if _is_psum_zero_fill(ev):
