@@ -97,3 +97,11 @@ def test_write_profile_for_tools(tmp_path):
     r = estimate(K.scale_fresh, (spec((256, 512)),), target="trn1")
     paths = write_profile(r, str(tmp_path / "out"))
     assert all(os.path.exists(p) for p in paths) and len(paths) == 4
+
+
+def test_baremetal_save_trace_name_writes_the_models_trace(a, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    out = nki.baremetal(save_trace_name="run.ntff")(K.scale_fresh)(a)
+    np.testing.assert_allclose(out, a * 3.0, rtol=1e-6)          # baremetal still computes
+    trace = json.loads((tmp_path / "run.trace.json").read_text())
+    assert any(e.get("name") == "tensor_scalar" for e in trace["traceEvents"])

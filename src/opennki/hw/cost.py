@@ -40,9 +40,9 @@ class EngineCost:
     """
 
     clock_ghz: float
-    min_ii_cycles: int = 64
-    dependency_overhead_cycles: int = 100
-    elems_per_cycle: float = 1.0
+    min_ii_cycles: int = 64                  # hardware.md §5.1 MIN_II "roughly 64 engine cycles"
+    dependency_overhead_cycles: int = 100    # hardware.md §5.1 "+100 engine cycles"
+    elems_per_cycle: float = 1.0             # hardware.md §5.1 "~N cycles" for N elements per partition
 
     def __post_init__(self):
         _positive(type(self).__name__, clock_ghz=self.clock_ghz, elems_per_cycle=self.elems_per_cycle)
@@ -102,7 +102,7 @@ class ScalarCost(EngineCost):
         fast_dtypes: dtypes that qualify for copy_fast_factor.
     """
 
-    read_accumulator_cycles: int = 64
+    read_accumulator_cycles: int = 64        # hardware.md §5.4 ActReadAccumulator ~64 cycles
     table_load_ns: float = 0.0
     tableless_functions: tuple[str, ...] = ("copy", "identity", "bypass")
     copy_fast_factor: float = 1.0
@@ -125,9 +125,9 @@ class GpSimdCost(EngineCost):
         lane_bits: bits per partition per cycle (so 16-bit data moves 2 and 8-bit data 4 elements).
     """
 
-    start_cycles: int = 150
-    min_ii_dynamic_cycles: int = 600
-    lane_bits: int = 32
+    start_cycles: int = 150                  # hardware.md §5.1 GPSIMD_START
+    min_ii_dynamic_cycles: int = 600         # hardware.md §5.1 MIN_II_DYNAMIC
+    lane_bits: int = 32                      # hardware.md §5.4: 32 bits per partition per cycle
 
     def __post_init__(self):
         super().__post_init__()
@@ -162,11 +162,11 @@ class TensorEngineCost:
     """
 
     clock_ghz: float
-    rows: int = 128
+    rows: int = 128                          # hardware.md §4: 128 x 128 systolic array
     columns: int = 128
-    mm_init_cycles: int = 64
-    fp32_factor: float = 4.0
-    load_stationary_speedup: float = 4.0
+    mm_init_cycles: int = 64                 # hardware.md §4 MM_INIT_LATENCY
+    fp32_factor: float = 4.0                 # hardware.md §4 fp32 ~4x bf16
+    load_stationary_speedup: float = 4.0     # hardware.md §4 LoadStationary up to 4x faster
     double_row_factor: float | None = None
     mx_factor: float | None = None
     transpose_fp32_factor: float = 4.0
@@ -217,15 +217,15 @@ class DmaCost:
         rmw_efficiency: throughput of a read-modify-write (accumulating) DMA relative to a copy.
     """
 
-    engines: int = 16
-    queues_per_engine: int = 16
-    partitions_per_engine: int = 8
+    engines: int = 16                        # hardware.md §6.1: 16 DMA engines per NeuronCore
+    queues_per_engine: int = 16              # hardware.md §6.1
+    partitions_per_engine: int = 8           # hardware.md §6.1: 128 / 16
     engine_bandwidth_bytes_per_ns: float
     fixed_latency_ns: float
     efficiency_curve: tuple[tuple[int, float], ...]
-    trigger_cycles: int = 64
+    trigger_cycles: int = 64                 # [GAP] choice: one MIN_II of the triggering sequencer
     hwdge_issue_ns: float | None = None
-    dge_instances: int = 2
+    dge_instances: int = 2                   # hardware.md §6.1: 2 hardware DGE instances per NC
     transpose_hbm_efficiency: float = 1.0
     transpose_sbuf_efficiency: float = 1.0
     rmw_efficiency: float = 0.5
