@@ -26,7 +26,7 @@ import numpy as np
 
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
-from opennki.machine.index import mask_array
+from opennki.machine.machine import Machine
 from opennki.machine.tensor import TensorView
 
 REGISTRY: dict[str, type["Instruction"]] = {}
@@ -218,25 +218,11 @@ def check_dtype(t, role: str, names, what: str = "") -> None:
            got=t.dtype.name, error=DtypeError)
 
 
-def active_mask(view: TensorView, mask) -> np.ndarray | None:
-    """The boolean [view.shape] array of elements an instruction's `mask=` (and the operand's own mask)
-    switches on, or None for all of them. A mask that cannot be laid over this operand applies to none
-    of its elements individually (None): it then only restricts what the instruction writes."""
-    try:
-        m = mask_array(mask, view.shape) if mask is not None else None
-    except ShapeError:
-        m = None
-    if view.mask is not None:
-        own = mask_array(view.mask, view.shape)
-        m = own if m is None else (m & own)
-    return None if m is None else np.broadcast_to(m, view.shape)
-
-
 def read_operand(m, view: TensorView, dst: TensorView, mask, *, raw: bool = False) -> np.ndarray:
     """A [P, F] input of an instruction (fp32, or stored values if `raw`), read under the instruction's
     mask where the mask can be laid over it: masked-off elements are not read (no bounds error for them;
     they come back as poison and must not be written)."""
-    active = active_mask(view, mask) if mask is not None else None
+    active = Machine.effective_mask(view, mask) if mask is not None else None
     values = m.read(view, active) if raw else m.read_f32(view, active)
     return flat(values)
 

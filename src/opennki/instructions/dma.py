@@ -15,11 +15,11 @@ import numpy as np
 
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_nc_version, instruction,
-                                       operand)
+from opennki.instructions.base import READ, WRITE, Instruction, check_nc_version, instruction, operand
 from opennki.instructions.enums import dge_mode, dge_mode_of, oob_mode, oob_mode_of
 from opennki.instructions.ops import alu
 from opennki.machine.dtypes import to_float32
+from opennki.machine.machine import Machine
 
 _DMA_MEMORIES = (MemoryKind.HBM, MemoryKind.SBUF)
 
@@ -119,7 +119,7 @@ def scatter_add(m, dst, values: np.ndarray, mask=None) -> None:
     (duplicate run-time indices) is summed, and the destination is rounded once."""
     current = m.read_f32(dst, mask)
     offsets = dst.flat_offsets(m._dynamic_values(dst) if dst.dynamic else None)
-    active = active_mask(dst, mask)
+    active = Machine.effective_mask(dst, mask)
     on = np.ones(dst.shape, bool) if active is None else active
     unique, inverse = np.unique(offsets[on], return_inverse=True)
     sums = np.zeros(unique.size, np.float32)
@@ -269,7 +269,7 @@ class DmaTranspose(Instruction):
     def run(self, m) -> None:
         axes = self.permutation()
         inverse = tuple(int(a) for a in np.argsort(axes))
-        dst_active = active_mask(self.dst, self.mask)
+        dst_active = Machine.effective_mask(self.dst, self.mask)
         src_mask = None if dst_active is None else np.transpose(dst_active, inverse)
         if oob_mode_of(self.oob_mode) is oob_mode.skip and self.src.dynamic:
             src_mask = _in_bounds(m, self.src, src_mask)

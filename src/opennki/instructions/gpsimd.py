@@ -9,15 +9,26 @@ from __future__ import annotations
 
 import numpy as np
 
-from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, OutOfBoundsError,
-                            expect)
+from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, OutOfBoundsError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_dtype, check_nc_version,
-                                       check_on_chip, check_partitions, check_same_partitions, flat, instruction,
-                                       operand, read_operand)
+from opennki.instructions.base import (
+    READ,
+    WRITE,
+    Instruction,
+    check_dtype,
+    check_nc_version,
+    check_on_chip,
+    check_partitions,
+    check_same_partitions,
+    flat,
+    instruction,
+    operand,
+    read_operand,
+)
 from opennki.instructions.ops import alu, op_name
 from opennki.instructions.vector import check_elementwise
 from opennki.machine.index import mask_array
+from opennki.machine.machine import Machine
 
 _CORE_PARTITIONS = 16
 _ELEMS_PER_INDEX = (1, 2, 4, 8, 16, 32)
@@ -122,7 +133,7 @@ class AffineSelect(Instruction):
             vals = pattern_values(self.dst.shape[0], self.pattern, self.offset, self.channel_multiplier)
             vals = vals.astype(np.int32)
             keep = (alu(self.cmp_op).fn(vals, np.int32(0)) != 0).reshape(self.dst.shape)
-        active = active_mask(self.dst, self.mask)
+        active = Machine.effective_mask(self.dst, self.mask)
         on, off = (keep, ~keep) if active is None else (keep & active, ~keep & active)
         same = self.on_true_tile.dtype is self.dst.dtype
         x = read_operand(m, self.on_true_tile, self.dst, self.mask, raw=same)
@@ -267,7 +278,7 @@ class NcNGather(Instruction):
     def run(self, m) -> None:
         d = flat(m.read(self.data))
         idx = read_operand(m, self.indices, self.dst, self.mask, raw=True).astype(np.int64)
-        active = active_mask(self.dst, self.mask)
+        active = Machine.effective_mask(self.dst, self.mask)
         check_idx = idx if active is None else idx[flat(active)]
         if check_idx.size and (check_idx.min() < 0 or check_idx.max() >= d.shape[1]):
             raise OutOfBoundsError("nc_n_gather index out of range", expected=f"[0, {d.shape[1] - 1}]",

@@ -13,12 +13,24 @@ import numpy as np
 from opennki.errors import DtypeError, KernelError, expect
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
-from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_column, check_nc_version,
-                                       check_on_chip, check_same_partitions, column, instruction, is_tensor, operand,
-                                       read_operand)
+from opennki.instructions.base import (
+    READ,
+    WRITE,
+    Instruction,
+    check_column,
+    check_nc_version,
+    check_on_chip,
+    check_same_partitions,
+    column,
+    instruction,
+    is_tensor,
+    operand,
+    read_operand,
+)
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.ops import activation_fn, alu, evaluate
 from opennki.instructions.vector import check_elementwise
+from opennki.machine.machine import Machine
 
 _BIAS_DTYPES = ("float32", "float16", "bfloat16")
 
@@ -95,7 +107,7 @@ class Activation(Instruction):
             pre = pre + column(m, self.bias, P)
         y = evaluate(activation_fn(self.op), pre)
         cmd = acc.check_reduce_cmd(self.reduce_cmd, self.allowed_cmds, self.opcode)
-        active = active_mask(self.dst, self.mask)
+        active = Machine.effective_mask(self.dst, self.mask)
         contribution = acc.partial(alu("add"), y, active) if cmd in acc.FOLDING else None
         acc.step(m.act_acc, P, cmd, alu("add"), contribution, reset_value=0.0, idle_clobbers=False,
                  lanes=acc.lanes_of(active))
@@ -103,7 +115,7 @@ class Activation(Instruction):
         m.write(self.dst, y.reshape(self.dst.shape), self.mask)
         if self.reduce_res is not None:
             m.write(self.reduce_res, m.act_acc[:P].reshape(self.reduce_res.shape).copy(),
-                    active_mask(self.reduce_res, self.mask))
+                    Machine.effective_mask(self.reduce_res, self.mask))
 
 
 @instruction
@@ -201,11 +213,11 @@ class Activate2(Instruction):
             y = evaluate(fn, v)
         cmd = acc.check_reduce_cmd(self.reduce_cmd, Activation.allowed_cmds, self.opcode)
         rop = alu(self.reduce_op if self.reduce_op is not None else "add")
-        active = active_mask(self.dst, self.mask)
+        active = Machine.effective_mask(self.dst, self.mask)
         contribution = acc.partial(rop, y, active) if cmd in acc.FOLDING else None
         acc.step(m.act_acc, P, cmd, rop, contribution, reset_value=rop.identity, idle_clobbers=False,
                  lanes=acc.lanes_of(active))
         m.write(self.dst, y.reshape(self.dst.shape), self.mask)
         if self.reduce_res is not None:
             m.write(self.reduce_res, m.act_acc[:P].reshape(self.reduce_res.shape).copy(),
-                    active_mask(self.reduce_res, self.mask))
+                    Machine.effective_mask(self.reduce_res, self.mask))

@@ -14,12 +14,27 @@ import numpy as np
 
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_column, check_not_both_psum,
-                                       check_on_chip, check_partitions, check_same_free, check_same_partitions,
-                                       column, flat, instruction, is_tensor, operand, read_operand)
+from opennki.instructions.base import (
+    READ,
+    WRITE,
+    Instruction,
+    check_column,
+    check_not_both_psum,
+    check_on_chip,
+    check_partitions,
+    check_same_free,
+    check_same_partitions,
+    column,
+    flat,
+    instruction,
+    is_tensor,
+    operand,
+    read_operand,
+)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.dtypes import PACKED, to_float32
+from opennki.machine.machine import Machine
 
 _INT32 = ("int32", "uint32")
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
@@ -372,7 +387,7 @@ class TensorReduce(Instruction):
     def run(self, m) -> None:
         op = alu(self.op)
         axes = normalize_axes(self.axis, self.data.ndim)
-        active = active_mask(self.data, self.mask)
+        active = Machine.effective_mask(self.data, self.mask)
         x = m.read(self.data, active) if op.category == BITVEC else m.read_f32(self.data, active)
         if active is not None:
             x = np.where(active, x, np.asarray(op.identity).astype(x.dtype))

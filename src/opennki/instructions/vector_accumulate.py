@@ -14,13 +14,27 @@ import numpy as np
 from opennki.errors import DtypeError, KernelError, ShapeError, expect
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
-from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_column, check_dtype,
-                                       check_nc_version,
-                                       check_not_both_psum, check_on_chip, check_same_partitions, column, flat,
-                                       instruction, is_tensor, operand, read_operand)
+from opennki.instructions.base import (
+    READ,
+    WRITE,
+    Instruction,
+    check_column,
+    check_dtype,
+    check_nc_version,
+    check_not_both_psum,
+    check_on_chip,
+    check_same_partitions,
+    column,
+    flat,
+    instruction,
+    is_tensor,
+    operand,
+    read_operand,
+)
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.ops import alu
 from opennki.instructions.vector import apply, check_arith, check_elementwise, check_v4_ops
+from opennki.machine.machine import Machine
 
 FP32_MIN = float(np.finfo(np.float32).min)   # -3.4028235e38, bit pattern 0xff7fffff (`nisa.fp32.min`)
 _COMPARISONS = ("equal", "less", "less_equal", "greater", "greater_equal")
@@ -38,14 +52,14 @@ def fold_and_read_out(m, instr, values: np.ndarray, op, cmd, *, reset_value: flo
                       negate: bool = False) -> None:
     """Fold [P, F] fp32 `values` into the DVE accumulators and write `reduce_res` if the instruction has one."""
     P = values.shape[0]
-    active = active_mask(instr.dst, instr.mask)
+    active = Machine.effective_mask(instr.dst, instr.mask)
     contribution = acc.partial(op, values, active) if cmd in acc.FOLDING else None
     acc.step(m.dve_acc, P, cmd, op, contribution, reset_value=reset_value, init=init, idle_clobbers=True,
              lanes=acc.lanes_of(active))
     res = getattr(instr, "reduce_res", None)
     if res is not None:
         out = m.dve_acc[:P].copy()
-        m.write(res, (-out if negate else out).reshape(res.shape), active_mask(res, instr.mask))
+        m.write(res, (-out if negate else out).reshape(res.shape)(res, instr.mask))
 
 
 @instruction
@@ -86,7 +100,7 @@ class TensorTensorScan(Instruction):
         op0, op1 = alu(self.op0), alu(self.op1)
         a = read_operand(m, self.data0, self.dst, self.mask)
         b = read_operand(m, self.data1, self.dst, self.mask)
-        active = active_mask(self.dst, self.mask)
+        active = Machine.effective_mask(self.dst, self.mask)
         on = None if active is None else flat(active)
         state = column(m, self.initial, P)[:, 0]
         out = np.empty_like(a)

@@ -12,10 +12,22 @@ import numpy as np
 
 from opennki.errors import DtypeError, KernelError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_dtype, check_not_both_psum,
-                                       check_on_chip, check_partitions, flat, instruction, is_tensor, operand,
-                                       read_operand)
+from opennki.instructions.base import (
+    READ,
+    WRITE,
+    Instruction,
+    check_dtype,
+    check_not_both_psum,
+    check_on_chip,
+    check_partitions,
+    flat,
+    instruction,
+    is_tensor,
+    operand,
+    read_operand,
+)
 from opennki.instructions.vector import TensorCopy, check_elementwise
+from opennki.machine.machine import Machine
 
 _PREDICATE_DTYPES = ("bool", "uint8", "uint16", "uint32", "int8", "int16", "int32")
 _QUADRANT = 32
@@ -53,7 +65,7 @@ class TensorCopyPredicated(Instruction):
         if self.reverse_pred:
             pred = ~pred
         selected = pred.reshape(self.dst.shape)
-        active = active_mask(self.dst, self.mask)
+        active = Machine.effective_mask(self.dst, self.mask)
         if active is not None:
             selected = selected & active
         if is_tensor(self.src):
@@ -153,7 +165,7 @@ class NcStreamShuffle(Instruction):
                     out[q + i] = s[q + v]
                     rows[q + i] = True
         written = np.broadcast_to(rows.reshape((Pd,) + (1,) * (self.dst.ndim - 1)), self.dst.shape)
-        active = active_mask(self.dst, self.mask)
+        active = Machine.effective_mask(self.dst, self.mask)
         if active is not None:
             written = written & active
         m.write(self.dst, out.reshape(self.dst.shape), written, raw=True)

@@ -13,9 +13,20 @@ import numpy as np
 
 from opennki.errors import DtypeError, expect
 from opennki.events import Engine
-from opennki.instructions.base import (READ, WRITE, Instruction, active_mask, check_dtype, check_on_chip,
-                                       check_partitions, check_same_partitions, flat, instruction, operand,
-                                       read_operand)
+from opennki.instructions.base import (
+    READ,
+    WRITE,
+    Instruction,
+    check_dtype,
+    check_on_chip,
+    check_partitions,
+    check_same_partitions,
+    flat,
+    instruction,
+    operand,
+    read_operand,
+)
+from opennki.machine.machine import Machine
 
 _FMIN, _FMAX = 8, 16384          # elements per partition accepted by the top-8 instructions
 _INDEX_DTYPES = ("uint16", "uint32")
@@ -53,13 +64,19 @@ class BnStats(Instruction):
                got=self.dst.free_size)
 
     def run(self, m) -> None:
-        x = flat(m.read_f32(self.data)).astype(np.float64)
+        # a legacy mask over the input (the official layernorm tutorial masks the ragged last chunk of the
+        # free dim) leaves the masked-off elements out of the statistics
+        active = m.effective_mask(self.data, self.mask)
+        x = flat(m.read_f32(self.data, active)).astype(np.float64)
+        on = np.ones(x.shape, bool) if active is None else flat(active)
         cols = []
-        for part in (x[:, 0::2], x[:, 1::2]):
-            n = part.shape[1]
-            mean = part.mean(axis=1) if n else np.zeros(len(x))
-            m2 = ((part - mean[:, None]) ** 2).sum(axis=1) if n else np.zeros(len(x))
-            cols += [np.full(len(x), n, np.float64), mean, m2]
+        for half in (slice(0, None, 2), slice(1, None, 2)):
+            part, a = x[:, half], on[:, half]
+            n = a.sum(axis=1).astype(np.float64)
+            total = np.where(a, part, 0.0).sum(axis=1)
+            mean = np.divide(total, n, out=np.zeros_like(n), where=n > 0)
+            m2 = np.where(a, (part - mean[:, None]) ** 2, 0.0).sum(axis=1)
+            cols += [n, mean, m2]
         m.write(self.dst, np.stack(cols, axis=1).astype(np.float32).reshape(self.dst.shape), self.mask)
 
 
@@ -103,7 +120,7 @@ def _check_eight(t, role: str) -> None:
 
 def _masked_data(m, view, mask) -> np.ndarray:
     """fp32 [P, F] values; elements the legacy mask switches off are NaN (never match, never maximal)."""
-    active = active_mask(view, mask) if mask is not None else None
+    active = Machine.effective_mask(view, mask) if mask is not None else None
     x = flat(m.read_f32(view, active))
     if active is not None:
         x = np.where(flat(active), x, np.float32(np.nan))

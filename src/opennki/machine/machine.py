@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from opennki.errors import ShapeError
 from opennki.machine.dtypes import convert, poison_value, to_float32
 from opennki.machine.index import mask_array
 from opennki.machine.memory import Memory
@@ -45,12 +46,21 @@ class Machine:
     # -- masks ---------------------------------------------------------------------------------------
     @staticmethod
     def effective_mask(view: TensorView, mask) -> np.ndarray | None:
-        """Combine an instruction's mask (broadcast to the operand) with the operand's own mask."""
-        m = mask_array(mask, view.shape) if mask is not None else None
+        """The elements of `view` an instruction's `mask=` (and the operand's own mask) switch on, as a
+        boolean array of the view's shape, or None for all of them. A legacy mask is a predicate over index
+        expressions: it applies to the operands it can be laid over (broadcast onto, or reduced onto a
+        smaller operand); an operand it cannot be laid over (the [P, 6] result of a `bn_stats` whose mask
+        restricts the [P, F] input) is not restricted element by element."""
+        m = None
+        if mask is not None:
+            try:
+                m = mask_array(mask, view.shape)
+            except ShapeError:
+                m = None
         if view.mask is not None:
             own = mask_array(view.mask, view.shape)
             m = own if m is None else (m & own)
-        return m
+        return None if m is None else np.broadcast_to(m, view.shape)
 
     def _dynamic_values(self, view: TensorView) -> list[np.ndarray]:
         values = []

@@ -333,13 +333,11 @@ def user_frame():
 
 def check_static_bounds(instr) -> None:
     """Out-of-bounds accesses with compile-time indices are reported when the instruction is issued (as NKI's
-    compiler does), honouring the mask: an operand shaped like the output shares the instruction's mask."""
-    output = instr.output
+    compiler does), honouring the mask on every operand it can be laid over (Machine.effective_mask)."""
     for _, view, _ in instr.operands():
         if view.dynamic or view.in_bounds():
             continue
-        mask = instr.mask if (output is not None and view.shape == output.shape) else None
-        view.check_bounds(Machine.effective_mask(view, mask))
+        view.check_bounds(Machine.effective_mask(view, instr.mask))
 
 
 def _located(e: OpenNKIError, instr, location, api) -> OpenNKIError:
