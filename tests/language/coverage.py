@@ -3,7 +3,8 @@
 A test that checks results against NumPy declares the names it exercises with `@covers("exp", "sum")`. The
 decorator records the claim in `COVERED` (read by tests/language/test_legacy_names.py) and, while the test
 runs, profiles Python calls: every declared name that is a function (or an object whose methods run when it
-is used: `nl.tile_size`, `nl.mgrid`, `nl.nc`...) must actually have run, else the test fails. Names with no
+is used: `nl.tile_size`, `nl.mgrid`, `nl.nc`...) must actually have run, else the test fails; operator
+objects (`nl.exp`, `nl.add`...) are recognised by identity, since one factory makes many of them. Names with no
 code of their own (dtypes, buffers, `nl.fp32`...) must appear as `nl.<name>` in the test's source instead.
 """
 
@@ -17,7 +18,9 @@ import sys
 import threading
 
 import opennki.legacy.language as nl
+from opennki.language.tokens import NlOp
 
+_NLOP_CALL = NlOp.__call__.__code__
 COVERED: dict[str, set[str]] = {}
 
 
@@ -25,9 +28,8 @@ def _codes(obj) -> set:
     """Code objects that run when `obj` is used."""
     if isinstance(obj, enum.Enum):                 # nl.sbuf & co.: plain values
         return set()
-    impl = getattr(obj, "_impl", None)             # NlOp: the callable behind the token
-    if impl is not None:
-        return {impl.__code__}
+    if isinstance(obj, NlOp):                      # ops made by one factory share their code: track the object
+        return {id(obj)}
     code = getattr(obj, "__code__", None)
     if code is not None:
         return {code}
@@ -50,7 +52,10 @@ class _CallTracer:
 
     def profile(self, frame, event, arg):
         if event == "call":
-            self.seen.add(frame.f_code)
+            code = frame.f_code
+            self.seen.add(code)
+            if code is _NLOP_CALL:
+                self.seen.add(id(frame.f_locals["self"]))
 
     def __enter__(self):
         self.previous = sys.getprofile()

@@ -8,6 +8,7 @@ each decorated test verifies, while it runs, that the names it claims really ran
 import importlib
 import pkgutil
 
+import numpy as np
 import pytest
 
 import opennki.legacy.language as nl
@@ -56,3 +57,20 @@ def test_every_name_is_exercised_by_a_numpy_checked_test():
     _import_covering_tests()
     missing = sorted(set(LEGACY_NAMES) - set(COVERED))
     assert not missing, f"legacy nl names without a covering test: {missing}"
+
+
+def test_a_claim_the_test_never_exercises_fails_the_test():
+    from tests.language.coverage import covers
+    from tests.language.helpers import apply
+    before = {k: set(v) for k, v in COVERED.items()}
+    try:
+        @covers("exp")
+        def claims_exp_but_runs_log():
+            apply(nl.log, np.ones((2, 2), np.float32))
+        with pytest.raises(AssertionError, match="never ran"):
+            claims_exp_but_runs_log()
+        with pytest.raises(AssertionError, match="never uses nl.float16"):
+            covers("float16")(claims_exp_but_runs_log)
+    finally:
+        COVERED.clear()
+        COVERED.update(before)

@@ -179,3 +179,16 @@ def test_nisa_instructions_are_checked_too(rng):
         return out
     with pytest.raises(KernelError, match=DEPENDENCY):
         run(kernel, x)
+
+
+def test_new_generation_loops_are_plain_ranges(rng):
+    import opennki.language as nl2
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl2.affine_range(4):          # no parallel semantics: rewriting out is fine
+            tile = nl.load(x[i])
+        nl.store(out, value=tile)              # and no loop scope
+        return out
+    np.testing.assert_array_equal(run(kernel, x), x[3])

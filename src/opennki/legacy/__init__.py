@@ -14,7 +14,7 @@ from __future__ import annotations
 from opennki.compile import GenericKernel, kernel_spec
 from opennki.kernels import FrameworkKernel  # noqa: F401  (NKI's integration contract)
 from opennki.kernels.standalone import SimulateKernel
-from opennki.legacy import isa, language  # noqa: F401
+from opennki.legacy import compiler, isa, language, typing  # noqa: F401  (nki.compiler.*, nki.typing.*)
 
 
 def _decorator(mode: str, func, config: dict):
