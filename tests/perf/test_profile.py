@@ -105,3 +105,10 @@ def test_baremetal_save_trace_name_writes_the_models_trace(a, tmp_path, monkeypa
     np.testing.assert_allclose(out, a * 3.0, rtol=1e-6)          # baremetal still computes
     trace = json.loads((tmp_path / "run.trace.json").read_text())
     assert any(e.get("name") == "tensor_scalar" for e in trace["traceEvents"])
+
+
+def test_summaries_are_strict_json_even_without_hbm_traffic():
+    r = estimate(K.one_iota, (spec((128, 512)),), target="trn2")
+    summary = json.loads(json.dumps(r.to_dict(), allow_nan=False))
+    assert summary["hbm_read_bytes"] == 0 and summary["roofline"]["mm_arithmetic_intensity"] is None
+    assert summary["engines"]["GpSimd"]["instruction_count"] == 1

@@ -102,8 +102,8 @@ class _StorageAccesses:
         self.write_serial = 0
 
     def pages(self, region) -> range:
-        return range(region.byte_start >> self.shift, ((max(region.byte_end, region.byte_start + 1) - 1)
-                                                       >> self.shift) + 1)
+        """Address pages a (non-empty) region spans."""
+        return range(region.byte_start >> self.shift, ((region.byte_end - 1) >> self.shift) + 1)
 
 
 class Dependency:
