@@ -146,7 +146,7 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
             raise KernelError(f"{api}: HBM tensors cannot be created with an initial value", instruction=api,
                               code="err_hbm_tensor_with_init_value_not_supported",
                               hint="create it with nl.ndarray and nl.store a value into it")
-        if region.name == "shared_hbm" and prog.loops:
+        if region.name == "shared_hbm" and any(frame.legacy for frame in prog.loops):
             raise KernelError(f"{api}: shared_hbm tensors can only be created at the top level of the kernel, "
                               "not inside a loop", instruction=api, code="err_shared_hbm_must_in_kernel_level",
                               hint="create the output before the loop and write slices of it inside")

@@ -114,7 +114,7 @@ class Program:
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed)
         self.pending: Deferred | None = None
         self.shared_count = 0
-        self.loops: list = []   # (loop_id, kind, iteration) of the loops currently running, outermost first
+        self.loops: list = []   # language.control.LoopFrame of each loop running, outermost first
         # Language-layer rule checkers (see PROGRAM_SETUP): objects with optional `check(prog, instr)` (after
         # the instruction's own check), `executed(prog, instr, location)` (after it ran) and
         # `finished(prog, result)` (after the kernel body returned).
