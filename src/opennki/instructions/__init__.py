@@ -1,17 +1,7 @@
 """ISA layer: every instruction, defined once (see base.py). Importing this package registers them all."""
 
-from opennki.instructions import (  # noqa: F401
-                                  dma,
-                                  gpsimd,
-                                  mx,
-                                  rng,
-                                  scalar,
-                                  tensor_engine,
-                                  vector,
-                                  vector_accumulate,
-                                  vector_move,
-                                  vector_stats,
-)
+from opennki.instructions import (dma, gpsimd, mx, rng, scalar, tensor_engine, vector,  # noqa: F401
+                                  vector_accumulate, vector_move, vector_stats)
 from opennki.instructions.base import REGISTRY, Instruction
 
 __all__ = ["REGISTRY", "Instruction"]

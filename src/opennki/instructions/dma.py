@@ -14,12 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
+from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import READ, WRITE, Instruction, check_nc_version, instruction, operand
+from opennki.instructions.base import (READ, WRITE, Instruction, check_nc_version, instruction,
+                                       operand)
 from opennki.instructions.enums import dge_mode, dge_mode_of, oob_mode, oob_mode_of
 from opennki.instructions.ops import alu
 from opennki.machine.dtypes import to_float32
-from opennki.machine.machine import Machine
 
 _DMA_MEMORIES = (MemoryKind.HBM, MemoryKind.SBUF)
 

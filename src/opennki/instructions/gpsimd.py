@@ -9,26 +9,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, OutOfBoundsError, expect
+from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, OutOfBoundsError,
+                            expect)
+from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (
-    READ,
-    WRITE,
-    Instruction,
-    check_dtype,
-    check_nc_version,
-    check_on_chip,
-    check_partitions,
-    check_same_partitions,
-    flat,
-    instruction,
-    operand,
-    read_operand,
-)
+from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, check_nc_version,
+                                       check_on_chip, check_partitions, check_same_partitions, flat, instruction,
+                                       operand, read_operand)
 from opennki.instructions.ops import alu, op_name
 from opennki.instructions.vector import check_elementwise
 from opennki.machine.index import mask_array
-from opennki.machine.machine import Machine
 
 _CORE_PARTITIONS = 16
 _ELEMS_PER_INDEX = (1, 2, 4, 8, 16, 32)

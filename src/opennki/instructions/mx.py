@@ -20,18 +20,8 @@ import numpy as np
 
 from opennki.errors import KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (
-    ACCUMULATE,
-    READ,
-    WRITE,
-    Instruction,
-    check_dtype,
-    check_nc_version,
-    check_partitions,
-    flat,
-    instruction,
-    operand,
-)
+from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_dtype, check_nc_version,
+                                       check_partitions, flat, instruction, operand)
 from opennki.instructions.tensor_engine import write_psum
 
 _FP8_X4 = {"float8_e4m3fn_x4": ml_dtypes.float8_e4m3fn, "float8_e5m2_x4": ml_dtypes.float8_e5m2}

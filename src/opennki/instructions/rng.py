@@ -15,21 +15,9 @@ import numpy as np
 
 from opennki.errors import DtypeError, KernelError, expect
 from opennki.events import Engine
-from opennki.instructions.base import (
-    READ,
-    WRITE,
-    Instruction,
-    check_column,
-    check_nc_version,
-    check_on_chip,
-    check_partitions,
-    column,
-    flat,
-    instruction,
-    is_tensor,
-    operand,
-    read_operand,
-)
+from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_nc_version,
+                                       check_on_chip, check_partitions, column, flat, instruction, is_tensor,
+                                       operand, read_operand)
 from opennki.instructions.vector import check_elementwise, check_engine, check_gpsimd_buffers, chosen_engine
 
 _RAND2_DTYPES = ("float8_e4m3", "float8_e5m2", "float16", "bfloat16", "float32", "tfloat32", "int8", "int16",

@@ -11,26 +11,15 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, expect
+from opennki.machine.machine import Machine
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
-from opennki.instructions.base import (
-    READ,
-    WRITE,
-    Instruction,
-    check_column,
-    check_nc_version,
-    check_on_chip,
-    check_same_partitions,
-    column,
-    instruction,
-    is_tensor,
-    operand,
-    read_operand,
-)
+from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_nc_version,
+                                       check_on_chip, check_same_partitions, column, instruction, is_tensor, operand,
+                                       read_operand)
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.ops import activation_fn, alu, evaluate
 from opennki.instructions.vector import check_elementwise
-from opennki.machine.machine import Machine
 
 _BIAS_DTYPES = ("float32", "float16", "bfloat16")
 

@@ -13,17 +13,8 @@ import numpy as np
 
 from opennki.errors import DtypeError, KernelError, MemoryKindError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (
-    ACCUMULATE,
-    READ,
-    WRITE,
-    Instruction,
-    check_on_chip,
-    check_partitions,
-    flat,
-    instruction,
-    operand,
-)
+from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_on_chip, check_partitions,
+                                       flat, instruction, operand)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
 from opennki.machine.dtypes import PACKED
 

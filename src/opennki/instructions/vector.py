@@ -13,28 +13,14 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
+from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (
-    READ,
-    WRITE,
-    Instruction,
-    check_column,
-    check_not_both_psum,
-    check_on_chip,
-    check_partitions,
-    check_same_free,
-    check_same_partitions,
-    column,
-    flat,
-    instruction,
-    is_tensor,
-    operand,
-    read_operand,
-)
+from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
+                                       check_on_chip, check_partitions, check_same_free, check_same_partitions,
+                                       column, flat, instruction, is_tensor, operand, read_operand)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.dtypes import PACKED, to_float32
-from opennki.machine.machine import Machine
 
 _INT32 = ("int32", "uint32")
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)

@@ -12,29 +12,16 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, ShapeError, expect
+from opennki.machine.machine import Machine
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
-from opennki.instructions.base import (
-    READ,
-    WRITE,
-    Instruction,
-    check_column,
-    check_dtype,
-    check_nc_version,
-    check_not_both_psum,
-    check_on_chip,
-    check_same_partitions,
-    column,
-    flat,
-    instruction,
-    is_tensor,
-    operand,
-    read_operand,
-)
+from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_dtype,
+                                       check_nc_version,
+                                       check_not_both_psum, check_on_chip, check_same_partitions, column, flat,
+                                       instruction, is_tensor, operand, read_operand)
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.ops import alu
 from opennki.instructions.vector import apply, check_arith, check_elementwise, check_v4_ops
-from opennki.machine.machine import Machine
 
 FP32_MIN = float(np.finfo(np.float32).min)   # -3.4028235e38, bit pattern 0xff7fffff (`nisa.fp32.min`)
 _COMPARISONS = ("equal", "less", "less_equal", "greater", "greater_equal")
@@ -59,7 +46,7 @@ def fold_and_read_out(m, instr, values: np.ndarray, op, cmd, *, reset_value: flo
     res = getattr(instr, "reduce_res", None)
     if res is not None:
         out = m.dve_acc[:P].copy()
-        m.write(res, (-out if negate else out).reshape(res.shape)(res, instr.mask))
+        m.write(res, (-out if negate else out).reshape(res.shape), Machine.effective_mask(res, instr.mask))
 
 
 @instruction

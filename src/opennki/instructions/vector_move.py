@@ -11,23 +11,12 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, ShapeError, expect
-from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (
-    READ,
-    WRITE,
-    Instruction,
-    check_dtype,
-    check_not_both_psum,
-    check_on_chip,
-    check_partitions,
-    flat,
-    instruction,
-    is_tensor,
-    operand,
-    read_operand,
-)
-from opennki.instructions.vector import TensorCopy, check_elementwise
 from opennki.machine.machine import Machine
+from opennki.events import Engine, MemoryKind
+from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, check_not_both_psum,
+                                       check_on_chip, check_partitions, flat, instruction, is_tensor, operand,
+                                       read_operand)
+from opennki.instructions.vector import TensorCopy, check_elementwise
 
 _PREDICATE_DTYPES = ("bool", "uint8", "uint16", "uint32", "int8", "int16", "int32")
 _QUADRANT = 32

@@ -12,21 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import DtypeError, expect
-from opennki.events import Engine
-from opennki.instructions.base import (
-    READ,
-    WRITE,
-    Instruction,
-    check_dtype,
-    check_on_chip,
-    check_partitions,
-    check_same_partitions,
-    flat,
-    instruction,
-    operand,
-    read_operand,
-)
 from opennki.machine.machine import Machine
+from opennki.events import Engine
+from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, check_on_chip,
+                                       check_partitions, check_same_partitions, flat, instruction, operand,
+                                       read_operand)
 
 _FMIN, _FMAX = 8, 16384          # elements per partition accepted by the top-8 instructions
 _INDEX_DTYPES = ("uint16", "uint32")
