@@ -10,15 +10,16 @@ which variable the kernel assigns the result to.
 from __future__ import annotations
 
 import dis
+import functools
 import operator
-import sys
 
 from opennki.errors import KernelError, ShapeError, user_location
 from opennki.events import LoopFinished, LoopIteration, LoopStarted
 from opennki.instructions.ops import alu
 from opennki.instructions.vector import TensorTensor
 from opennki.language import core, dependencies
-from opennki.sim.program import active, current
+from opennki.sim.program import _peek_variable as peek_variable  # the snapshot-safe frame read
+from opennki.sim.program import active, current, pending_store_target, user_frame
 
 
 class LoopFrame:
@@ -162,43 +163,21 @@ def program_ndim() -> int:
 
 # ------------------------------------------------------------------------------------------ loop_reduce
 
-_NAME_STORES = ("STORE_FAST", "STORE_NAME", "STORE_GLOBAL", "STORE_DEREF")
+# `t[key] = f(...)` evaluates f first, then loads t and the key (these ops), then STORE_SUBSCR
 _KEY_OPS = ("LOAD_", "BUILD_", "BINARY_", "UNARY_", "COPY", "SWAP", "CALL", "PUSH_NULL", "PRECALL", "KW_NAMES")
 
 
-def _assignment_target(frame):
-    """(kind, name) of what the statement at `frame`'s current call assigns the result to: ("name", n) for
-    `n = f(...)`, ("subscript", None) for `t[...] = f(...)`, else ("other", None). Reads the bytecode right
-    after the call (no source rewriting)."""
-    code, lasti = frame.f_code, frame.f_lasti
-    key = (code, lasti)
-    found = _TARGETS.get(key)
-    if found is None:
-        found = ("other", None)
-        following = [ins for ins in dis.get_instructions(code)
-                     if ins.offset > lasti and ins.opname not in ("CACHE", "NOP", "EXTENDED_ARG")]
-        if following and following[0].opname in _NAME_STORES:
-            found = ("name", following[0].argval)
-        else:
-            # `t[key] = f(...)` evaluates f first, then loads t and the key, then STORE_SUBSCR
-            for ins in following:
-                if ins.opname == "STORE_SUBSCR":
-                    found = ("subscript", None)
-                if not ins.opname.startswith(_KEY_OPS):
-                    break
-        _TARGETS[key] = found
-    return found
-
-
-_TARGETS: dict = {}
-
-
-def _current_value(frame, kind: str, name: str):
-    if kind != "name":
-        return None
-    if name in frame.f_locals:
-        return frame.f_locals[name]
-    return frame.f_globals.get(name)
+@functools.lru_cache(maxsize=1024)
+def _stores_into_subscript(code, lasti: int) -> bool:
+    """True if the call at `lasti` is the right-hand side of `t[key] = f(...)` (read from the bytecode)."""
+    for ins in dis.get_instructions(code):
+        if ins.offset <= lasti or ins.opname in ("CACHE", "NOP", "EXTENDED_ARG"):
+            continue
+        if ins.opname == "STORE_SUBSCR":
+            return True
+        if not ins.opname.startswith(_KEY_OPS):
+            return False
+    return False
 
 
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, api: str = "nl.loop_reduce", **kwargs):
@@ -223,19 +202,16 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, api: str = "nl.lo
         except TypeError:
             raise KernelError(f"{api} loop_indices are loop variables or integers", got=k,
                               instruction=api) from None
-    where = user_location()
-    frame = sys._getframe(1)
-    while frame is not None and (frame.f_code.co_filename != where.filename or frame.f_lineno != where.lineno):
-        frame = frame.f_back
-    kind, name = _assignment_target(frame) if frame is not None else ("other", None)
-    current_value = _current_value(frame, kind, name) if frame is not None else None
+    frame = user_frame()
+    name = pending_store_target(frame) if frame is not None else None
+    current_value = peek_variable(frame, name) if name is not None else None
     if core.is_tensor(current_value):
         if current_value.shape != x.shape:
             raise ShapeError(f"{api}: the destination {name!r} must have the shape of x", instruction=api,
                              expected=x.shape, got=current_value.shape)
         prog.issue(TensorTensor(dst=current_value, data1=current_value, data2=x, op=opdef, mask=mask), api)
         return current_value
-    if kind == "subscript":
+    if frame is not None and _stores_into_subscript(frame.f_code, frame.f_lasti):
         result = core.alloc(x.shape, dtype if dtype is not None else x.dtype)
         return prog.defer(TensorTensor(dst=result, data1=result, data2=x, op=opdef, mask=mask), result, api)
     raise KernelError(f"{api} accumulates into its assignment target, which must be a tile created before the "
