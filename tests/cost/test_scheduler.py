@@ -146,3 +146,9 @@ def test_critical_path_ends_at_the_last_instruction_and_follows_gating_records()
     assert path[-1].end == pytest.approx(r.total_ns)
     for a, b in zip(path, path[1:]):
         assert b.pred == a.index and a.end <= b.start + 1e-6
+
+
+def test_an_in_place_update_waits_on_its_input_not_on_buffer_reuse():
+    r = estimate(K.one_activation, (spec((128, 512)),), target="trn2")
+    load, act1, act2 = r.records
+    assert act1.stall_kind == "raw" and act2.stall_kind == "raw"     # act2 overwrites x, which it also follows

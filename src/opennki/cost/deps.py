@@ -121,7 +121,8 @@ class Dependency:
         self.core = None
 
     def consider(self, end: float, producer: int, kind: str, engine=None, core=None) -> None:
-        if end > self.ready:
+        # on a tie a read-after-write wins: an in-place update waits for its input, not for a reused buffer
+        if end > self.ready or (end == self.ready and kind == "raw" and self.kind != "raw"):
             self.ready, self.producer, self.kind, self.engine, self.core = end, producer, kind, engine, core
 
 
