@@ -8,9 +8,9 @@ instruction opcode; `CostResult` is what comes out. See docs/cost-model.md for p
 from opennki.cost.estimate import as_shape_spec, estimate
 from opennki.cost.result import CostResult, InstructionRecord, Row
 from opennki.cost.roofline import Roofline, roofline
-from opennki.cost.rules import RULES, cost_of, cost_rule, rule_for
+from opennki.cost.rules import RULES, cost_of, cost_rule
 from opennki.cost.scheduler import CostModel
 from opennki.cost.value import Cost, DmaWork
 
 __all__ = ["CostModel", "CostResult", "InstructionRecord", "Row", "Roofline", "roofline", "RULES", "cost_of",
-           "cost_rule", "rule_for", "Cost", "DmaWork", "estimate", "as_shape_spec"]
+           "cost_rule", "Cost", "DmaWork", "estimate", "as_shape_spec"]

@@ -8,7 +8,7 @@ or per kernel line are formed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 
 from opennki.events import Engine
 
@@ -85,15 +85,3 @@ class Cost:
         if other == 0:          # sum(costs)
             return self
         return NotImplemented
-
-    def as_dict(self) -> dict:
-        out = {}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, Engine):
-                v = v.name.lower()
-            elif isinstance(v, DmaWork):
-                v = {g.name: (getattr(v, g.name).name.lower() if isinstance(getattr(v, g.name), Engine)
-                              else getattr(v, g.name)) for g in fields(v)}
-            out[f.name] = v
-        return out

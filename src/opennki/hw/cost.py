@@ -307,11 +307,6 @@ class CostParams:
             return base * pe.double_row_factor
         return base
 
-    @property
-    def max_peak_flops_per_ns(self) -> float:
-        pe = self.tensor
-        return pe.peak_bf16_flops_per_ns * max(1.0, pe.double_row_factor or 1.0, pe.mx_factor or 1.0)
-
 
 # Relative DMA throughput by bytes per partition for 128-partition transfers, digitised from the DMA intro's
 # throughput plot (spec/hardware.md §6.3 [OBS], H:nki/img/overviews/nki-dma-intro-1.jpg; generation not

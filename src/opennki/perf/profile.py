@@ -21,7 +21,6 @@ import json
 import os
 
 from opennki.cost.estimate import estimate
-from opennki.cost.result import location_key
 from opennki.perf.html import write_html_report
 from opennki.perf.report import format_report
 from opennki.perf.trace import instruction_args, write_chrome_trace
@@ -126,5 +125,4 @@ def profile(func=None, args=None, kwargs=None, /, **config):
     return run_profile(func, args, kwargs, **config)
 
 
-__all__ = ["profile", "run_profile", "write_profile", "artifact_names", "traced_executions", "json_report",
-           "location_key"]
+__all__ = ["profile", "run_profile", "write_profile", "artifact_names", "traced_executions", "json_report"]

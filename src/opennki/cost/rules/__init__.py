@@ -32,10 +32,6 @@ def cost_rule(*opcodes: str):
     return register
 
 
-def rule_for(opcode: str) -> Rule | None:
-    return RULES.get(opcode)
-
-
 _MEMO: dict[int, tuple[object, dict]] = {}     # id(hw) -> (hw, {signature: Cost}); hw held, so ids stay unique
 _MEMO_LIMIT = 4096
 
@@ -85,4 +81,4 @@ def cost_of(ev: InstructionExecuted, hw) -> Cost | None:
 # the rule modules register themselves on import
 from opennki.cost.rules import control, dma, gpsimd, scalar, tensor, vector  # noqa: E402,F401
 
-__all__ = ["RULES", "Rule", "cost_rule", "rule_for", "cost_of"]
+__all__ = ["RULES", "Rule", "cost_rule", "cost_of"]
