@@ -9,8 +9,6 @@ which variable the kernel assigns the result to.
 
 from __future__ import annotations
 
-import dis
-import functools
 import operator
 
 from opennki.errors import KernelError, ShapeError, user_location
@@ -18,8 +16,8 @@ from opennki.events import LoopFinished, LoopIteration, LoopStarted
 from opennki.instructions.ops import alu
 from opennki.instructions.vector import TensorTensor
 from opennki.language import core, dependencies
-from opennki.sim.program import _peek_variable as peek_variable  # the snapshot-safe frame read
-from opennki.sim.program import active, current, pending_store_target, user_frame
+from opennki.sim.frames import peek_variable, pending_store_target, stores_into_subscript, user_frame
+from opennki.sim.program import active, current
 
 
 class LoopFrame:
@@ -163,23 +161,6 @@ def program_ndim() -> int:
 
 # ------------------------------------------------------------------------------------------ loop_reduce
 
-# `t[key] = f(...)` evaluates f first, then loads t and the key (these ops), then STORE_SUBSCR
-_KEY_OPS = ("LOAD_", "BUILD_", "BINARY_", "UNARY_", "COPY", "SWAP", "CALL", "PUSH_NULL", "PRECALL", "KW_NAMES")
-
-
-@functools.lru_cache(maxsize=1024)
-def _stores_into_subscript(code, lasti: int) -> bool:
-    """True if the call at `lasti` is the right-hand side of `t[key] = f(...)` (read from the bytecode)."""
-    for ins in dis.get_instructions(code):
-        if ins.offset <= lasti or ins.opname in ("CACHE", "NOP", "EXTENDED_ARG"):
-            continue
-        if ins.opname == "STORE_SUBSCR":
-            return True
-        if not ins.opname.startswith(_KEY_OPS):
-            return False
-    return False
-
-
 def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, api: str = "nl.loop_reduce", **kwargs):
     """Accumulate tile `x` into the assignment target across loop iterations: `b = nl.loop_reduce(a, op,
     loop_indices=[k])` is `b = op(b, a)` (the destination is also an operand), which the compiler may keep
@@ -211,7 +192,7 @@ def loop_reduce(x, op, loop_indices, *, dtype=None, mask=None, api: str = "nl.lo
                              expected=x.shape, got=current_value.shape)
         prog.issue(TensorTensor(dst=current_value, data1=current_value, data2=x, op=opdef, mask=mask), api)
         return current_value
-    if frame is not None and _stores_into_subscript(frame.f_code, frame.f_lasti):
+    if frame is not None and stores_into_subscript(frame):
         result = core.alloc(x.shape, dtype if dtype is not None else x.dtype)
         return prog.defer(TensorTensor(dst=result, data1=result, data2=x, op=opdef, mask=mask), result, api)
     raise KernelError(f"{api} accumulates into its assignment target, which must be a tile created before the "

@@ -19,17 +19,15 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
-import dis
-import functools
 import itertools
-import sys
 
-from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed)
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
+from opennki.sim.frames import peek_variable, pending_store_target, user_frame
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 
@@ -246,7 +244,7 @@ class Program:
         name = pending_store_target(frame) if frame is not None else None
         if name is None:
             return False
-        old = _peek_variable(frame, name)
+        old = peek_variable(frame, name)
         if isinstance(old, TensorView):
             views = [old]
         elif callable(getattr(old, "tiles", None)):      # block tensors: one storage per placement
@@ -290,45 +288,6 @@ class Program:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
                                    operands, instr.params(), mask, location, instr.name)
-
-
-_STORE_OPS = ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL")
-
-
-@functools.lru_cache(maxsize=1024)
-def _store_after_call(code) -> dict[int, str]:
-    """For each call in `code`, the variable its result is stored into, if it is stored straight away."""
-    out = {}
-    instructions = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
-    for call, nxt in zip(instructions, instructions[1:]):
-        if call.opname.startswith("CALL") and nxt.opname in _STORE_OPS:
-            for offset in range(call.offset, nxt.offset, 2):   # f_lasti may sit on the call's cache entries
-                out[offset] = nxt.argval
-    return out
-
-
-def pending_store_target(frame) -> str | None:
-    """The name the statement running in `frame` is about to assign the current call's result to."""
-    return _store_after_call(frame.f_code).get(frame.f_lasti)
-
-
-def _peek_variable(frame, name: str):
-    """The current value of variable `name` in a running frame. Before Python 3.13, `frame.f_locals` makes a
-    snapshot dict that stays attached to the frame and would keep every local's old value alive; it is
-    emptied again right away (the frame's real locals are untouched)."""
-    snapshot = frame.f_locals
-    try:
-        return snapshot.get(name, frame.f_globals.get(name))
-    finally:
-        if sys.version_info < (3, 13) and isinstance(snapshot, dict) and snapshot is not frame.f_globals:
-            snapshot.clear()
-
-
-def user_frame():
-    frame = sys._getframe(1)
-    while frame is not None and is_internal(frame.f_code.co_filename):
-        frame = frame.f_back
-    return frame
 
 
 def check_static_bounds(instr) -> None:
