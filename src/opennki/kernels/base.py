@@ -246,8 +246,18 @@ class TraceKernel:
                           (self.spec.options.target if self.spec.options else None))
 
     def options(self, **changes) -> SimOptions:
+        """The simulator options of this kernel: the decorator's `hardware_strict=` (if given) over the
+        environment's defaults, then `changes`."""
         base = self.spec.options or SimOptions()
+        strict = self.spec.config.get("hardware_strict")
+        if strict is not None:
+            changes.setdefault("hardware_strict", bool(strict))
         return replace(base, **changes) if changes else base
+
+    @property
+    def generation_name(self) -> str:
+        """"legacy" / "new": selects the generation's language rules in the simulator."""
+        return "new" if self.spec.generation is Generation.NEW else "legacy"
 
     def body(self):
         """The kernel function wrapped with the output rules (signature preserved for argument binding)."""
@@ -302,7 +312,7 @@ class TraceKernel:
         return run_kernel(self.body(), args, kwargs, grid=grid.sizes, target=hw, options=options,
                           listeners=self.spec.listeners + tuple(listeners), cores_of=grid.cores_of,
                           before_program=before_program, after_program=after_program,
-                          kernel_name=self.spec.name)
+                          kernel_name=self.spec.name, generation=self.generation_name)
 
     # -- tracing ----------------------------------------------------------------------------------------
     def split(self, args, kwargs):
@@ -346,7 +356,8 @@ class TraceKernel:
         options = self.options(shape_only=True)
         grid = resolve(self.spec, hw)
         result = run_kernel(self.body(), args, kwargs, grid=grid.sizes, target=hw, options=options,
-                            listeners=(recorder,), cores_of=grid.cores_of, kernel_name=self.spec.name)
+                            listeners=(recorder,), cores_of=grid.cores_of, kernel_name=self.spec.name,
+                            generation=self.generation_name)
         events = recorder.events
         return TracedProgram(
             func_name=self.spec.name, grid=grid.sizes, target=hw.name, inputs=tuple(infos),
