@@ -18,9 +18,11 @@ def test_example_matches_reference(example):
     assert row["rel_err"] < TOLERANCE.get(example["name"], 1e-5), row
 
 
-def test_demo_runs_every_example(capsys):
-    assert run_demo.main() == 0
+def test_demo_runs_every_example_and_writes_profiles(capsys, tmp_path):
+    assert run_demo.main(out_dir=tmp_path) == 0
     out = capsys.readouterr().out
     for example in EXAMPLES:
-        assert example["name"] in out
+        assert out.count(example["name"]) == 2          # the accuracy table and the estimate table
+        assert (tmp_path / example["name"]).is_dir() and any((tmp_path / example["name"]).iterdir())
+    assert "Estimated on trn2" in out
     assert len(EXAMPLES) >= 3 and {e["generation"] for e in EXAMPLES} == {"legacy", "new"}
