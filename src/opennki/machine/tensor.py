@@ -1,6 +1,6 @@
 """Machine layer: tensor views over a storage, and the subscript rules of both NKI generations.
 
-Imports errors, memory and index. A `TensorView` is a storage plus an affine map from view positions to
+Imports errors, events (MemoryKind), memory and index. A `TensorView` is a storage plus an affine map from view positions to
 storage positions, kept per storage dimension: element (i_0, ..., i_{n-1}) of the view is storage element
 (c_d + sum_a A[d][a] * i_a for each storage dim d). Keeping the map per dimension lets bounds be checked the
 way NKI reports them ("index range [0, 4095] exceed dimension size of 4000") and lets legacy affine index
@@ -23,8 +23,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from opennki.errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
+from opennki.events import MemoryKind
 from opennki.machine.index import DynamicIndex, Index, NonAffineIndex, Predicate, _is_int
 from opennki.machine.memory import Storage
+
+_HBM = MemoryKind.HBM   # looking an enum member up on its class is slow in hot paths (Python 3.11)
+_ALL = slice(None)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -63,8 +67,9 @@ class TensorView:
         mask: boolean array broadcastable to `shape` restricting this operand (legacy matmul operand masks).
     """
 
-    __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np", "_inb", "_strides",
-                 "_offset")
+    # `_geo`, `_extent`, `_inb` and `_np` cache values derived from the (immutable) view; see `_geometry`
+    __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np", "_inb", "_geo",
+                 "_extent")
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
@@ -76,8 +81,8 @@ class TensorView:
         self.coords = storage.shape if coords is None else coords
         self._np = None
         self._inb = None
-        self._strides = None
-        self._offset = None
+        self._geo = None
+        self._extent = None
 
     @classmethod
     def root(cls, storage: Storage):
@@ -105,7 +110,7 @@ class TensorView:
 
     @property
     def is_on_chip(self) -> bool:
-        return self.storage.kind.is_on_chip
+        return self.storage.kind is not _HBM
 
     @property
     def name(self) -> str:
@@ -136,17 +141,38 @@ class TensorView:
     @property
     def strides(self) -> tuple[int, ...]:
         """Element strides of the view into its storage (row-major over the storage's logical shape)."""
-        if self._strides is None:
-            ss = row_major_strides(self.coords)
-            self._strides = tuple(sum(self.amap[d][a] * ss[d] for d in range(len(ss))) for a in range(self.ndim))
-        return self._strides
+        return (self._geo or self._geometry())[1]
 
     @property
     def offset(self) -> int:
-        if self._offset is None:
-            ss = row_major_strides(self.coords)
-            self._offset = sum(c * s for c, s in zip(self.consts, ss))
-        return self._offset
+        return (self._geo or self._geometry())[2]
+
+    def _geometry(self) -> tuple:
+        """(per storage dim the [lo, hi] positions of the affine part, element strides, element offset),
+        computed in one pass over the map. Views are immutable, so this is cached: an instruction's check,
+        bounds check, event and cost rule each read these, and walking the map every time was the
+        simulator's main per-instruction cost."""
+        ss = row_major_strides(self.coords)
+        shape = self.shape
+        strides = [0] * len(shape)
+        ranges = []
+        offset = 0
+        for d, row in enumerate(self.amap):
+            lo = hi = c = self.consts[d]
+            s = ss[d]
+            offset += c * s
+            for a, n in enumerate(shape):
+                step = row[a]
+                if step:
+                    strides[a] += step * s
+                    span = step * (n - 1)
+                    if span < 0:
+                        lo += span
+                    else:
+                        hi += span
+            ranges.append((lo, hi))
+        self._geo = (tuple(ranges), tuple(strides), offset)
+        return self._geo
 
     @property
     def is_indirect(self) -> bool:
@@ -186,44 +212,38 @@ class TensorView:
             return self._advanced(key)
         return self._basic(key)
 
-    def _is_partition_axis(self, a: int) -> bool:
-        return self.is_on_chip and a == 0
-
     def _basic(self, key) -> "TensorView":
         nd = len(self.amap)
+        on_chip = self.is_on_chip
         consts = list(self.consts)
         cols, shape = [], []
-        for a in range(self.ndim):
-            k = key[a] if a < len(key) else slice(None)
-            n = self.shape[a]
-            col = [self.amap[d][a] for d in range(nd)]
-            if _is_int(k) or (hasattr(k, "__index__") and not isinstance(k, (slice, TensorView))):
-                k = int(k)
-                if k < 0:
-                    k += n
-                for d in range(nd):
-                    consts[d] += col[d] * k
-                if self._is_partition_axis(a):
-                    shape.append(1)
-                    cols.append(col)
+        for a, n in enumerate(self.shape):
+            k = key[a] if a < len(key) else _ALL
+            col = [row[a] for row in self.amap]
+            if type(k) is slice:
+                start, length, step = slice_params(k, n)
+                if start:
+                    for d in range(nd):
+                        consts[d] += col[d] * start
+                shape.append(length)
+                cols.append(col if step == 1 else [c * step for c in col])
                 continue
-            if not isinstance(k, slice):
+            if not (_is_int(k) or (hasattr(k, "__index__") and not isinstance(k, TensorView))):
                 raise ShapeError(f"unsupported index {k!r} for tensor {self.name!r}",
                                  expected="int, slice, nl.ds(...), ... or an index expression",
                                  got=type(k).__name__)
-            start, length, step = slice_params(k, n)
+            k = int(k)
+            if k < 0:
+                k += n
             for d in range(nd):
-                consts[d] += col[d] * start
-            shape.append(length)
-            cols.append([c * step for c in col])
-        if self.is_on_chip and len(shape) < 2:
+                consts[d] += col[d] * k
+            if on_chip and a == 0:          # an integer partition index keeps the (size 1) partition dim
+                shape.append(1)
+                cols.append(col)
+        if (on_chip and len(shape) < 2) or not shape:
             shape.append(1)
             cols.append([0] * nd)
-        elif not shape:
-            shape.append(1)
-            cols.append([0] * nd)
-        amap = tuple(tuple(cols[a][d] for a in range(len(cols))) for d in range(nd))
-        return self._derive(shape, amap, tuple(consts))
+        return self._derive(shape, tuple(zip(*cols)), tuple(consts))
 
     def _advanced(self, key) -> "TensorView":
         nd = len(self.amap)
@@ -282,12 +302,8 @@ class TensorView:
 
     # -- bounds -------------------------------------------------------------------------------------------
     def _dim_range(self, d: int) -> tuple[int, int]:
-        lo = hi = self.consts[d]
-        for a, n in enumerate(self.shape):
-            step = self.amap[d][a] * (n - 1)
-            lo += min(0, step)
-            hi += max(0, step)
-        return lo, hi
+        """[lo, hi] positions along storage dim d of the affine part of the view."""
+        return (self._geo or self._geometry())[0][d]
 
     def _dim_values(self, d: int) -> np.ndarray:
         out = np.full(self.shape, self.consts[d], dtype=np.int64)
@@ -333,9 +349,9 @@ class TensorView:
     def in_bounds(self) -> bool:
         """True if every element is inside the tensor (always False for indirect views)."""
         if self._inb is None:
+            ranges = (self._geo or self._geometry())[0]
             self._inb = not self.dynamic and all(
-                0 <= lo and hi < dim_size for lo, hi, dim_size in
-                ((*self._dim_range(d), n) for d, n in enumerate(self.coords)))
+                0 <= lo and hi < dim_size for (lo, hi), dim_size in zip(ranges, self.coords))
         return self._inb
 
     # -- element addressing -------------------------------------------------------------------------------
@@ -364,34 +380,40 @@ class TensorView:
 
     def partition_range(self) -> tuple[int, int]:
         """First partition and partition count touched (on chip), from the affine part of the view."""
-        if not self.is_on_chip:
-            return 0, 1
-        if self.dynamic and any(t.coeffs[0] for t in self.dynamic):
-            return 0, self.coords[0]
-        lo, hi = self._dim_range(0)
-        return lo, hi - lo + 1
+        return (self._extent or self._extents())[:2]
 
     def free_byte_range(self) -> tuple[int, int]:
         """[start, end) byte offsets touched within each partition (on chip) or within the tensor (HBM)."""
+        return (self._extent or self._extents())[2:]
+
+    def _extents(self) -> tuple[int, int, int, int]:
+        """(first partition, partition count, first byte, end byte): the bounding rectangle the view
+        touches, cached with the geometry (events and the cost model read it for every operand)."""
         shape = self.coords
+        ranges = (self._geo or self._geometry())[0]
+        dynamic = self.dynamic
         if self.is_on_chip:
-            dims = range(1, len(shape))
-            fs = row_major_strides(shape[1:])
-            strides = {d: fs[d - 1] for d in dims}
+            first = 1
+            strides = (0,) + row_major_strides(shape[1:])
+            if dynamic and any(t.coeffs[0] for t in dynamic):
+                p0, pc = 0, shape[0]
+            else:
+                p0, pc = ranges[0][0], ranges[0][1] - ranges[0][0] + 1
         else:
-            dims = range(len(shape))
-            strides = dict(enumerate(row_major_strides(shape)))
+            first = 0
+            strides = row_major_strides(shape)
+            p0, pc = 0, 1
         lo = hi = 0
-        for d in dims:
-            if self.dynamic and any(t.coeffs[d] for t in self.dynamic):
-                lo += 0
+        for d in range(first, len(shape)):
+            if dynamic and any(t.coeffs[d] for t in dynamic):
                 hi += (shape[d] - 1) * strides[d]
                 continue
-            dlo, dhi = self._dim_range(d)
+            dlo, dhi = ranges[d]
             lo += max(dlo, 0) * strides[d]
             hi += min(dhi, shape[d] - 1) * strides[d]
         it = self.itemsize
-        return lo * it, (hi + 1) * it
+        self._extent = (p0, pc, lo * it, (hi + 1) * it)
+        return self._extent
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.name}, shape={self.shape}, dtype={self.dtype}, {self.buffer!r})"
