@@ -154,7 +154,7 @@ def check_on_chip(t: TensorView, role: str, kinds=(MemoryKind.SBUF, MemoryKind.P
 
 
 def check_partitions(t: TensorView, role: str, hw) -> None:
-    if not (t.storage.kind.is_on_chip and len(t.shape) >= 2):
+    if not (t.is_on_chip and len(t.shape) >= 2):
         raise ShapeError(f"operand '{role}' must be an on-chip tile of rank >= 2", got=t.shape)
     pmax = hw.tiles.pmax
     if t.shape[0] > pmax:

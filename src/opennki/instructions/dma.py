@@ -76,14 +76,15 @@ class DmaCopy(Instruction):
     priority: object = None
 
     def check(self, ctx) -> None:
-        expect(self.dst.kind in _DMA_MEMORIES, "DMA destination must be in HBM or SBUF",
-               expected="HBM/SBUF", got=self.dst.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+        # every DMA of a kernel passes here: rules are tested before their messages are formatted
+        if self.dst.kind not in _DMA_MEMORIES:
+            raise MemoryKindError("DMA destination must be in HBM or SBUF", expected="HBM/SBUF",
+                                  got=self.dst.kind.name, code="err_unsupported_memory")
         expect(self.src.size == self.dst.size, "source and destination must have the same number of elements",
                expected=self.dst.size, got=self.src.size)
-        if self.dst.is_on_chip:
-            expect(self.dst.shape[0] <= ctx.hw.tiles.pmax,
-                   f"dst partition dimension {self.dst.shape[0]} exceeds maximum {ctx.hw.tiles.pmax}",
-                   got=self.dst.shape, code="err_num_partition_exceed_arch_limit")
+        if self.dst.is_on_chip and self.dst.shape[0] > ctx.hw.tiles.pmax:
+            raise ShapeError(f"dst partition dimension {self.dst.shape[0]} exceeds maximum {ctx.hw.tiles.pmax}",
+                             got=self.dst.shape, code="err_num_partition_exceed_arch_limit")
         mode = dge_mode_of(self.dge_mode)
         _check_dge(ctx, mode)
         if mode is dge_mode.hwdge:

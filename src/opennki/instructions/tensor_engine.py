@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opennki.errors import DtypeError, KernelError, MemoryKindError, expect
+from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_on_chip, check_partitions,
                                        flat, instruction, operand)
@@ -62,19 +62,22 @@ class NcMatmul(Instruction):
     perf_mode: object = None
 
     def check(self, ctx) -> None:
+        # every matmul of a kernel passes here: rules are tested before their messages are formatted
         hw = ctx.hw
         for role, t in (("stationary", self.stationary), ("moving", self.moving)):
-            expect(t.kind is MemoryKind.SBUF, f"nc_matmul reads '{role}' from SBUF", expected="SBUF",
-                   got=t.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+            if t.kind is not MemoryKind.SBUF:
+                raise MemoryKindError(f"nc_matmul reads '{role}' from SBUF", expected="SBUF", got=t.kind.name,
+                                      code="err_unsupported_memory")
             check_partitions(t, role, hw)
             expect(t.dtype.kind != PACKED, "packed MX dtypes need nc_matmul_mx", got=t.dtype, error=DtypeError)
-        expect(self.dst.kind is MemoryKind.PSUM, "nc_matmul writes its result to PSUM", expected="PSUM",
-               got=self.dst.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+        if self.dst.kind is not MemoryKind.PSUM:
+            raise MemoryKindError("nc_matmul writes its result to PSUM", expected="PSUM", got=self.dst.kind.name,
+                                  code="err_unsupported_memory")
         check_partitions(self.dst, "dst", hw)
         K = self.stationary.shape[0]
         expect(self.moving.shape[0] == K, "stationary and moving must share the contraction (partition) dim",
                expected=K, got=self.moving.shape[0], code="err_num_partition_mismatch")
-        double_row = perf_mode_of(self.perf_mode) is matmul_perf_mode.double_row
+        double_row = self.perf_mode is not None and perf_mode_of(self.perf_mode) is matmul_perf_mode.double_row
         if double_row:
             self._check_double_row(hw)
         M = self.stationary.free_size // (2 if double_row else 1)
@@ -84,18 +87,21 @@ class NcMatmul(Instruction):
                    "transpose mode writes stationary.T", expected=(M, K), got=self.dst.shape)
             return
         mmax = hw.tiles.gemm_stationary_fmax
-        expect(M <= mmax, f"stationary free size {M} exceeds maximum {mmax}", expected=f"<= {mmax}", got=M,
-               hint="tile M into blocks of 128 (gemm_stationary_fmax)")
+        if M > mmax:
+            raise ShapeError(f"stationary free size {M} exceeds maximum {mmax}", expected=f"<= {mmax}", got=M,
+                             hint="tile M into blocks of 128 (gemm_stationary_fmax)")
         dst_dtype = self.dst.dtype.name
         nmax = hw.tiles.matmul_moving_max_bf16 if dst_dtype == "bfloat16" else hw.tiles.matmul_moving_max_fp32
-        expect(N <= nmax, f"moving free size {N} exceeds maximum {nmax}", expected=f"<= {nmax}", got=N,
-               hint="tile N into blocks of 512 (gemm_moving_fmax): one PSUM bank of fp32")
+        if N > nmax:
+            raise ShapeError(f"moving free size {N} exceeds maximum {nmax}", expected=f"<= {nmax}", got=N,
+                             hint="tile N into blocks of 512 (gemm_moving_fmax): one PSUM bank of fp32")
         expect(self.dst.shape[0] == M and self.dst.free_size == N, "dst must be [M, N]",
                expected=(M, N), got=self.dst.shape)
-        allowed = ("float32",) + (("bfloat16",) if hw.nc_version >= 4 else ())
-        expect(dst_dtype in allowed, "nc_matmul results are fp32 in PSUM" +
-               (" (or bf16 on NeuronCore-v4)" if hw.nc_version >= 4 else ""),
-               expected="/".join(allowed), got=dst_dtype, error=DtypeError)
+        if dst_dtype != "float32" and not (dst_dtype == "bfloat16" and hw.nc_version >= 4):
+            allowed = ("float32",) + (("bfloat16",) if hw.nc_version >= 4 else ())
+            raise DtypeError("nc_matmul results are fp32 in PSUM" +
+                             (" (or bf16 on NeuronCore-v4)" if hw.nc_version >= 4 else ""),
+                             expected="/".join(allowed), got=dst_dtype)
         s, mv = self.stationary.dtype.name, self.moving.dtype.name
         expect((s in _FP32_LIKE) == (mv in _FP32_LIKE), "fp32/tf32 operands can only be paired with "
                "fp32/tf32", got=(s, mv), error=DtypeError)
