@@ -39,6 +39,7 @@ def instruction(cls):
                                 if "access" in f.metadata)
     cls._param_fields = tuple(f.name for f in dataclasses.fields(cls)
                               if "access" not in f.metadata and f.name not in ("mask", "name"))
+    cls._field_names = frozenset(f.name for f in dataclasses.fields(cls))
     if cls.opcode in REGISTRY:
         raise RuntimeError(f"instruction {cls.opcode} defined twice")
     REGISTRY[cls.opcode] = cls
@@ -74,6 +75,7 @@ class Instruction:
     # -- derived views of the fields -------------------------------------------------------------------
     _operand_fields: ClassVar[tuple] = ()
     _param_fields: ClassVar[tuple] = ()
+    _field_names: ClassVar[frozenset] = frozenset()
 
     @classmethod
     def operand_fields(cls) -> tuple[dataclasses.Field, ...]:
@@ -100,6 +102,20 @@ class Instruction:
         object.__setattr__(self, "_operands", out)
         return out
 
+    def replace(self, **changes) -> "Instruction":
+        """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
+        generated __init__ has already set, so they are taken over as they are instead of running it again
+        (retargeting a deferred result does this for most legacy instructions); the operand cache is dropped."""
+        unknown = changes.keys() - self._field_names
+        if unknown:
+            raise TypeError(f"{type(self).__name__} has no field(s) {sorted(unknown)}")
+        new = object.__new__(type(self))
+        state = new.__dict__
+        state.update(self.__dict__)
+        state.pop("_operands", None)
+        state.update(changes)
+        return new
+
     def params(self) -> dict:
         """The non-tensor fields as plain values (ops by name, enums by name, scalars as numbers)."""
         return {name: plain(getattr(self, name)) for name in self._param_fields}
@@ -124,9 +140,12 @@ class Instruction:
         raise NotImplementedError
 
 
+_PLAIN_TYPES = frozenset((type(None), bool, int, float, str))
+
+
 def plain(value):
     """A value safe to keep in an event: no live tensors, ops and enums by name."""
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if type(value) in _PLAIN_TYPES or isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, enum.Enum):
         return value.name

@@ -380,15 +380,18 @@ class TensorView:
 
     def partition_range(self) -> tuple[int, int]:
         """First partition and partition count touched (on chip), from the affine part of the view."""
-        return (self._extent or self._extents())[:2]
+        return self.extent()[:2]
 
     def free_byte_range(self) -> tuple[int, int]:
         """[start, end) byte offsets touched within each partition (on chip) or within the tensor (HBM)."""
-        return (self._extent or self._extents())[2:]
+        return self.extent()[2:]
+
+    def extent(self) -> tuple[int, int, int, int]:
+        """(first partition, partition count, first byte, end byte): the bounding rectangle the view touches
+        (partition_range() + free_byte_range()); cached like the geometry, since every event reads it."""
+        return self._extent or self._extents()
 
     def _extents(self) -> tuple[int, int, int, int]:
-        """(first partition, partition count, first byte, end byte): the bounding rectangle the view
-        touches, cached with the geometry (events and the cost model read it for every operand)."""
         shape = self.coords
         ranges = (self._geo or self._geometry())[0]
         dynamic = self.dynamic

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextvars
 import dataclasses
+import functools
 import itertools
 
 from opennki.errors import KernelError, OpenNKIError, SourceLocation, user_location
@@ -161,7 +162,7 @@ class Program:
                     raise KernelError("SPMD programs must create the same shared_hbm tensors",
                                       expected=(storage.shape, storage.dtype), got=(shape, dtype))
                 return self.launch.tensor_type.root(storage)
-        name = name or f"{region.name}_{shape}"
+        name = name or default_name(region, shape)
         storage = self.memory.new_storage(region, dtype, shape, name, location, fill=fill, address=address,
                                           lazy=fill is None)
         if region is MemoryRegion.shared_hbm and self.launch.grid:
@@ -201,8 +202,7 @@ class Program:
 
     def retarget(self, deferred: Deferred, **changes) -> None:
         """Issue a claimed deferred instruction with some fields replaced (usually `dst`)."""
-        instr = dataclasses.replace(deferred.instr, **changes)
-        self.execute(instr, deferred.location, deferred.api)
+        self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
 
     def flush(self) -> None:
         p = self.pending
@@ -307,18 +307,24 @@ def _located(e: OpenNKIError, instr, location, api) -> OpenNKIError:
     return e
 
 
+@functools.lru_cache(maxsize=1024)
+def default_name(region: MemoryRegion, shape: tuple[int, ...]) -> str:
+    """The name of a tensor the kernel did not name (cached: loops allocate the same shapes over and over)."""
+    return f"{region.name}_{shape}"
+
+
 def region_of(view: TensorView) -> Region:
     st = view.storage
-    b0, b1 = view.free_byte_range()
+    p0, pc, b0, b1 = view.extent()
+    address = st.placement.address
     if view.is_on_chip:
-        p0, pc = view.partition_range()
-        return Region(st.kind, st.id, st.placement.partition + max(p0, 0), pc,
-                      st.placement.address + b0, st.placement.address + b1)
-    return Region(st.kind, st.id, 0, 1, st.placement.address + b0, st.placement.address + b1)
+        return Region(st.kind, st.id, st.placement.partition + max(p0, 0), pc, address + b0, address + b1)
+    return Region(st.kind, st.id, 0, 1, address + b0, address + b1)
 
 
 def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None) -> Operand:
+    st = view.storage
     direct = not view.dynamic
-    return Operand(role, access, region_of(view), view.shape, view.dtype.name, view.itemsize, view.partitions,
+    return Operand(role, access, region_of(view), view.shape, st.dtype.name, st.dtype.itemsize, view.partitions,
                    view.free_size, view.strides if direct else None, view.offset if direct else None,
-                   view.name, view.storage.shape, offsets)
+                   st.name, st.shape, offsets)
