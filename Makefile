@@ -28,7 +28,8 @@ test: $(VENV)/.test
 	$(PY) -m pytest -q -n 2 -p no:cacheprovider tests
 
 bench: $(VENV)/.base
-	$(PY) benchmarks/run_benchmarks.py
+	$(PY) benchmarks/sim_speed.py
+	$(PY) benchmarks/cost_matmul.py
 
 clean:
 	rm -rf $(VENV) out
