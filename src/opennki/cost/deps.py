@@ -19,6 +19,8 @@ import functools
 from opennki.events import AccessKind, Engine, MemoryKind, Operand
 
 NO_PRODUCER = -1
+# enum members bound once: looking them up on their class is slow in per-operand loops (Python 3.11)
+_READ, _ACCUMULATE = AccessKind.READ, AccessKind.ACCUMULATE
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -225,12 +227,12 @@ class AccessTracker:
                     if id(slot) in seen or not slot.overlaps(region, box):
                         continue
                     seen.add(id(slot))
-                    if (access is AccessKind.ACCUMULATE and slot.accumulate and slot.engine is engine
+                    if (access is _ACCUMULATE and slot.accumulate and slot.engine is engine
                             and slot.core == core):
                         continue                 # an accumulation group: in order on the engine, no wait
-                    dep.consider(slot.end, slot.producer, "raw" if access is AccessKind.READ else "waw",
+                    dep.consider(slot.end, slot.producer, "raw" if access is _READ else "waw",
                                  slot.engine, slot.core)
-                if access is not AccessKind.READ:
+                if access is not _READ:
                     for slot in acc.reads.get(page, ()):
                         if id(slot) not in seen and slot.overlaps(region, box):
                             seen.add(id(slot))
@@ -244,11 +246,11 @@ class AccessTracker:
             acc = self._accesses(op)
             region = op.region
             box = boxes[i] if boxes is not None else box_of(op.storage_shape, op.strides, op.offset, op.shape)
-            is_read = op.access is AccessKind.READ
+            is_read = op.access is _READ
             key = (is_read, box if box is not None else (region.partition_start, region.partition_count,
                                                          region.byte_start, region.byte_end))
             slot = acc.by_key.get(key)
-            accumulate = op.access is AccessKind.ACCUMULATE
+            accumulate = op.access is _ACCUMULATE
             if slot is None:
                 slot = _Slot(region, box, end, producer, engine, core, accumulate)
                 acc.by_key[key] = slot

@@ -26,12 +26,13 @@ class Row:
     GPSIMD = "GpSimd"
     SYNC = "Sync"
     ENGINES = (TENSOR, TENSOR_MATRIX, VECTOR, SCALAR, GPSIMD, SYNC)
-    _BY_ENGINE = {Engine.TENSOR: TENSOR_MATRIX, Engine.VECTOR: VECTOR, Engine.SCALAR: SCALAR,
-                  Engine.GPSIMD: GPSIMD, Engine.SYNC: SYNC}
+    # keyed by Engine value: hashing an Enum member runs Python code, and every instruction looks its row up
+    _BY_ENGINE = {Engine.TENSOR.value: TENSOR_MATRIX, Engine.VECTOR.value: VECTOR, Engine.SCALAR.value: SCALAR,
+                  Engine.GPSIMD.value: GPSIMD, Engine.SYNC.value: SYNC}
 
     @classmethod
     def of(cls, engine: Engine) -> str:
-        return cls._BY_ENGINE.get(engine, cls.SYNC)
+        return cls._BY_ENGINE.get(engine._value_, cls.SYNC)
 
     @staticmethod
     def dma(queue: str) -> str:
@@ -103,6 +104,7 @@ class CostResult:
         self.opcode_counts: dict[str, int] = {}
         self.flops = self.transpose_flops = self.elem_ops = 0.0
         self.flops_by_peak: dict[float, float] = {}
+        self._matmul_rates: dict[tuple, tuple[bool, float]] = {}   # (opcode, dtypes) -> _matmul_rate()
         self.fp32_matmuls = 0
         self.folded_fills = 0                        # PSUM zero-fills folded into matmul accumulation
         self.matmuls = 0
@@ -168,13 +170,20 @@ class CostResult:
     def _matmul(self, ev, cost) -> None:
         self.flops += cost.flops
         self.matmuls += 1
-        dtypes = [o.dtype for o in ev.operands if o.role in ("stationary", "moving")]
+        key = (ev.opcode,) + tuple(o.dtype for o in ev.operands if o.role in ("stationary", "moving"))
+        rate = self._matmul_rates.get(key)
+        if rate is None:
+            rate = self._matmul_rates[key] = self._matmul_rate(key[0], key[1:])
+        is_fp32, peak = rate
+        if is_fp32:
+            self.fp32_matmuls += 1
+        self.flops_by_peak[peak] = self.flops_by_peak.get(peak, 0.0) + cost.flops
+
+    def _matmul_rate(self, opcode: str, dtypes: tuple[str, ...]) -> tuple[bool, float]:
+        """(counts as an fp32 matmul, peak flops/ns) for a matmul with operand `dtypes`."""
         dtype = ("float32" if "float32" in dtypes else
                  next((d for d in dtypes if d.startswith("float8")), dtypes[0] if dtypes else "bfloat16"))
-        if dtype == "float32":
-            self.fp32_matmuls += 1
-        peak = peak_for(self.hw, dtype, "mx" if ev.opcode == "nc_matmul_mx" else None)
-        self.flops_by_peak[peak] = self.flops_by_peak.get(peak, 0.0) + cost.flops
+        return dtype == "float32", peak_for(self.hw, dtype, "mx" if opcode == "nc_matmul_mx" else None)
 
     def _dma(self, rec, work, line) -> None:
         self.dma_count += 1

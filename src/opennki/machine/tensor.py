@@ -45,6 +45,12 @@ def _identity_map(n: int) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(1 if a == d else 0 for a in range(n)) for d in range(n))
 
 
+@functools.lru_cache(maxsize=1024)
+def _root_geometry(shape: tuple[int, ...]) -> tuple:
+    """TensorView._geometry() of a whole tensor of `shape`."""
+    return tuple((min(0, n - 1), max(0, n - 1)) for n in shape), row_major_strides(shape), 0
+
+
 @dataclass(frozen=True)
 class DynamicTerm:
     """A run-time index: `values(index) * coeffs[d]` is added to storage dim d. The index tile's axes align
@@ -73,7 +79,7 @@ class TensorView:
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
-        self.shape = tuple(int(s) for s in shape)
+        self.shape = tuple(map(int, shape))
         self.amap = amap
         self.consts = consts
         self.dynamic = dynamic
@@ -87,7 +93,9 @@ class TensorView:
     @classmethod
     def root(cls, storage: Storage):
         n = len(storage.shape)
-        return cls(storage, storage.shape, _identity_map(n), (0,) * n)
+        view = cls(storage, storage.shape, _identity_map(n), (0,) * n)
+        view._geo = _root_geometry(view.shape)    # the same for every tensor of this shape
+        return view
 
     def _derive(self, shape, amap, consts, dynamic=(), mask=None, coords=None):
         view = object.__new__(type(self))

@@ -152,7 +152,7 @@ class Program:
                    location: SourceLocation | None = None, address=None) -> TensorView:
         """Allocate a tensor (poisoned unless `fill`) and return its root view."""
         location = location or user_location()
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(map(int, shape))
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             k = self.shared_count
             self.shared_count += 1

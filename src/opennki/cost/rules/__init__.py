@@ -41,16 +41,18 @@ def _signature(ev: InstructionExecuted) -> tuple | None:
     event cannot be keyed (a legacy mask, run-time offsets, unhashable parameters)."""
     if ev.mask is not None:
         return None
-    ops = []
+    key = [ev.opcode, id(ev.engine)]
     for o in ev.operands:
         if o.offsets is not None:
             return None
         r = o.region
         # enum members by id(): they are singletons, and hashing an Enum runs Python code
-        ops.append((o.role, id(o.access), id(r.kind), r.partition_start, o.shape, o.dtype, o.itemsize, o.strides))
+        key += (o.role, id(o.access), id(r.kind), r.partition_start, o.shape, o.dtype, o.itemsize, o.strides)
+    # params in their given order (one order per instruction class): the key is exact either way, and sorting
+    # every event's parameters cost more than an occasional miss would
+    key += ev.params.items()
+    key = tuple(key)
     try:
-        params = tuple(sorted(ev.params.items()))
-        key = (ev.opcode, id(ev.engine), tuple(ops), params)
         hash(key)
     except TypeError:
         return None

@@ -115,7 +115,10 @@ def engine_spec(hw, engine: Engine):
     return specs[1][engine._value_]
 
 
+_UNKNOWN, _SYNC = Engine.UNKNOWN, Engine.SYNC     # bound once: class lookups of members are slow (3.11)
+
+
 def schedulable_engine(engine: Engine) -> Engine:
     """The engine queue an instruction is placed on (register and control instructions without a stated
     engine run on the Sync sequencer)."""
-    return Engine.SYNC if engine is Engine.UNKNOWN else engine
+    return _SYNC if engine is _UNKNOWN else engine
