@@ -198,11 +198,11 @@ def check_column(t, role: str, P: int) -> None:
     """A scalar immediate or a [P, 1] per-partition vector."""
     if is_tensor(t):
         check_on_chip(t, role)
-        expect(t.shape[0] == P and t.free_size == 1, f"'{role}' must be a scalar or a [P, 1] vector",
-               expected=f"[{P}, 1]", got=t.shape, code="err_num_partition_mismatch")
-    else:
-        expect(isinstance(t, (int, float, np.number)), f"'{role}' must be a scalar or a [P, 1] vector",
-               got=type(t).__name__, error=DtypeError)
+        if not (t.shape[0] == P and t.free_size == 1):
+            raise ShapeError(f"'{role}' must be a scalar or a [P, 1] vector", expected=f"[{P}, 1]", got=t.shape,
+                             code="err_num_partition_mismatch")
+    elif not isinstance(t, (int, float, np.number)):
+        raise DtypeError(f"'{role}' must be a scalar or a [P, 1] vector", got=type(t).__name__)
 
 
 def check_not_both_psum(a, b, ra: str, rb: str) -> None:
@@ -226,9 +226,10 @@ def flat(a: np.ndarray) -> np.ndarray:
 def check_nc_version(ctx, minimum: int, what: str) -> None:
     """`what` exists only from NeuronCore-v`minimum` on (v2 = trn1, v3 = trn2, v4 = trn3)."""
     hw = ctx.hw
-    expect(hw.nc_version >= minimum, f"{what} needs NeuronCore-v{minimum} or newer",
-           expected=f"NeuronCore-v{minimum}+", got=f"{hw.name} (NeuronCore-v{hw.nc_version})", error=KernelError,
-           hint="select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)")
+    if hw.nc_version < minimum:
+        raise KernelError(f"{what} needs NeuronCore-v{minimum} or newer", expected=f"NeuronCore-v{minimum}+",
+                          got=f"{hw.name} (NeuronCore-v{hw.nc_version})",
+                          hint="select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)")
 
 
 def check_dtype(t, role: str, names, what: str = "") -> None:

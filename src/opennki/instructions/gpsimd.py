@@ -25,8 +25,9 @@ _ELEMS_PER_INDEX = (1, 2, 4, 8, 16, 32)
 
 
 def check_sbuf(t, role: str) -> None:
-    expect(t.kind is MemoryKind.SBUF, f"GpSimd reads and writes SBUF only ('{role}')", expected="SBUF",
-           got=t.kind.name, code="err_unsupported_memory", error=MemoryKindError)
+    if t.kind is not MemoryKind.SBUF:
+        raise MemoryKindError(f"GpSimd reads and writes SBUF only ('{role}')", expected="SBUF", got=t.kind.name,
+                              code="err_unsupported_memory")
 
 
 def pattern_values(partitions: int, pattern, offset: int, channel_multiplier: int) -> np.ndarray:

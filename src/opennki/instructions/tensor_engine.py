@@ -211,9 +211,10 @@ class NcTranspose(Instruction):
         check_on_chip(self.dst, "dst")
         P, F = self.data.shape[0], self.data.free_size
         limit = 128 if ex is Engine.TENSOR else 32
-        expect(P <= limit and F <= limit, f"nc_transpose on the {ex.name.lower()} engine handles at most "
-               f"{limit} x {limit}", expected=f"<= {limit} x {limit}", got=(P, F),
-               code="err_size_of_dimension_exceed_arch_limit")
+        if P > limit or F > limit:
+            raise ShapeError(f"nc_transpose on the {ex.name.lower()} engine handles at most {limit} x {limit}",
+                             expected=f"<= {limit} x {limit}", got=(P, F),
+                             code="err_size_of_dimension_exceed_arch_limit")
         if ex is Engine.TENSOR:
             expect(self.data.kind is MemoryKind.SBUF and self.dst.kind is MemoryKind.PSUM,
                    "Tensor Engine transposes read SBUF and write PSUM", got=(self.data.kind.name,

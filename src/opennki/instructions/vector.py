@@ -40,8 +40,9 @@ def check_elementwise(ctx, dst, inputs: dict) -> None:
 
 
 def check_engine(executor: Engine, allowed: tuple[Engine, ...], opcode: str) -> None:
-    expect(executor in allowed, f"{opcode} cannot run on the {executor.name.lower()} engine",
-           expected="/".join(e.name.lower() for e in allowed), got=executor.name.lower(), error=KernelError)
+    if executor not in allowed:     # tested first: the message is only built for the error
+        raise KernelError(f"{opcode} cannot run on the {executor.name.lower()} engine",
+                          expected="/".join(e.name.lower() for e in allowed), got=executor.name.lower())
 
 
 def check_gpsimd_buffers(executor: Engine, tensors: dict) -> None:
@@ -53,7 +54,8 @@ def check_gpsimd_buffers(executor: Engine, tensors: dict) -> None:
 
 
 def check_arith(op, role: str) -> None:
-    expect(op.category == ARITH, f"'{role}' must be an arithmetic operator", got=op.name, error=KernelError)
+    if op.category != ARITH:
+        raise KernelError(f"'{role}' must be an arithmetic operator", got=op.name)
 
 
 def check_v4_ops(ctx, ops) -> None:
@@ -118,8 +120,8 @@ class TensorTensor(Instruction):
 
     def check(self, ctx) -> None:
         op = alu(self.op)
-        expect(op.arity == 2, f"tensor_tensor needs a binary operator, got unary '{op.name}'", got=op.name,
-               error=KernelError)
+        if op.arity != 2:
+            raise KernelError(f"tensor_tensor needs a binary operator, got unary '{op.name}'", got=op.name)
         check_elementwise(ctx, self.dst, {"data1": self.data1, "data2": self.data2})
         ex = self.executor
         check_engine(ex, (Engine.VECTOR, Engine.GPSIMD), self.opcode)
@@ -356,8 +358,9 @@ class TensorReduce(Instruction):
         check_partitions(self.data, "data", ctx.hw)
         check_same_partitions(self.dst, self.data, "dst", "data")
         op = alu(self.op)
-        expect(op.reducible, f"'{op.name}' is not a reduction operator", got=op.name, error=KernelError,
-               expected="add, subtract, multiply, maximum, minimum, bitwise/logical and/or/xor")
+        if not op.reducible:
+            raise KernelError(f"'{op.name}' is not a reduction operator", got=op.name,
+                              expected="add, subtract, multiply, maximum, minimum, bitwise/logical and/or/xor")
         if ctx.options.hardware_strict:
             nd = self.data.ndim
             expect(axes == tuple(range(nd - len(axes), nd)),

@@ -1,11 +1,11 @@
 """Machine layer: tensor views over a storage, and the subscript rules of both NKI generations.
 
-Imports errors, events (MemoryKind), memory and index. A `TensorView` is a storage plus an affine map from view positions to
-storage positions, kept per storage dimension: element (i_0, ..., i_{n-1}) of the view is storage element
-(c_d + sum_a A[d][a] * i_a for each storage dim d). Keeping the map per dimension lets bounds be checked the
-way NKI reports them ("index range [0, 4095] exceed dimension size of 4000") and lets legacy affine index
-tiles (`t[k*128 + i_p, 2*i_f]`) and new-generation slicing share one mechanism. Both end in a strided
-NumPy view, so reading a view costs no gather.
+Imports errors, events (MemoryKind), memory and index. A `TensorView` is a storage plus an affine map from
+view positions to storage positions, kept per storage dimension: element (i_0, ..., i_{n-1}) of the view is
+storage element (c_d + sum_a A[d][a] * i_a for each storage dim d). Keeping the map per dimension lets
+bounds be checked the way NKI reports them ("index range [0, 4095] exceed dimension size of 4000") and lets
+legacy affine index tiles (`t[k*128 + i_p, 2*i_f]`) and new-generation slicing share one mechanism. Both end
+in a strided NumPy view, so reading a view costs no gather.
 
 Views are checked lazily: a legacy subscript may point out of bounds where a later `mask=` switches the
 elements off, so bounds are checked when an instruction touches the view, with its mask.
