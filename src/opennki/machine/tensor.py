@@ -73,9 +73,10 @@ class TensorView:
         mask: boolean array broadcastable to `shape` restricting this operand (legacy matmul operand masks).
     """
 
-    # `_geo`, `_extent`, `_inb` and `_np` cache values derived from the (immutable) view; see `_geometry`
+    # `_geo`, `_extent`, `_free`, `_inb` and `_np` cache values derived from the (immutable) view; see
+    # `_geometry`
     __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np", "_inb", "_geo",
-                 "_extent")
+                 "_extent", "_free")
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
@@ -89,6 +90,7 @@ class TensorView:
         self._inb = None
         self._geo = None
         self._extent = None
+        self._free = None
 
     @classmethod
     def root(cls, storage: Storage):
@@ -144,7 +146,9 @@ class TensorView:
     @property
     def free_size(self) -> int:
         """Elements per partition (product of the free dims); all elements for HBM."""
-        return math.prod(self.shape[1:]) if self.is_on_chip else self.size
+        if self._free is None:          # cached: checks, events and cost rules ask for it again and again
+            self._free = math.prod(self.shape[1:]) if self.is_on_chip else self.size
+        return self._free
 
     @property
     def strides(self) -> tuple[int, ...]:
@@ -203,7 +207,8 @@ class TensorView:
             return self._derive(self.shape, self.amap, self.consts, self.dynamic, key.array)
         if not isinstance(key, tuple):
             key = (key,)
-        if any(k is Ellipsis for k in key):
+        plain = all(type(k) is slice for k in key)     # the usual `t[a:b, c:d]`: no `...`, no index expressions
+        if not plain and any(k is Ellipsis for k in key):
             i = next(j for j, k in enumerate(key) if k is Ellipsis)
             fill = self.ndim - (len(key) - 1)
             key = key[:i] + (slice(None),) * max(fill, 0) + key[i + 1:]
@@ -212,6 +217,8 @@ class TensorView:
                              got=len(key))
         if self.dynamic:
             raise UnsupportedError("a view with run-time (indirect) indices cannot be indexed again")
+        if plain:
+            return self._basic(key)
         for k in key:
             if isinstance(k, NonAffineIndex):
                 raise KernelError("index expressions must be affine (sums of arange indices, loop variables "

@@ -162,7 +162,7 @@ class Program:
                     raise KernelError("SPMD programs must create the same shared_hbm tensors",
                                       expected=(storage.shape, storage.dtype), got=(shape, dtype))
                 return self.launch.tensor_type.root(storage)
-        name = name or default_name(region, shape)
+        name = name or default_name(region._value_, shape)
         storage = self.memory.new_storage(region, dtype, shape, name, location, fill=fill, address=address,
                                           lazy=fill is None)
         if region is MemoryRegion.shared_hbm and self.launch.grid:
@@ -308,9 +308,11 @@ def _located(e: OpenNKIError, instr, location, api) -> OpenNKIError:
 
 
 @functools.lru_cache(maxsize=1024)
-def default_name(region: MemoryRegion, shape: tuple[int, ...]) -> str:
-    """The name of a tensor the kernel did not name (cached: loops allocate the same shapes over and over)."""
-    return f"{region.name}_{shape}"
+def default_name(region: str, shape: tuple[int, ...]) -> str:
+    """The name of a tensor the kernel did not name in `region` (a MemoryRegion's value, which is its name;
+    cached, and keyed by a string: loops allocate the same shapes over and over, and hashing an Enum member
+    runs Python code)."""
+    return f"{region}_{shape}"
 
 
 def region_of(view: TensorView) -> Region:
