@@ -156,7 +156,7 @@ class AccessTracker:
             kept = []
             for item in items:
                 s, e, parts, t, prod = item
-                if s < end and byte_start < e and min(parts, partitions) > 0:
+                if s < end and byte_start < e and parts > 0 and partitions > 0:
                     if t > best:
                         best, producer = t, prod
                     if byte_start <= s and e <= end and parts <= partitions:

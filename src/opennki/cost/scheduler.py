@@ -38,6 +38,7 @@ from opennki.hw import get_target
 
 
 _PE = Engine.TENSOR.value
+_TENSOR, _DMA = Engine.TENSOR, Engine.DMA       # bound once: class lookups of members are slow (3.11)
 
 
 class _CoreState:
@@ -164,16 +165,18 @@ class CostModel:
         core = ev.core
         state = self._core(core)
         index = result.next_index()
-        engine = cost.engine if cost.dma is None else cost.dma.trigger
-        engine = schedulable_engine(engine)
-        dep = self.deps.dependency(ev.operands, engine if cost.dma is None else Engine.DMA, core)
+        if cost.dma is None:
+            engine = queue = schedulable_engine(cost.engine)
+        else:
+            engine, queue = schedulable_engine(cost.dma.trigger), _DMA
+        dep = self.deps.dependency(ev.operands, queue, core)
         if cost.dma is not None:
             rec = self._place_dma(ev, cost, state, dep, index)
-        elif engine is Engine.TENSOR:
+        elif engine is _TENSOR:
             rec = self._place_pe(ev, cost, state, dep, index)
         else:
             rec = self._place_engine(ev, cost, state, dep, index, engine)
-        self.deps.record(ev.operands, rec.end, index, engine if cost.dma is None else Engine.DMA, core, dep.boxes)
+        self.deps.record(ev.operands, rec.end, index, queue, core, dep.boxes)
         result.add(rec, ev)
 
     def _gate(self, spec, free: float, last: int, dep) -> tuple[float, int, float, str | None]:
@@ -234,8 +237,10 @@ class CostModel:
         return rec
 
     def _stationary_key(self, ev):
-        st = next((o for o in ev.operands if o.role == "stationary"), None)
-        if st is None:
+        for st in ev.operands:
+            if st.role == "stationary":
+                break
+        else:
             return None
         r = st.region
         return (r.storage_id, r.partition_start, r.partition_count, r.byte_start, r.byte_end,
@@ -247,7 +252,7 @@ class CostModel:
         work = cost.dma
         trigger = schedulable_engine(work.trigger)
         spec = engine_spec(hw, trigger)
-        queue = (work.queue, trigger)
+        queue = (work.queue, trigger._value_)         # by value: hashing an Enum member runs Python code
         t_start, pred, stall, kind = self._gate(spec, state.queue_free.get(queue, 0.0),
                                                 state.queue_last.get(queue, NO_PRODUCER), dep)
         t_end = t_start + cost.busy_ns
