@@ -118,7 +118,12 @@ class Instruction:
 
     def params(self) -> dict:
         """The non-tensor fields as plain values (ops by name, enums by name, scalars as numbers)."""
-        return {name: plain(getattr(self, name)) for name in self._param_fields}
+        fields = self.__dict__
+        out = {}
+        for name in self._param_fields:
+            value = fields[name]
+            out[name] = value if type(value) in _PLAIN_TYPES else plain(value)   # most are None/bool/number
+        return out
 
     @property
     def executor(self) -> Engine:

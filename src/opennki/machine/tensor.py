@@ -51,6 +51,30 @@ def _root_geometry(shape: tuple[int, ...]) -> tuple:
     return tuple((min(0, n - 1), max(0, n - 1)) for n in shape), row_major_strides(shape), 0
 
 
+@functools.lru_cache(maxsize=4096)
+def _extent_of(shape: tuple[int, ...], on_chip: bool, itemsize: int, ranges: tuple, run_time_dims: tuple) -> tuple:
+    """TensorView.extent() of a view of a storage of `shape`, from the [lo, hi] positions of its affine part per
+    storage dim and the dims indexed at run time (which may touch the whole dim). A pure function of these, so
+    cached: the tiles of a loop have the same shapes every iteration."""
+    if on_chip:
+        first = 1
+        strides = (0,) + row_major_strides(shape[1:])
+        p0, pc = (0, shape[0]) if 0 in run_time_dims else (ranges[0][0], ranges[0][1] - ranges[0][0] + 1)
+    else:
+        first = 0
+        strides = row_major_strides(shape)
+        p0, pc = 0, 1
+    lo = hi = 0
+    for d in range(first, len(shape)):
+        if d in run_time_dims:
+            hi += (shape[d] - 1) * strides[d]
+            continue
+        dlo, dhi = ranges[d]
+        lo += max(dlo, 0) * strides[d]
+        hi += min(dhi, shape[d] - 1) * strides[d]
+    return p0, pc, lo * itemsize, (hi + 1) * itemsize
+
+
 @dataclass(frozen=True)
 class DynamicTerm:
     """A run-time index: `values(index) * coeffs[d]` is added to storage dim d. The index tile's axes align
@@ -407,30 +431,11 @@ class TensorView:
         return self._extent or self._extents()
 
     def _extents(self) -> tuple[int, int, int, int]:
-        shape = self.coords
         ranges = (self._geo or self._geometry())[0]
         dynamic = self.dynamic
-        if self.is_on_chip:
-            first = 1
-            strides = (0,) + row_major_strides(shape[1:])
-            if dynamic and any(t.coeffs[0] for t in dynamic):
-                p0, pc = 0, shape[0]
-            else:
-                p0, pc = ranges[0][0], ranges[0][1] - ranges[0][0] + 1
-        else:
-            first = 0
-            strides = row_major_strides(shape)
-            p0, pc = 0, 1
-        lo = hi = 0
-        for d in range(first, len(shape)):
-            if dynamic and any(t.coeffs[d] for t in dynamic):
-                hi += (shape[d] - 1) * strides[d]
-                continue
-            dlo, dhi = ranges[d]
-            lo += max(dlo, 0) * strides[d]
-            hi += min(dhi, shape[d] - 1) * strides[d]
-        it = self.itemsize
-        self._extent = (p0, pc, lo * it, (hi + 1) * it)
+        run_time_dims = tuple(d for d in range(len(self.coords)) if any(t.coeffs[d] for t in dynamic)) \
+            if dynamic else ()
+        self._extent = _extent_of(self.coords, self.is_on_chip, self.storage.dtype.itemsize, ranges, run_time_dims)
         return self._extent
 
     def __repr__(self) -> str:
