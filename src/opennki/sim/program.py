@@ -30,6 +30,8 @@ from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
 from opennki.sim.frames import peek_variable, pending_store_target, user_frame
 
+_TENSOR, _PSUM = Engine.TENSOR, MemoryKind.PSUM     # bound once: class lookups of members are slow (3.11)
+
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 
 
@@ -212,7 +214,7 @@ class Program:
 
     def execute(self, instr, location: SourceLocation | None, api: str | None) -> None:
         self._check(instr, location, api)
-        self._run_and_emit(instr, location, api)
+        self._run_and_emit(instr, location, api, placed=True)
 
     def _check(self, instr, location, api, unplaced=None) -> None:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
@@ -259,12 +261,15 @@ class Program:
                 freed = True
         return freed
 
-    def _run_and_emit(self, instr, location, api) -> None:
+    def _run_and_emit(self, instr, location, api, placed: bool = False) -> None:
+        """`placed`: `_check` has just placed every operand (a deferred instruction's result may still need
+        its memory, and may have lost it to `_reclaim` while it waited)."""
         machine = self.machine
-        try:
-            self._place_operands(instr)
-        except OpenNKIError as e:
-            raise _located(e, instr, location, api)
+        if not placed:
+            try:
+                self._place_operands(instr)
+            except OpenNKIError as e:
+                raise _located(e, instr, location, api)
         if not self.options.shape_only:
             try:
                 instr.run(machine)
@@ -272,9 +277,9 @@ class Program:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
-            if instr.executor is not Engine.TENSOR:
+            if instr.executor is not _TENSOR:
                 for _, view, _access in instr.operands():
-                    if view.kind is MemoryKind.PSUM and view.storage.matmul_written is not None:
+                    if view.storage.matmul_written is not None and view.kind is _PSUM:
                         Machine.clear_matmul_flags(view)
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
