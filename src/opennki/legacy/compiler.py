@@ -4,7 +4,8 @@ Imports language (blocks, core), instructions, sim and errors. A direct-allocati
 `buffer=` slot of a tensor declaration and places each logical block of the tensor itself
 (spec/entrypoints.md §8, the legacy direct-allocation guide):
 
-* `sbuf.alloc(func)`: `func(block_index, pdim_size, fdim_size_bytes) -> (start_partition, byte_addr)`;
+* `sbuf.alloc(func)`: `func(idx, pdim_size, fdim_size) -> (start_partition, byte_addr)` for the block index
+  `idx`, the tile's partitions and bytes per partition (passed by these names when `func` takes them);
 * `sbuf.mod_alloc(base_addr=, base_partition=0, num_par_tiles=(), num_free_tiles=())`: block `i` goes to
   physical tile `i mod num_*_tiles`, at `base_addr + linear(i mod num_free_tiles) * fdim_size_bytes` and
   partition `base_partition + linear(i mod num_par_tiles) * pdim_size`;
@@ -55,6 +56,19 @@ def _modulo(base: int, tiles, index, scale: int) -> int:
     return base + linearize(tiles, tuple(i % int(t) for i, t in zip(index, tiles))) * scale
 
 
+def _call_user_placement(func, index: tuple[int, ...], P: int, fdim_bytes: int):
+    """Call an allocation function the way the compiler does: by the documented parameter names
+    `func(idx=, pdim_size=, fdim_size=)` when its signature takes them (so `functools.partial(f, bank_map=...)`
+    of `def f(bank_map, idx, pdim_size, fdim_size)` works, as in the official samples), else positionally
+    (a function with other parameter names, or a callable without an inspectable signature)."""
+    by_name = {"idx": index, "pdim_size": P, "fdim_size": fdim_bytes}
+    try:
+        inspect.signature(func).bind(**by_name)
+    except (TypeError, ValueError):
+        return func(index, P, fdim_bytes)
+    return func(**by_name)
+
+
 def _check_partition(start: int, P: int, api: str) -> None:
     allowed = (0,) if P > 64 else (0, 64) if P > 32 else (0, 32, 64, 96)
     if start not in allowed:
@@ -80,7 +94,7 @@ class _SbufAllocation(_DirectAllocation):
         self.func = func
 
     def placement(self, index, P, fdim_bytes, hw, api):
-        got = self.func(tuple(index), P, fdim_bytes)
+        got = _call_user_placement(self.func, tuple(index), P, fdim_bytes)
         try:
             partition, address = (int(v) for v in got)
         except (TypeError, ValueError):
@@ -110,7 +124,7 @@ class _PsumAllocation(_DirectAllocation):
         self.func = func
 
     def placement(self, index, P, fdim_bytes, hw, api):
-        got = self.func(tuple(index), P, fdim_bytes)
+        got = _call_user_placement(self.func, tuple(index), P, fdim_bytes)
         try:
             bank, partition, address = (int(v) for v in got)
         except (TypeError, ValueError):
