@@ -26,6 +26,7 @@ import numpy as np
 
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
+from opennki.machine.dtypes import SCALAR_TYPES
 from opennki.machine.machine import Machine
 from opennki.machine.tensor import TensorView
 
@@ -206,7 +207,7 @@ def check_column(t, role: str, P: int) -> None:
         if not (t.shape[0] == P and t.free_size == 1):
             raise ShapeError(f"'{role}' must be a scalar or a [P, 1] vector", expected=f"[{P}, 1]", got=t.shape,
                              code="err_num_partition_mismatch")
-    elif not isinstance(t, (int, float, np.number)):
+    elif not isinstance(t, SCALAR_TYPES):
         raise DtypeError(f"'{role}' must be a scalar or a [P, 1] vector", got=type(t).__name__)
 
 

@@ -19,6 +19,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, ch
 from opennki.instructions.ops import alu, op_name
 from opennki.instructions.vector import check_elementwise
 from opennki.machine.index import mask_array
+from opennki.machine.dtypes import SCALAR_TYPES
 
 _CORE_PARTITIONS = 16
 _ELEMS_PER_INDEX = (1, 2, 4, 8, 16, 32)
@@ -104,7 +105,7 @@ class AffineSelect(Instruction):
         if ctx.options.hardware_strict:
             expect(self.on_true_tile.kind is MemoryKind.SBUF, "affine_select reads on_true_tile from SBUF",
                    got=self.on_true_tile.kind.name, error=HardwareUnsupportedError)
-        expect(isinstance(self.on_false_value, (int, float, np.number)), "on_false_value must be a scalar",
+        expect(isinstance(self.on_false_value, SCALAR_TYPES), "on_false_value must be a scalar",
                got=type(self.on_false_value).__name__, error=DtypeError)
         if self.pred is not None:
             expect(getattr(self.pred, "affine", True), "affine_select needs an affine predicate of arange "

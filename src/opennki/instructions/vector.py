@@ -20,7 +20,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, c
                                        column, flat, instruction, is_tensor, operand, read_operand)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
-from opennki.machine.dtypes import PACKED, to_float32
+from opennki.machine.dtypes import PACKED, SCALAR_TYPES, to_float32
 
 _INT32 = ("int32", "uint32")
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
@@ -438,7 +438,7 @@ class Memset(Instruction):
         ex = self.executor
         check_engine(ex, (Engine.VECTOR, Engine.GPSIMD), self.opcode)
         check_gpsimd_buffers(ex, {"dst": self.dst})
-        expect(isinstance(self.value, (int, float, bool, np.number)), "memset value must be a scalar",
+        expect(isinstance(self.value, SCALAR_TYPES), "memset value must be a scalar",
                got=type(self.value).__name__, error=DtypeError)
         if self.dst.dtype.kind == PACKED:
             expect(self.value == 0, "packed MX dtypes can only be memset to 0", got=self.value,

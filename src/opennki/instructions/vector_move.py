@@ -17,6 +17,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, ch
                                        check_on_chip, check_partitions, flat, instruction, is_tensor, operand,
                                        read_operand)
 from opennki.instructions.vector import TensorCopy, check_elementwise
+from opennki.machine.dtypes import SCALAR_TYPES
 
 _PREDICATE_DTYPES = ("bool", "uint8", "uint16", "uint32", "int8", "int16", "int32")
 _QUADRANT = 32
@@ -46,7 +47,7 @@ class TensorCopyPredicated(Instruction):
                    expected=self.dst.dtype, got=self.src.dtype, error=DtypeError)
             check_not_both_psum(self.src, self.predicate, "src", "predicate")
         else:
-            expect(isinstance(self.src, (int, float, bool, np.number)), "src must be a tile or a scalar",
+            expect(isinstance(self.src, SCALAR_TYPES), "src must be a tile or a scalar",
                    got=type(self.src).__name__, error=DtypeError)
 
     def run(self, m) -> None:

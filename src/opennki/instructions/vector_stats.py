@@ -14,6 +14,7 @@ import numpy as np
 from opennki.errors import DtypeError, expect
 from opennki.machine.machine import Machine
 from opennki.events import Engine
+from opennki.machine.dtypes import SCALAR_TYPES
 from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, check_on_chip,
                                        check_partitions, check_same_partitions, flat, instruction, operand,
                                        read_operand)
@@ -204,7 +205,7 @@ class NcMatchReplace8(Instruction):
         expect(self.dst.free_size == self.data.free_size, "dst must have as many elements as data",
                expected=self.data.free_size, got=self.dst.free_size)
         _check_eight(self.vals, "vals")
-        expect(isinstance(self.imm, (int, float, np.number)), "imm must be an fp32 scalar",
+        expect(isinstance(self.imm, SCALAR_TYPES), "imm must be an fp32 scalar",
                got=type(self.imm).__name__, error=DtypeError)
         if self.dst_idx is not None:
             check_rows(ctx, self.dst_idx, {"data": self.data})

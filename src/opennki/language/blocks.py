@@ -9,7 +9,9 @@ With hardware-strict mode they raise `err_leading_dimension_of_tensor_must_be_pa
 compilers that removed them give.
 
 A `BlockTensor` is not a tile: it must be indexed with an integer per block dim (`a[i]`, `a[i, i_p, i_f]`)
-before a compute API can use it (`err_failed_to_infer_tile_from_local_tensor` otherwise). Each logical block
+before a compute API can use it (`err_failed_to_infer_tile_from_local_tensor` otherwise); integers for only
+the leading block dims (`a[h]` of a `(H, T, par_dim(P), F)` tensor) give the block tensor of the remaining
+block dims, whose blocks are `a`'s blocks (as the legacy compiler allows). Each logical block
 maps to a physical tile: with automatic allocation every block gets its own tile (one storage of shape
 `(P, n_blocks, F...)`, block b at free position b); with direct allocation (`nki.compiler`) the allocator
 object places every block when the tensor is declared, and blocks it places at the same (partition,
@@ -68,30 +70,49 @@ class BlockTensor:
     def __len__(self) -> int:
         return self.blocks[0]
 
-    def _split(self, key):
-        if not isinstance(key, tuple):
-            key = (key,)
-        nb = len(self.blocks)
-        if len(key) < nb or any(k is Ellipsis for k in key[:nb]):
-            raise KernelError(f"index every block dimension of {self.name!r} with an integer (shape "
-                              f"{self.shape}, {nb} block dims)", got=key,
-                              code="err_failed_to_infer_tile_from_local_tensor")
+    def _block_index(self, key) -> tuple[int, ...]:
+        """The leading integers of `key` as (wrapped) block indices; at most one per block dim."""
         index = []
-        for k, n in zip(key[:nb], self.blocks):
+        for k, n in zip(key, self.blocks):
             try:
                 i = operator.index(k)
             except TypeError:
-                raise KernelError(f"block dimensions of {self.name!r} take integers (loop variables, "
-                                  "constants)", got=k) from None
+                break
             if not -n <= i < n:
                 raise ShapeError(f"block index {i} out of range for block dim of size {n} of {self.name!r}",
                                  expected=f"[0, {n - 1}]", got=i, code="err_tensor_access_out_of_bound")
             index.append(i % n)
-        return self._tile_of(tuple(index)), key[nb:]
+        return tuple(index)
+
+    def _split(self, key):
+        if not isinstance(key, tuple):
+            key = (key,)
+        nb = len(self.blocks)
+        index = self._block_index(key)
+        if len(index) < nb:
+            raise KernelError(f"index the block dimensions of {self.name!r} with integers (loop variables, "
+                              f"constants) before the tile dims (shape {self.shape}, {nb} block dims)", got=key,
+                              code="err_failed_to_infer_tile_from_local_tensor")
+        return self._tile_of(index), key[nb:]
 
     def __getitem__(self, key):
+        """`a[i, j, ...]`: with an integer for every block dim, the tile (then indexed by the rest of the key);
+        with integers for only the leading block dims (`a[i]` on a tensor of shape (H, T, P, F)), the block
+        tensor of the remaining blocks, sharing `a`'s tiles (the samples pass such sub-tensors to helpers)."""
+        if not isinstance(key, tuple):
+            key = (key,)
+        if len(key) < len(self.blocks):
+            index = self._block_index(key)
+            if index and len(index) == len(key):
+                return self._sub(index)
         tile, rest = self._split(key)
         return tile[rest] if rest else tile
+
+    def _sub(self, lead: tuple[int, ...]) -> BlockTensor:
+        def tile_of(index, outer=self._tile_of):
+            return outer(lead + index)
+        return BlockTensor(self.blocks[len(lead):], self.tile_shape, tile_of, self.dtype, self.buffer,
+                           f"{self.name}{list(lead)}")
 
     def __setitem__(self, key, value):
         tile, rest = self._split(key)
@@ -170,10 +191,11 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
     if direct is not None:
         tile_of = _direct_tiles(prog, direct, blocks, tile_shape, dt, name, api)
     elif not blocks:
-        return _filled(core.alloc(tile_shape, dt, region, name), fill, api)
+        return _filled(_declared(core.alloc(tile_shape, dt, region, name)), fill, api)
     else:
         n = math.prod(blocks)
-        root = core.alloc((tile_shape[0], n) + tile_shape[1:], dt, region, name or f"{region.name}_blocks")
+        root = _declared(core.alloc((tile_shape[0], n) + tile_shape[1:], dt, region,
+                                    name or f"{region.name}_blocks"))
 
         def tile_of(index, root=root):
             return root[(slice(None), linearize(blocks, index))]
@@ -183,6 +205,12 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
     for tile in tensor.tiles():
         _filled(tile, fill, api)
     return tensor
+
+
+def _declared(t):
+    """Mark a declared on-chip tensor (Storage.declared): the legacy compiler never moves those."""
+    t.storage.declared = True
+    return t
 
 
 def _filled(t, fill, api):
@@ -229,7 +257,7 @@ def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
         where = allocator.placement(index, P, fbytes, prog.hw, api)
         tile = placed.get(where)
         if tile is None:
-            tile = placed[where] = core.alloc(tile_shape, dt, region, label, address=where)
+            tile = placed[where] = _declared(core.alloc(tile_shape, dt, region, label, address=where))
         else:
             # several logical blocks share this physical tile: dependencies are about logical blocks
             dependencies.exempt(prog, tile.storage)

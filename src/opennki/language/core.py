@@ -26,7 +26,7 @@ from opennki.instructions.tensor_engine import NcMatmul, NcTranspose
 from opennki.instructions.vector import (Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor,
                                          normalize_axes, reduced_shape)
 from opennki.language import rules
-from opennki.machine.dtypes import DataType, dtype_of, float32, promote, scalar_dtype
+from opennki.machine.dtypes import SCALAR_TYPES, DataType, dtype_of, float32, promote, scalar_dtype
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
 from opennki.sim.program import current
@@ -39,7 +39,7 @@ def is_tensor(x) -> bool:
 
 
 def is_scalar(x) -> bool:
-    return isinstance(x, (int, float, bool, np.number))
+    return isinstance(x, SCALAR_TYPES)
 
 
 def region_of(buffer) -> MemoryRegion:
@@ -310,6 +310,8 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
         raise MemoryKindError(f"Expected operand 'src' of '{api}' to be in address space 'hbm', but got a "
                               f"tile in '{where}' instead.", instruction=api, code="err_unsupported_memory")
     shape = src.shape
+    if len(shape) < 2 and src.size == 1:
+        shape = (1, 1)      # one element (`seed[0]`, `x[b, h]`) loads as a [1, 1] tile, as the samples expect
     if len(shape) < 2:
         raise ShapeError(f"{api}: a loaded tile needs at least 2 dimensions (partition dim first); Insufficient "
                          "rank", got=shape, instruction=api, hint="index the source with a 2-D pattern, e.g. "

@@ -342,6 +342,7 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     `psum_tile += nisa.nc_matmul(...)`. `perf_mode='double_row_gen3'` (kwargs) selects fp8 double-row."""
     perf_mode = kwargs.get("perf_mode")
     double = perf_mode is not None and str(getattr(perf_mode, "value", perf_mode)).startswith("double_row")
+    stationary, moving = _pe_input(stationary), _pe_input(moving)
     M = stationary.free_size // (2 if double else 1)
     N = moving.free_size // (2 if double else 1)
     out = _out((M, N) if not is_transpose else (M, stationary.shape[0]),
@@ -350,6 +351,15 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
                                is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
                                is_transpose=is_transpose, accumulate=False, tile_position=tuple(tile_position),
                                tile_size=tuple(tile_size), perf_mode=perf_mode, mask=mask), out, "nisa.nc_matmul")
+
+
+def _pe_input(t):
+    """A matmul operand that is the PSUM result tile of an earlier API call (a Tensor Engine nc_transpose) is
+    copied to SBUF first: the legacy compiler places result tiles and inserts that copy (the official
+    flash-attention backward kernel relies on it). A PSUM tensor the kernel declared stays an error."""
+    if core.is_tensor(t) and t.kind is MemoryKind.PSUM and not t.storage.declared:
+        return core.to_sbuf(t, "nisa.nc_matmul")
+    return t
 
 
 def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):

@@ -220,6 +220,16 @@ def to_public(stored: np.ndarray, dt: DataType) -> np.ndarray:
     return stored
 
 
+# Python and NumPy numbers plus the scalar types of ml_dtypes (a `bfloat16` or fp8 scalar is an np.generic but
+# not an np.number): what a kernel may pass where an instruction takes an immediate, e.g.
+# `nl.full(..., fill_value=nl.finfo(nl.bfloat16).min)` in the official pooling kernel.
+SCALAR_TYPES = (int, float, np.number, np.bool_) + tuple(
+    getattr(ml_dtypes, name) for name in ("bfloat16", "float8_e4m3", "float8_e4m3fn", "float8_e5m2",
+                                          "float8_e4m3fnuz", "float8_e5m2fnuz", "float8_e4m3b11fnuz",
+                                          "float8_e8m0fnu", "float4_e2m1fn", "int4", "uint4")
+    if hasattr(ml_dtypes, name))
+
+
 def poison_value(dt: DataType, precise: bool = True):
     """What fresh memory holds: NaN for floats, 4 for integers (NKI simulator convention)."""
     if dt.kind == FLOAT:

@@ -74,12 +74,15 @@ class Storage:
         name: the tensor's name (kernel argument name, `name=` of `nl.ndarray`, or generated).
         location: the kernel line that created it.
         is_kernel_arg: True for tensors that wrap the caller's arrays.
+        declared: True for tensors the kernel declared (`nl.ndarray`, `nl.zeros`...); False for the result
+            tiles of API calls, which the legacy compiler places (and moves) as their consumers need.
         written: set by the first write (used to copy modified inputs back to the caller).
         program: the SPMD program that owns it (None for shared HBM).
     """
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "array", "placement", "name", "location",
-                 "is_kernel_arg", "written", "program", "matmul_written", "base", "release", "__weakref__")
+                 "is_kernel_arg", "written", "program", "matmul_written", "base", "release", "declared",
+                 "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -98,6 +101,7 @@ class Storage:
         self.matmul_written = None   # PSUM only: per-element "last written by nc_matmul" flags
         self.base = None             # for reinterpreting views (`t.view(dtype)`): the storage owning the memory
         self.release = None          # the finalizer that returns the address range to the allocator
+        self.declared = False        # created by a tensor declaration (`nl.ndarray`...), not as an API result
 
     @property
     def size(self) -> int:
