@@ -36,8 +36,8 @@ REGISTRY: dict[str, type["Instruction"]] = {}
 def instruction(cls):
     """Class decorator: make `cls` a frozen keyword-only dataclass and register it under its opcode."""
     cls = dataclass(frozen=True, kw_only=True, eq=False)(cls)
-    cls._operand_fields = tuple((f.name, f.metadata["access"]) for f in dataclasses.fields(cls)
-                                if "access" in f.metadata)
+    cls._operand_field_list = tuple(f for f in dataclasses.fields(cls) if "access" in f.metadata)
+    cls._operand_fields = tuple((f.name, f.metadata["access"]) for f in cls._operand_field_list)
     cls._param_fields = tuple(f.name for f in dataclasses.fields(cls)
                               if "access" not in f.metadata and f.name not in ("mask", "name"))
     cls._field_names = frozenset(f.name for f in dataclasses.fields(cls))
@@ -74,6 +74,7 @@ class Instruction:
     name: object = None
 
     # -- derived views of the fields -------------------------------------------------------------------
+    _operand_field_list: ClassVar[tuple] = ()
     _operand_fields: ClassVar[tuple] = ()
     _param_fields: ClassVar[tuple] = ()
     _field_names: ClassVar[frozenset] = frozenset()
@@ -81,7 +82,7 @@ class Instruction:
     @classmethod
     def operand_fields(cls) -> tuple[dataclasses.Field, ...]:
         """The dataclass fields declared with `operand(...)` (tensor operands), in declaration order."""
-        return tuple(f for f in dataclasses.fields(cls) if "access" in f.metadata)
+        return cls._operand_field_list
 
     def operands(self) -> tuple:
         """(role, view, access) for every tensor operand present, including run-time index tiles."""

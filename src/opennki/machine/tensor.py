@@ -229,7 +229,9 @@ class TensorView:
         on-chip integer tile (indirect, first axis only) or a predicate (operand mask)."""
         if isinstance(key, Predicate):
             return self._derive(self.shape, self.amap, self.consts, self.dynamic, key.array)
-        if not isinstance(key, tuple):
+        if key is Ellipsis:
+            key = (_ALL,) * self.ndim
+        elif not isinstance(key, tuple):
             key = (key,)
         plain = all(type(k) is slice for k in key)     # the usual `t[a:b, c:d]`: no `...`, no index expressions
         if not plain and any(k is Ellipsis for k in key):
@@ -282,7 +284,12 @@ class TensorView:
         if (on_chip and len(shape) < 2) or not shape:
             shape.append(1)
             cols.append([0] * nd)
-        return self._derive(shape, tuple(zip(*cols)), tuple(consts))
+        view = self._derive(shape, tuple(zip(*cols)), tuple(consts))
+        if view.shape == self.shape and view.amap == self.amap and view.consts == self.consts:
+            # all of `self` (`t[...]`, `t[:, :]`): the same elements, so the same derived values
+            view._geo, view._inb, view._extent, view._free = self._geo, self._inb, self._extent, self._free
+            view._np = self._np
+        return view
 
     def _advanced(self, key) -> "TensorView":
         nd = len(self.amap)
