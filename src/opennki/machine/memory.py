@@ -41,14 +41,15 @@ class MemoryRegion(enum.Enum):
 
     @property
     def kind(self) -> MemoryKind:
-        return _REGION_KIND[self]
+        return _REGION_KIND[self._value_]
 
     def __repr__(self) -> str:
         return f"nl.{self.name}"
 
 
-_REGION_KIND = {MemoryRegion.sbuf: MemoryKind.SBUF, MemoryRegion.psum: MemoryKind.PSUM,
-                MemoryRegion.private_hbm: MemoryKind.HBM, MemoryRegion.shared_hbm: MemoryKind.HBM}
+# keyed by value: every allocation asks, and hashing an Enum member runs Python code
+_REGION_KIND = {MemoryRegion.sbuf.value: MemoryKind.SBUF, MemoryRegion.psum.value: MemoryKind.PSUM,
+                MemoryRegion.private_hbm.value: MemoryKind.HBM, MemoryRegion.shared_hbm.value: MemoryKind.HBM}
 
 _ids = itertools.count(1)
 
@@ -81,8 +82,8 @@ class Storage:
     """
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "array", "placement", "name", "location",
-                 "is_kernel_arg", "written", "program", "matmul_written", "base", "release", "declared",
-                 "__weakref__")
+                 "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
+                 "declared", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -99,6 +100,7 @@ class Storage:
         self.written = False
         self.program = program
         self.matmul_written = None   # PSUM only: per-element "last written by nc_matmul" flags
+        self.unwritten = None        # PSUM only, once written: per-element "not written since declared" flags
         self.base = None             # for reinterpreting views (`t.view(dtype)`): the storage owning the memory
         self.release = None          # the finalizer that returns the address range to the allocator
         self.declared = False        # created by a tensor declaration (`nl.ndarray`...), not as an API result
@@ -127,10 +129,12 @@ class Storage:
 def new_array(dtype: DataType, size: int, precise: bool, fill=None) -> np.ndarray:
     """A flat backing array, poisoned (NaN / 4) unless `fill` is given."""
     storage_dtype = dtype.storage_dtype(precise)
-    value = poison_value(dtype) if fill is None else fill
     arr = np.empty(size, dtype=storage_dtype)
+    if fill is None:
+        arr.fill(poison_value(dtype))       # NaN or a small integer: fits every storage type
+        return arr
     with np.errstate(invalid="ignore", over="ignore"):
-        arr.fill(value)
+        arr.fill(fill)
     return arr
 
 
@@ -156,10 +160,11 @@ class Allocator:
         self.live: dict[int, tuple[int, str]] = {}   # start -> (end, name)
         self.cursor = 0
         self.peak_bytes = 0
+        self._used = 0                                # the sum of the live ranges, kept as they change
 
     @property
     def used_bytes(self) -> int:
-        return sum(end - start for start, (end, _) in self.live.items())
+        return self._used
 
     def _fit(self, candidate: int, size: int) -> int:
         if self.bank_bytes:
@@ -186,7 +191,9 @@ class Allocator:
                     break
         return candidate
 
-    def allocate(self, nbytes: int, name: str) -> int:
+    def allocate(self, nbytes: int, name: str, location: SourceLocation | None = None) -> int:
+        """The start of a new range of `nbytes` for tensor `name` (created at `location`, which an overflow
+        error names)."""
         size = max(nbytes, 1)
         size = -(-size // self.alignment) * self.alignment
         start = self._find(self.cursor, size)
@@ -194,6 +201,8 @@ class Allocator:
             start = self._find(0, size)
         if start is None:
             unit = "per partition " if self.kind.is_on_chip else ""
+            if location is not None:
+                name = f"{name} (created at {location})"
             raise AllocationError(
                 f"{self.kind.name} overflow while allocating {name!r}: {nbytes} bytes {unit}needed, "
                 f"{self.capacity_bytes - self.used_bytes} of {self.capacity_bytes} bytes {unit}free "
@@ -204,11 +213,14 @@ class Allocator:
                      "of scope (opennki frees a tensor when the kernel drops its last reference)")
         self.live[start] = (start + size, name)
         self.cursor = start + size
-        self.peak_bytes = max(self.peak_bytes, self.used_bytes)
+        self._used += size
+        self.peak_bytes = max(self.peak_bytes, self._used)
         return start
 
     def free(self, start: int) -> None:
-        self.live.pop(start, None)
+        span = self.live.pop(start, None)
+        if span is not None:
+            self._used -= span[0] - start
 
 
 class Memory:
@@ -229,9 +241,12 @@ class Memory:
         self.shape_only = shape_only
         self.program = program
         self.emit = listeners_emit
+        # by kind value: hashing an Enum member runs Python code, and every placement looks its allocator up
+        self._allocators = {MemoryKind.SBUF.value: self.sbuf, MemoryKind.PSUM.value: self.psum,
+                            MemoryKind.HBM.value: hbm}
 
     def allocator(self, kind: MemoryKind) -> Allocator:
-        return {MemoryKind.SBUF: self.sbuf, MemoryKind.PSUM: self.psum, MemoryKind.HBM: self.hbm}[kind]
+        return self._allocators[kind._value_]
 
     def new_storage(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], name: str,
                     location: SourceLocation | None, fill=None, array=None,
@@ -279,14 +294,13 @@ class Memory:
         about to drop, returning True if it did)."""
         kind = storage.kind
         nbytes = self.footprint(storage)
-        where = f" (created at {storage.location})" if storage.location is not None else ""
         allocator = self.allocator(kind)
         try:
-            start = allocator.allocate(nbytes, f"{storage.name}{where}")
+            start = allocator.allocate(nbytes, storage.name, storage.location)
         except AllocationError:
             if reclaim is None or not reclaim(kind):
                 raise
-            start = allocator.allocate(nbytes, f"{storage.name}{where}")
+            start = allocator.allocate(nbytes, storage.name, storage.location)
         storage.placement = Placement(0, start)
         storage.release = weakref.finalize(storage, _release, allocator.free, start, self.emit, storage.id, kind)
         if self.emit is not None:
