@@ -25,6 +25,7 @@ import operator
 
 from opennki.errors import KernelError, ShapeError
 from opennki.language import dependencies
+from opennki.sim.frames import user_frame
 
 
 def linearize(shape, index) -> int:
@@ -251,10 +252,15 @@ def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
     label = name or f"{region.name}_direct"
     placed: dict[tuple[int, int], object] = {}
     tiles: dict[tuple[int, ...], object] = {}
-    # every logical block is placed now, where the tensor is declared (as the compiler does)
-    for flat in range(math.prod(blocks)):
+    n_blocks = math.prod(blocks)
+    spots = _traced_placements(prog, n_blocks)
+    if not spots:
+        # every logical block is placed now, where the tensor is declared (as the compiler does)
+        spots[:] = [allocator.placement(_unflatten(blocks, flat), P, fbytes, prog.hw, api)
+                    for flat in range(n_blocks)]
+    for flat in range(n_blocks):
         index = _unflatten(blocks, flat)
-        where = allocator.placement(index, P, fbytes, prog.hw, api)
+        where = spots[flat]
         tile = placed.get(where)
         if tile is None:
             tile = placed[where] = _declared(core.alloc(tile_shape, dt, region, label, address=where))
@@ -263,6 +269,41 @@ def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
             dependencies.exempt(prog, tile.storage)
         tiles[index] = tile
     return tiles.__getitem__
+
+
+def _traced_placements(prog, n_blocks: int) -> list:
+    """The placements of the declaration running now, as NKI's trace decides them: the list to reuse (filled
+    by the first execution of the same declaration in the traced program), or an empty list to fill.
+
+    NKI traces the body of an `affine_range` / `sequential_range` loop once, so a tensor declared in the body
+    has one placement for all iterations, computed from the kernel's Python state at trace time. Kernels
+    rely on this: the official allocated attention advances a Python address counter (`cur_addr += ...`)
+    after each declaration inside its loop, which an eager run would keep advancing past the end of SBUF.
+    So a declaration is identified by its place in the traced program: the kernel's call path to it, the
+    iterations of the enclosing `static_range` loops (which NKI unrolls), and how many times the same path was
+    already declared in the current iteration of the traced-once loops (Python loops inside a body are
+    unrolled too). Its first execution computes the placement; later iterations reuse it."""
+    from opennki.language import core
+    if not any(frame.is_scope for frame in prog.loops):
+        return []
+    kernel_code = getattr(core.kernel_function(prog), "__code__", None)
+    path = []
+    frame = user_frame()
+    while frame is not None:
+        path.append((frame.f_code, frame.f_lineno))
+        if frame.f_code is kernel_code:
+            break
+        frame = frame.f_back
+    unrolled = tuple((f.location, f.iteration) for f in prog.loops if not f.is_scope)
+    instance = tuple((f.loop_id, f.iteration) for f in prog.loops)
+    site = (tuple(path), unrolled)
+    state = prog.state.setdefault(STATE, {})
+    running = state.setdefault("declarations", {})     # loop instance -> {site: declarations so far}
+    for done in [key for key in running if key != instance[:len(key)]]:
+        del running[done]                              # iterations that are over
+    counts = running.setdefault(instance, {})
+    occurrence = counts[site] = counts.get(site, -1) + 1
+    return state.setdefault("placements", {}).setdefault((site, occurrence, n_blocks), [])
 
 
 def _unflatten(shape, flat: int) -> tuple[int, ...]:

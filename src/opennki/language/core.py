@@ -27,6 +27,7 @@ from opennki.instructions.vector import (Memset, TensorCopy, TensorReduce, Tenso
                                          normalize_axes, reduced_shape)
 from opennki.language import rules
 from opennki.machine.dtypes import SCALAR_TYPES, DataType, dtype_of, float32, promote, scalar_dtype
+from opennki.machine.machine import Machine
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
 from opennki.sim.program import current
@@ -466,13 +467,18 @@ def copy_into(dst: TensorView, value: TensorView, api: str) -> None:
 
 def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
     """`dst op= value` in place: a pending matmul accumulates straight into a PSUM destination (one matmul
-    accumulation group); anything else is an element-wise op reading and writing dst."""
+    accumulation group); anything else is an element-wise op reading and writing dst.
+
+    A matmul `+=` into PSUM that nothing wrote since its tensor was declared starts the accumulation group
+    (it overwrites, `accumulate=False`), as the legacy compiler does for `psum_tile += nisa.nc_matmul(...)`:
+    the direct-allocation kernels cannot zero-initialise their PSUM tiles and rely on it (for a zero-filled
+    tile both readings agree)."""
     prog = current(api)
     if op == "add" and dst.kind is MemoryKind.PSUM and is_tensor(value):
         deferred = prog.take_pending(value)
         if deferred is not None:
             if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
-                prog.retarget(deferred, dst=dst, accumulate=True)
+                prog.retarget(deferred, dst=dst, accumulate=not Machine.is_unwritten(dst))
                 return
             prog.execute(deferred.instr, deferred.location, deferred.api)
     if is_tensor(value) and value.shape != dst.shape:

@@ -14,10 +14,13 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import ShapeError
+from opennki.events import MemoryKind
 from opennki.machine.dtypes import convert, poison_value, to_float32
 from opennki.machine.index import mask_array
 from opennki.machine.memory import Memory
 from opennki.machine.tensor import TensorView
+
+_PSUM = MemoryKind.PSUM
 
 
 class Machine:
@@ -107,13 +110,20 @@ class Machine:
             vals = convert(vals, view.dtype, self.precise)
         elif vals.dtype != arr.dtype:
             vals = vals.astype(arr.dtype)
-        view.storage.written = True
+        st = view.storage
+        st.written = True
         if not view.dynamic and view.in_bounds():
             dst = view.np_view()
             if m is None:
                 dst[...] = vals
             else:
                 np.copyto(dst, np.broadcast_to(vals, view.shape), where=np.broadcast_to(m, view.shape))
+            if st.kind is _PSUM:
+                fresh = self._unwritten_flags(view)
+                if m is None:
+                    fresh[...] = False
+                else:
+                    fresh[np.broadcast_to(m, view.shape)] = False
             return
         dyn = self._dynamic_values(view) if view.dynamic else None
         view.check_bounds(m, dyn)
@@ -125,6 +135,9 @@ class Machine:
         if view.dynamic:
             self.offsets[id(view)] = offs
         arr[offs] = vals
+        if st.kind is _PSUM:
+            self._unwritten_flags(view)
+            st.unwritten[offs] = False
 
     def accumulate(self, view: TensorView, values_f32: np.ndarray, mask=None) -> None:
         """Read-add-write in fp32 (PSUM accumulation, DMA accumulate), rounding once on the write."""
@@ -132,6 +145,25 @@ class Machine:
         self.write(view, current + values_f32, mask)
 
     # -- PSUM accumulation-group state -------------------------------------------------------------------
+    @staticmethod
+    def _unwritten_flags(view: TensorView) -> np.ndarray:
+        """Per-element flags "not written since the tensor was declared" of a PSUM view (created on the
+        storage's first write; before it every element is unwritten)."""
+        st = view.storage
+        if st.unwritten is None:
+            st.unwritten = np.ones(st.size, bool)
+        return np.ndarray(view.shape, bool, buffer=st.unwritten, offset=view.offset, strides=view.strides)
+
+    @staticmethod
+    def is_unwritten(view: TensorView) -> bool:
+        """True if no element of the PSUM view was written since its tensor was declared (where the legacy
+        `psum_tile += nisa.nc_matmul(...)` starts an accumulation group). Views with run-time indices, and
+        runs without data (shape-only), count as written."""
+        st = view.storage
+        if st.array is None or view.dynamic or not view.in_bounds():
+            return False
+        return st.unwritten is None or bool(Machine._unwritten_flags(view).all())
+
     @staticmethod
     def matmul_flags(view: TensorView) -> np.ndarray:
         """Per-element flags "last written by nc_matmul" of a PSUM view (drives `accumulate=None`)."""
