@@ -171,9 +171,15 @@ def write_psum(m, dst, result: np.ndarray, accumulate, out_mask=None) -> None:
     flags = m.matmul_flags(dst)
     if accumulate is None:
         add = flags.reshape(result.shape)
+        if add.all():                   # one accumulation state for the whole tile (the usual case)
+            add = True
+        elif not add.any():
+            add = False
     else:
-        add = np.full(result.shape, bool(accumulate))
-    if add.any():
+        add = bool(accumulate)
+    if add is True:
+        result = flat(m.read_f32(dst)).reshape(result.shape) + result
+    elif add is not False:
         current = flat(m.read_f32(dst)).reshape(result.shape)
         result = np.where(add, current + result, result)
     m.write(dst, result.reshape(dst.shape), out_mask)
