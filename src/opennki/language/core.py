@@ -198,7 +198,8 @@ def hardware_limits(prog, opdef, x, y, shape, api: str, limits: str | None) -> N
 
 def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None = None,
            default_dtype=None, limits: str | None = None):
-    """`op(x, y)` element-wise into a new SBUF tile (or into `out`), with NumPy broadcasting.
+    """`op(x, y)` element-wise into a new SBUF tile (or into `out`), with NumPy broadcasting. Without
+    `dtype`, the result dtype follows the promotion rules, except that `divide` of integers gives float32.
 
     tile (+) tile -> tensor_tensor; tile (+) scalar or [P, 1] column -> tensor_scalar.
     `default_dtype` overrides promotion when `dtype` is None (comparisons in the legacy generation);
@@ -224,6 +225,10 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
         shape = t.shape
         result_dtype = dtype_of(dtype) if dtype is not None else (default_dtype or promote(t.dtype,
                                                                                            scalar_dtype(s)))
+    if dtype is None and opdef.name == "divide" and result_dtype.is_int:
+        # true division, like numpy.divide: integer operands give a float quotient. The official resize
+        # kernel floors `position / width` and relies on it (an int32 quotient would round 58.97 up to 59).
+        result_dtype = float32
     hardware_limits(prog, opdef, x, y, shape, api, limits)
     if out is None:
         result = alloc(shape, result_dtype, SBUF)
