@@ -10,6 +10,15 @@ Allocation is next-fit: a new tensor goes after the most recent one, wrapping ar
 multi-buffers, this keeps a tensor allocated inside a loop at a different address in consecutive iterations,
 so the cost model sees no false dependency between them, while a tensor allocated once and rewritten keeps
 its address and does serialise.
+
+Fragmentation: when no free range is big enough although the free bytes are, live on-chip tensors are
+relocated to open one (`Memory.place`), as a compiler that knows all lifetimes would have placed them
+differently from the start. A storage's elements live in its own NumPy array, so a move never changes a
+value; only addresses (and so the event stream) change. The plan moves the fewest bytes: it picks the
+window whose live tensors are smallest in total and fit elsewhere. Each moved tensor is reported as a
+`TensorFreed` + `TensorAllocated` pair at its new address, so the cost model retires the old range (later
+tensors there wait for the moved tensor's last use) and sees the new one like any reuse of memory; what it
+does not see is a copy, since a compiler would never have put the tensor at the old place.
 """
 
 from __future__ import annotations
@@ -54,9 +63,11 @@ _REGION_KIND = {MemoryRegion.sbuf.value: MemoryKind.SBUF, MemoryRegion.psum.valu
 _ids = itertools.count(1)
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Placement:
-    """Where a storage sits: first partition and byte address (per partition on chip, linear in HBM)."""
+    """Where a storage sits: first partition and byte address (per partition on chip, linear in HBM).
+    Mutable: a relocated storage gets a new address, and views reinterpreting it (`Storage.base`) share its
+    Placement object."""
 
     partition: int
     address: int
@@ -176,20 +187,57 @@ class Allocator:
                 candidate = (candidate // bank + 1) * bank
         return candidate
 
-    def _find(self, start: int, size: int) -> int | None:
+    def _find(self, start: int, size: int, spans=None) -> int | None:
+        """The first start at or after `start` where `size` bytes fit between the occupied `spans` ((start,
+        end) pairs; the live ranges by default)."""
         candidate = self._fit(-(-start // self.alignment) * self.alignment, size)
-        spans = sorted(self.live.items())
+        spans = sorted((a, b) for a, (b, _) in self.live.items()) if spans is None else sorted(spans)
         moved = True
         while moved:
             moved = False
             if candidate + size > self.capacity_bytes:
                 return None
-            for a, (b, _) in spans:
+            for a, b in spans:
                 if a < candidate + size and candidate < b:
                     candidate = self._fit(-(-b // self.alignment) * self.alignment, size)
                     moved = True
                     break
         return candidate
+
+    def plan_relocation(self, nbytes: int, movable) -> list[tuple[int, int]] | None:
+        """Moves `(old start, new start)` of live ranges that open a free range for `nbytes`, moving the
+        fewest bytes; None when the free bytes do not suffice or no plan exists. `movable(start)` says
+        whether the range at `start` may move."""
+        size = -(-max(nbytes, 1) // self.alignment) * self.alignment
+        if self.capacity_bytes - self._used < size:
+            return None
+        spans = sorted((a, b) for a, (b, _) in self.live.items())
+        best_cost, best = None, None
+        for start in sorted({0, *(a for a, _ in spans), *(b for _, b in spans)}):
+            window = self._fit(-(-start // self.alignment) * self.alignment, size)
+            if window + size > self.capacity_bytes:
+                continue
+            victims = [(a, b) for a, b in spans if a < window + size and window < b]
+            cost = sum(b - a for a, b in victims)
+            if best_cost is not None and cost >= best_cost or not all(movable(a) for a, _ in victims):
+                continue
+            occupied = [span for span in spans if span not in victims] + [(window, window + size)]
+            moves = []
+            for a, b in sorted(victims, key=lambda span: span[0] - span[1]):     # biggest first
+                new = self._find(0, b - a, occupied)
+                if new is None:
+                    break
+                occupied.append((new, new + b - a))
+                moves.append((a, new))
+            else:
+                best_cost, best = cost, moves
+        return best
+
+    def move(self, moves: list[tuple[int, int]]) -> None:
+        """Apply a relocation plan (`plan_relocation`)."""
+        spans = [(old, new, self.live.pop(old)) for old, new in moves]
+        for old, new, (end, name) in spans:
+            self.live[new] = (new + end - old, name)
 
     def allocate(self, nbytes: int, name: str, location: SourceLocation | None = None) -> int:
         """The start of a new range of `nbytes` for tensor `name` (created at `location`, which an overflow
@@ -244,6 +292,7 @@ class Memory:
         # by kind value: hashing an Enum member runs Python code, and every placement looks its allocator up
         self._allocators = {MemoryKind.SBUF.value: self.sbuf, MemoryKind.PSUM.value: self.psum,
                             MemoryKind.HBM.value: hbm}
+        self._owners: dict[tuple[str, int], weakref.ref] = {}   # (kind, start) -> storage placed there
 
     def allocator(self, kind: MemoryKind) -> Allocator:
         return self._allocators[kind._value_]
@@ -295,16 +344,44 @@ class Memory:
         kind = storage.kind
         nbytes = self.footprint(storage)
         allocator = self.allocator(kind)
-        try:
-            start = allocator.allocate(nbytes, storage.name, storage.location)
-        except AllocationError:
-            if reclaim is None or not reclaim(kind):
-                raise
-            start = allocator.allocate(nbytes, storage.name, storage.location)
+        start = _try_allocate(allocator, nbytes, storage)
+        if start is None and reclaim is not None and reclaim(kind):
+            start = _try_allocate(allocator, nbytes, storage)
+        if start is None and kind.is_on_chip and self._relocate(allocator, kind, nbytes):
+            start = _try_allocate(allocator, nbytes, storage)
+        if start is None:
+            start = allocator.allocate(nbytes, storage.name, storage.location)    # raises the overflow error
         storage.placement = Placement(0, start)
-        storage.release = weakref.finalize(storage, _release, allocator.free, start, self.emit, storage.id, kind)
+        self._track(storage, allocator, start)
         if self.emit is not None:
             self.emit.allocated(storage, nbytes)
+
+    def _track(self, storage: Storage, allocator: Allocator, start: int) -> None:
+        storage.release = weakref.finalize(storage, _release, allocator.free, start, self.emit, storage.id,
+                                           storage.kind)
+        if storage.kind.is_on_chip:
+            self._owners[(storage.kind.value, start)] = weakref.ref(storage)
+
+    def _relocate(self, allocator: Allocator, kind: MemoryKind, nbytes: int) -> bool:
+        """Open a free range of `nbytes` by moving live tensors (module docstring); False if impossible."""
+        def owner(start):
+            ref = self._owners.get((kind.value, start))
+            st = ref() if ref is not None else None
+            placed = st is not None and st.placement is not None and st.placement.address == start
+            return st if placed and st.release is not None and st.release.alive else None
+        moves = allocator.plan_relocation(nbytes, lambda start: owner(start) is not None)
+        if not moves:
+            return False
+        storages = [owner(old) for old, _ in moves]
+        allocator.move(moves)
+        for storage, (_, new) in zip(storages, moves):
+            storage.release.detach()
+            storage.placement.address = new
+            self._track(storage, allocator, new)
+            if self.emit is not None:
+                self.emit.freed(storage.id, kind)
+                self.emit.allocated(storage, self.footprint(storage))
+        return True
 
     @staticmethod
     def release_early(storage: Storage) -> None:
@@ -314,6 +391,15 @@ class Memory:
             storage.release()
         storage.placement = None
         storage.release = None
+
+
+def _try_allocate(allocator: Allocator, nbytes: int, storage: Storage) -> int | None:
+    # no `except ... as e` kept around: a stored exception's traceback would keep the kernel's frames, and so
+    # the tensors they hold, alive
+    try:
+        return allocator.allocate(nbytes, storage.name, storage.location)
+    except AllocationError:
+        return None
 
 
 def _release(free, start, emit, storage_id, kind):
