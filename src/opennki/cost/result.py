@@ -79,11 +79,12 @@ def location_key(loc) -> str:
     """`file.py:LINE` of a kernel line (cached: every instruction of a loop shares its location)."""
     if loc is None:
         return "<unknown>"
-    key = _LOCATION_KEYS.get(loc)
+    line = (loc.filename, loc.lineno)   # a plain tuple: hashing a SourceLocation runs Python code
+    key = _LOCATION_KEYS.get(line)
     if key is None:
         if len(_LOCATION_KEYS) > 65536:
             _LOCATION_KEYS.clear()
-        key = _LOCATION_KEYS[loc] = f"{os.path.basename(loc.filename)}:{loc.lineno}"
+        key = _LOCATION_KEYS[line] = f"{os.path.basename(loc.filename)}:{loc.lineno}"
     return key
 
 

@@ -38,7 +38,7 @@ _MEMO_LIMIT = 4096
 
 def _signature(ev: InstructionExecuted) -> tuple | None:
     """What a rule can see of an event: equal signatures give equal costs (rules are pure). None when the
-    event cannot be keyed (a legacy mask, run-time offsets, unhashable parameters)."""
+    event cannot be keyed (a legacy mask, run-time offsets); unhashable parameters show when it is used."""
     if ev.mask is not None:
         return None
     key = [ev.opcode, id(ev.engine)]
@@ -51,12 +51,7 @@ def _signature(ev: InstructionExecuted) -> tuple | None:
     # params in their given order (one order per instruction class): the key is exact either way, and sorting
     # every event's parameters cost more than an occasional miss would
     key += ev.params.items()
-    key = tuple(key)
-    try:
-        hash(key)
-    except TypeError:
-        return None
-    return key
+    return tuple(key)
 
 
 def cost_of(ev: InstructionExecuted, hw) -> Cost | None:
@@ -72,7 +67,10 @@ def cost_of(ev: InstructionExecuted, hw) -> Cost | None:
     if entry is None:
         entry = _MEMO[id(hw)] = (hw, {})
     memo = entry[1]
-    cost = memo.get(key)
+    try:
+        cost = memo.get(key)            # hashes the key once (a tuple does not keep its hash)
+    except TypeError:                   # an unhashable parameter value: not memoised
+        return rule(ev, hw)
     if cost is None:
         if len(memo) >= _MEMO_LIMIT:
             memo.clear()
