@@ -171,7 +171,7 @@ class CostResult:
     def _matmul(self, ev, cost) -> None:
         self.flops += cost.flops
         self.matmuls += 1
-        key = (ev.opcode,) + tuple(o.dtype for o in ev.operands if o.role in ("stationary", "moving"))
+        key = (ev.opcode, *[o.dtype for o in ev.operands if o.role in ("stationary", "moving")])
         rate = self._matmul_rates.get(key)
         if rate is None:
             rate = self._matmul_rates[key] = self._matmul_rate(key[0], key[1:])
