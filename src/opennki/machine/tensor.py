@@ -424,17 +424,10 @@ class TensorView:
             out = out + step * v
         return out
 
-    def partition_range(self) -> tuple[int, int]:
-        """First partition and partition count touched (on chip), from the affine part of the view."""
-        return self.extent()[:2]
-
-    def free_byte_range(self) -> tuple[int, int]:
-        """[start, end) byte offsets touched within each partition (on chip) or within the tensor (HBM)."""
-        return self.extent()[2:]
-
     def extent(self) -> tuple[int, int, int, int]:
-        """(first partition, partition count, first byte, end byte): the bounding rectangle the view touches
-        (partition_range() + free_byte_range()); cached like the geometry, since every event reads it."""
+        """(first partition, partition count, first byte, end byte) the view touches: the partitions on chip
+        (0, 1 in HBM), and the [start, end) byte offsets within each partition on chip, or within the tensor
+        in HBM. Cached like the geometry, since every event reads it."""
         return self._extent or self._extents()
 
     def _extents(self) -> tuple[int, int, int, int]:
