@@ -103,3 +103,53 @@ def test_unrolled_loops_place_each_iteration_afresh(rng, loop):
     np.testing.assert_array_equal(nki.jit(kernel).launch((x,), listeners=[rec]), x)
     starts = sorted({e.byte_start for e in rec.of_type(TensorAllocated) if e.kind.name == "SBUF"})
     assert starts == ([0] if loop == "affine_range" else [0, 512])
+
+
+def test_modulo_allocation_pairs_block_indices_and_tile_counts_from_the_left(rng):
+    """A plain tile with `num_free_tiles=(2,)` sits at base_addr (the official attention tutorial's allocator
+    passes counts for every tensor), and two block dims with counts (1, 3) rotate over three tiles."""
+    def kernel(x):
+        out = nl.ndarray((6, 128, 32), dtype=x.dtype, buffer=nl.shared_hbm)
+        plain = nl.ndarray((par_dim(128), 32), dtype=nl.float32,
+                           buffer=ncc.sbuf.mod_alloc(base_addr=0, num_free_tiles=(2,)))
+        blocks = nl.ndarray((2, 3, par_dim(128), 32), dtype=nl.float32,
+                            buffer=ncc.sbuf.mod_alloc(base_addr=1024, num_free_tiles=(1, 3)))
+        plain[...] = nl.load(x[0])
+        for i in nl.affine_range(2):
+            for j in nl.affine_range(3):
+                blocks[i, j] = nl.load(x[3 * i + j])
+                nl.store(out[3 * i + j], value=blocks[i, j])
+        return out
+    x = rng.standard_normal((6, 128, 32)).astype(np.float32)
+    rec = Recorder()
+    np.testing.assert_array_equal(nki.jit(kernel).launch((x,), listeners=[rec]), x)
+    starts = sorted({e.byte_start for e in rec.of_type(TensorAllocated) if e.kind.name == "SBUF"})
+    assert starts == [0, 1024, 1024 + 128, 1024 + 256]
+
+
+def _per_tile_sums(a, b):
+    """out[t] = sum_k a[t, k].T @ b[t, k]; every logical block of `acc` lives in the same PSUM bank."""
+    n_t, n_k = a.shape[0], a.shape[1]
+    out = nl.ndarray((n_t, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((n_t, par_dim(128), 64), dtype=nl.float32,
+                     buffer=ncc.psum.mod_alloc(base_bank=7, num_bank_tiles=(1,)))
+    lhs = nl.ndarray((par_dim(128), 128), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    rhs = nl.ndarray((par_dim(128), 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512))
+    res = nl.ndarray((par_dim(128), 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=768))
+    for t in nl.sequential_range(n_t):
+        for k in nl.sequential_range(n_k):
+            lhs[...] = nl.load(a[t, k])
+            rhs[...] = nl.load(b[t, k])
+            acc[t] += nisa.nc_matmul(lhs, rhs)
+        res[...] = nisa.tensor_copy(acc[t])
+        nl.store(out[t], value=res)
+    return out
+
+
+def test_logical_psum_blocks_sharing_a_bank_each_start_their_own_accumulation(rng):
+    """The official attention tutorial v9 keeps all `attn_out_psum[i]` in bank 7: the first `+=` into
+    each logical block starts a new accumulation group (regression: block 1 added onto block 0's sums)."""
+    a = rng.standard_normal((3, 2, 128, 128)).astype(np.float32)
+    b = rng.standard_normal((3, 2, 128, 64)).astype(np.float32)
+    np.testing.assert_allclose(nki.jit(_per_tile_sums)(a, b), np.einsum("tkpm,tkpn->tmn", a, b),
+                               rtol=1e-4, atol=1e-3)

@@ -1,15 +1,13 @@
-"""Scalars as the official kernels use them: a single HBM element loaded as a [1, 1] tile (`nl.load(seed[0])`,
-`nl.load(sinks[b, h])`) and broadcast against a column, and an ml_dtypes scalar (`nl.finfo(nl.bfloat16).min`)
-as a fill value or an immediate (regressions: "a loaded tile needs at least 2 dimensions" and "memset value
-must be a scalar")."""
+"""Scalars and columns as the official kernels use them: a single HBM element loaded as a [1, 1] tile
+(`nl.load(seed[0])`, `nl.load(sinks[b, h])`) and broadcast against a column, a 1-D access loaded as a [P, 1]
+column, and an ml_dtypes scalar (`nl.finfo(nl.bfloat16).min`) as a fill value or an immediate (regressions: "a
+loaded tile needs at least 2 dimensions" and "memset value must be a scalar")."""
 
 import ml_dtypes
 import numpy as np
-import pytest
 
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
-from opennki.errors import ShapeError
 from tests.language.helpers import run
 
 
@@ -27,11 +25,22 @@ def test_single_element_loads_as_a_one_by_one_tile(rng):
     np.testing.assert_allclose(run(_shift_by_element, x, table), x + table[1, 2], rtol=1e-6)
 
 
-def test_a_one_dimensional_load_of_several_elements_is_still_rejected(rng):
-    def kernel(v):
-        nl.load(v[0:8])
-    with pytest.raises(ShapeError, match="Insufficient rank"):
-        run(kernel, rng.standard_normal(16).astype(np.float32))
+def _scale_rows(x, scales):
+    """Each row of x times one column of `scales` loaded as a [P, 1] column (`scales[0:P, j]`, as the official
+    mamba tutorial loads `A[c0:c1, i_state]`)."""
+    out = nl.ndarray((scales.shape[1],) + x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    tile = nl.load(x)
+    for j in nl.affine_range(scales.shape[1]):
+        column = nl.load(scales[0:x.shape[0], j])                          # [P, 1]
+        nl.store(out[j], value=nisa.activation(op=nl.copy, data=tile, scale=column))
+    return out
+
+
+def test_a_one_dimensional_load_is_a_column(rng):
+    x = rng.standard_normal((96, 40)).astype(np.float32)
+    scales = rng.standard_normal((96, 3)).astype(np.float32)
+    expected = np.stack([x * scales[:, j:j + 1] for j in range(3)])
+    np.testing.assert_allclose(run(_scale_rows, x, scales), expected, rtol=1e-6)
 
 
 def _pad_with_lowest(x):

@@ -11,11 +11,13 @@ compilers that removed them give.
 A `BlockTensor` is not a tile: it must be indexed with an integer per block dim (`a[i]`, `a[i, i_p, i_f]`)
 before a compute API can use it (`err_failed_to_infer_tile_from_local_tensor` otherwise); integers for only
 the leading block dims (`a[h]` of a `(H, T, par_dim(P), F)` tensor) give the block tensor of the remaining
-block dims, whose blocks are `a`'s blocks (as the legacy compiler allows). Each logical block
-maps to a physical tile: with automatic allocation every block gets its own tile (one storage of shape
-`(P, n_blocks, F...)`, block b at free position b); with direct allocation (`nki.compiler`) the allocator
-object places every block when the tensor is declared, and blocks it places at the same (partition,
-address) share one physical tile (modulo allocation: `num_free_tiles=(2,)` makes blocks 0, 2, 4... one tile).
+block dims, whose blocks are `a`'s blocks (as the legacy compiler allows).
+
+Each logical block maps to a physical tile. With automatic allocation every block gets its own tile: in SBUF
+one storage of shape `(P, n_blocks, F...)` holds them (block b at free position b), in PSUM every block is a
+storage of its own. With direct allocation (`nki.compiler`) the allocator object places every block when the
+tensor is declared, and blocks it places at the same (partition, address) share one physical tile (modulo
+allocation: `num_free_tiles=(2,)` makes blocks 0, 2, 4... one tile).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import math
 import operator
 
 from opennki.errors import KernelError, ShapeError
+from opennki.events import MemoryKind
 from opennki.language import dependencies
 from opennki.sim.frames import user_frame
 
@@ -193,6 +196,14 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
         tile_of = _direct_tiles(prog, direct, blocks, tile_shape, dt, name, api)
     elif not blocks:
         return _filled(_declared(core.alloc(tile_shape, dt, region, name)), fill, api)
+    elif region.kind is MemoryKind.PSUM:
+        # one storage per block: each bank-sized tile is placed (and spilled, Memory.place) on its own, so a
+        # block tensor may be larger than PSUM, as the official attention tutorials' `qk` tensors are
+        label = name or f"{region.name}_blocks"
+        per_block = [_declared(core.alloc(tile_shape, dt, region, label)) for _ in range(math.prod(blocks))]
+
+        def tile_of(index, per_block=per_block):
+            return per_block[linearize(blocks, index)]
     else:
         n = math.prod(blocks)
         root = _declared(core.alloc((tile_shape[0], n) + tile_shape[1:], dt, region,
@@ -258,6 +269,7 @@ def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
         # every logical block is placed now, where the tensor is declared (as the compiler does)
         spots[:] = [allocator.placement(_unflatten(blocks, flat), P, fbytes, prog.hw, api)
                     for flat in range(n_blocks)]
+    shared = False
     for flat in range(n_blocks):
         index = _unflatten(blocks, flat)
         where = spots[flat]
@@ -267,8 +279,21 @@ def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
         else:
             # several logical blocks share this physical tile: dependencies are about logical blocks
             dependencies.exempt(prog, tile.storage)
+            shared = True
         tiles[index] = tile
-    return tiles.__getitem__
+    if not (shared and region.kind is MemoryKind.PSUM):
+        return tiles.__getitem__
+    tenant: dict[int, tuple[int, ...]] = {}      # storage id -> the logical block that used it last
+
+    def tile_of(index):
+        # a PSUM tile shared by several logical blocks: when the next block moves in, nothing of it is
+        # written yet, so its first `+=` matmul starts a new accumulation group (core.accumulate)
+        tile = tiles[index]
+        if tenant.setdefault(tile.storage.id, index) != index:
+            tenant[tile.storage.id] = index
+            tile.storage.unwritten = None
+        return tile
+    return tile_of
 
 
 def _traced_placements(prog, n_blocks: int) -> list:

@@ -57,6 +57,10 @@ class LoopRange:
     (language/rules.py). The new generation's iterators are deprecated aliases of `range`."""
 
     def __init__(self, kind: str, *args, legacy: bool = False, **kwargs):
+        if legacy:
+            # scheduling directives (`directives=nki.compiler.no_reorder()`, official attention tutorial v10/v11)
+            # only constrain the compiler's instruction order; they do not change results
+            kwargs.pop("directives", None)
         if kwargs:
             extra = set(kwargs) - {"start", "stop", "step"}
             if extra:

@@ -316,12 +316,10 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
         raise MemoryKindError(f"Expected operand 'src' of '{api}' to be in address space 'hbm', but got a "
                               f"tile in '{where}' instead.", instruction=api, code="err_unsupported_memory")
     shape = src.shape
-    if len(shape) < 2 and src.size == 1:
-        shape = (1, 1)      # one element (`seed[0]`, `x[b, h]`) loads as a [1, 1] tile, as the samples expect
     if len(shape) < 2:
-        raise ShapeError(f"{api}: a loaded tile needs at least 2 dimensions (partition dim first); Insufficient "
-                         "rank", got=shape, instruction=api, hint="index the source with a 2-D pattern, e.g. "
-                         "t[i:i+1, :] or reshape it")
+        # a 1-D access `x[0:128, j]` loads as a [128, 1] column and one element (`seed[0]`) as [1, 1]: the
+        # partition dim comes first and on-chip tiles have at least two dims (the official samples rely on it)
+        shape = (src.size, 1)
     result = alloc(shape, dtype if dtype is not None else src.dtype, SBUF)
     return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from opennki.errors import KernelError
 from opennki.machine.index import Predicate
+from opennki.machine.memory import Memory
 from opennki.machine.tensor import TensorView
 from opennki.sim.program import PROGRAM_SETUP, Observer
 
@@ -49,6 +50,20 @@ class LanguageRules(Observer):
                                   f"was created inside the loop at line {scope[1]}, which has finished",
                                   code="err_local_variable_used_out_of_scope",
                                   hint="declare the tensor before the loop and assign it with t[...] = ...")
+
+    def reclaim(self, prog, kind) -> bool:
+        """Tensors created in a loop body that has finished are dead (using them is the error above), even
+        while a Python variable still holds them: release their memory, as a compiler's liveness would."""
+        if not self.scopes:
+            return False
+        running = {frame.loop_id for frame in prog.loops}
+        freed = False
+        for st in prog.memory.placed(kind):
+            scope = self.scopes.get(st.id)
+            if scope is not None and scope[0] not in running:
+                Memory.release_early(st)
+                freed = True
+        return freed
 
 
 def rules(prog) -> LanguageRules:

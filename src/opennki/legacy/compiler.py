@@ -37,23 +37,25 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import math
 
 from opennki.errors import AllocationError, KernelError
 from opennki.events import Engine
 from opennki.instructions.tensor_engine import NcTranspose
 from opennki.language import core
-from opennki.language.blocks import linearize
 from opennki.machine.memory import MemoryRegion
 from opennki.sim.program import PROGRAM_SETUP, Observer
 
 
 def _modulo(base: int, tiles, index, scale: int) -> int:
-    """`base + linear(index mod tiles) * scale`; an empty `tiles` means one tile (every block maps there)."""
-    tiles = tuple(tiles) or (1,) * len(index)
-    if len(tiles) != len(index):
-        raise AllocationError("modulo allocation needs one tile count per block dimension",
-                              expected=len(index), got=tiles)
-    return base + linearize(tiles, tuple(i % int(t) for i, t in zip(index, tiles))) * scale
+    """`base + linear(index mod tiles) * scale`, as the documented reference function computes it: an empty
+    `tiles` means one tile (every block maps there); the block index and the tile counts pair up from the
+    left (`zip`), so a tensor without block dims sits at `base` whatever the counts (the official attention
+    tutorial passes `num_free_tiles=(n,)` for plain tiles), and the linear position weighs index `d` by the
+    product of the counts after `d`."""
+    tiles = tuple(int(t) for t in tiles) or (1,) * len(index)
+    reduced = [i % t for i, t in zip(index, tiles)]
+    return base + sum(i * math.prod(tiles[d + 1:]) for d, i in enumerate(reduced)) * scale
 
 
 def _call_user_placement(func, index: tuple[int, ...], P: int, fdim_bytes: int):

@@ -19,6 +19,12 @@ window whose live tensors are smallest in total and fit elsewhere. Each moved te
 `TensorFreed` + `TensorAllocated` pair at its new address, so the cost model retires the old range (later
 tensors there wait for the moved tensor's last use) and sees the new one like any reuse of memory; what it
 does not see is a copy, since a compiler would never have put the tensor at the old place.
+
+PSUM is never reported full by automatic allocation: its eight banks are what a compiler juggles most, and
+it spills PSUM tiles to SBUF when they are oversubscribed (the official attention tutorials keep more score
+tiles live than PSUM holds). When freeing and relocating do not make room, the earliest placed PSUM tensors
+that the instruction does not touch give their range back and get a new one when next touched (their
+values, in NumPy, are untouched); the spill and reload copies are not costed. SBUF overflows stay errors.
 """
 
 from __future__ import annotations
@@ -292,7 +298,9 @@ class Memory:
         # by kind value: hashing an Enum member runs Python code, and every placement looks its allocator up
         self._allocators = {MemoryKind.SBUF.value: self.sbuf, MemoryKind.PSUM.value: self.psum,
                             MemoryKind.HBM.value: hbm}
-        self._owners: dict[tuple[str, int], weakref.ref] = {}   # (kind, start) -> storage placed there
+        # (kind, start) -> (storage placed there, placement order)
+        self._owners: dict[tuple[str, int], tuple[weakref.ref, int]] = {}
+        self._placements = itertools.count()
 
     def allocator(self, kind: MemoryKind) -> Allocator:
         return self._allocators[kind._value_]
@@ -337,10 +345,13 @@ class Memory:
         """Bytes the storage occupies: per partition on chip, in total in HBM."""
         return storage.row_elems * storage.dtype.itemsize
 
-    def place(self, storage: Storage, reclaim=None) -> None:
-        """Give `storage` an address range (released when the storage dies); raises AllocationError when
-        the memory is full even after `reclaim()` (a callback that may free ranges of tensors the kernel is
-        about to drop, returning True if it did)."""
+    def place(self, storage: Storage, reclaim=None, keep=None) -> None:
+        """Give `storage` an address range (released when the storage dies). When the memory is full:
+        `reclaim(kind)` (a callback that may free ranges of tensors the kernel no longer needs, returning True
+        if it did), then relocation (module docstring), then, in PSUM only, spilling: the earliest placed
+        tensors give their range back (they get a new one when next touched), as the compiler spills PSUM
+        tiles to SBUF; `keep()` names the storage ids that must stay (the instruction's operands). Raises
+        AllocationError when none of this makes room."""
         kind = storage.kind
         nbytes = self.footprint(storage)
         allocator = self.allocator(kind)
@@ -349,6 +360,8 @@ class Memory:
             start = _try_allocate(allocator, nbytes, storage)
         if start is None and kind.is_on_chip and self._relocate(allocator, kind, nbytes):
             start = _try_allocate(allocator, nbytes, storage)
+        if start is None and kind is MemoryKind.PSUM:
+            start = self._spill(allocator, storage, nbytes, keep() if keep is not None else ())
         if start is None:
             start = allocator.allocate(nbytes, storage.name, storage.location)    # raises the overflow error
         storage.placement = Placement(0, start)
@@ -360,19 +373,38 @@ class Memory:
         storage.release = weakref.finalize(storage, _release, allocator.free, start, self.emit, storage.id,
                                            storage.kind)
         if storage.kind.is_on_chip:
-            self._owners[(storage.kind.value, start)] = weakref.ref(storage)
+            self._owners[(storage.kind.value, start)] = (weakref.ref(storage), next(self._placements))
+
+    def placed(self, kind: MemoryKind) -> list[Storage]:
+        """The live on-chip storages of `kind` that hold an address range now, earliest placed first."""
+        out = []
+        for (value, start), (ref, order) in list(self._owners.items()):
+            st = ref() if value == kind.value else None
+            if st is not None and st.placement is not None and st.placement.address == start \
+                    and st.release is not None and st.release.alive:
+                out.append((order, st))
+        return [st for _, st in sorted(out, key=lambda item: item[0])]
+
+    def _spill(self, allocator: Allocator, storage: Storage, nbytes: int, keep) -> int | None:
+        """Release the earliest placed PSUM tensors not in `keep` until `storage` fits (see `place`)."""
+        for victim in self.placed(storage.kind):
+            if victim.id in keep or victim is storage:
+                continue
+            Memory.release_early(victim)
+            start = _try_allocate(allocator, nbytes, storage)
+            if start is None and self._relocate(allocator, storage.kind, nbytes):
+                start = _try_allocate(allocator, nbytes, storage)
+            if start is not None:
+                return start
+        return None
 
     def _relocate(self, allocator: Allocator, kind: MemoryKind, nbytes: int) -> bool:
         """Open a free range of `nbytes` by moving live tensors (module docstring); False if impossible."""
-        def owner(start):
-            ref = self._owners.get((kind.value, start))
-            st = ref() if ref is not None else None
-            placed = st is not None and st.placement is not None and st.placement.address == start
-            return st if placed and st.release is not None and st.release.alive else None
-        moves = allocator.plan_relocation(nbytes, lambda start: owner(start) is not None)
+        owners = {st.placement.address: st for st in self.placed(kind)}
+        moves = allocator.plan_relocation(nbytes, lambda start: start in owners)
         if not moves:
             return False
-        storages = [owner(old) for old, _ in moves]
+        storages = [owners[old] for old, _ in moves]
         allocator.move(moves)
         for storage, (_, new) in zip(storages, moves):
             storage.release.detach()

@@ -67,6 +67,11 @@ class Observer:
     def finished(self, prog, result) -> None:
         """After the kernel body returned `result` in this program."""
 
+    def reclaim(self, prog, kind) -> bool:
+        """Memory of `kind` is full: release tensors the kernel can provably no longer use (with
+        `Memory.release_early`); True if any was released."""
+        return False
+
 
 @dataclasses.dataclass
 class Deferred:
@@ -235,26 +240,29 @@ class Program:
             if st.placement is None and st is not unplaced:
                 root = st.base or st
                 if root.placement is None:
-                    self.memory.place(root, self._reclaim)
+                    self.memory.place(root, self._reclaim, keep=lambda: _operand_roots(instr))
                 st.placement = root.placement
 
     def _reclaim(self, kind: MemoryKind) -> bool:
-        """Memory is full: free the tensor the current statement is about to overwrite by rebinding its
-        variable (`t = nl.zeros(...)` in a loop). Its last use is behind us, so a compiler's liveness analysis
-        would have reused its memory; Python only drops it after the right-hand side is evaluated."""
+        """Memory is full: the observers release the tensors they know are dead (Observer.reclaim), and the
+        tensor the current statement is about to overwrite by rebinding its variable (`t = nl.zeros(...)` in a
+        loop) is freed. Its last use is behind us, so a compiler's liveness analysis would have reused its
+        memory; Python only drops it after the right-hand side is evaluated."""
+        freed = False
+        for observer in self.observers:
+            freed = observer.reclaim(self, kind) or freed
         frame = user_frame()
         name = pending_store_target(frame) if frame is not None else None
         if name is None:
-            return False
+            return freed
         old = peek_variable(frame, name)
         if isinstance(old, TensorView):
             views = [old]
         elif callable(getattr(old, "tiles", None)):      # block tensors: one storage per placement
             views = list(old.tiles())
         else:
-            return False
+            return freed
         storages = {id(v.storage): v.storage for v in views if isinstance(v, TensorView)}.values()
-        freed = False
         for st in storages:
             if st.kind is kind and st.placement is not None:
                 Memory.release_early(st)
@@ -293,6 +301,14 @@ class Program:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
                                    operands, instr.params(), mask, location, instr.name)
+
+
+def _operand_roots(instr) -> set[int]:
+    """Storage ids of what an instruction touches, run-time index tiles included (Memory.place must not
+    spill them while placing its operands)."""
+    views = [view for _, view, _ in instr.operands()]
+    views += [term.index for view in views for term in view.dynamic]
+    return {(view.storage.base or view.storage).id for view in views}
 
 
 def check_static_bounds(instr) -> None:
