@@ -108,6 +108,8 @@ class Instruction:
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
         generated __init__ has already set, so they are taken over as they are instead of running it again
         (retargeting a deferred result does this for most legacy instructions); the operand cache is dropped."""
+        if hasattr(self, "__post_init__"):       # a class that derives state on construction: the slow way
+            return dataclasses.replace(self, **changes)
         unknown = changes.keys() - self._field_names
         if unknown:
             raise TypeError(f"{type(self).__name__} has no field(s) {sorted(unknown)}")

@@ -1,0 +1,122 @@
+"""The simulator's fast paths give what the plain computations give: cached view geometry and extents,
+`Instruction.replace`, and the whole-tile branches of PSUM accumulation."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import opennki.isa as nisa2
+import opennki.language as nl2
+from opennki.events import MemoryKind
+from opennki.hw import get_target
+from opennki.instructions.dma import DmaCopy
+from opennki.instructions.tensor_engine import NcMatmul
+from opennki.instructions.vector import TensorScalar
+from opennki.machine.dtypes import bfloat16, float32
+from opennki.machine.memory import Allocator, Memory, MemoryRegion
+from opennki.machine.tensor import TensorView
+from tests.isa.helpers import rand, run
+
+
+def _root(region, shape, dtype=float32):
+    hw = get_target("trn2")
+    mem = Memory(hw, Allocator(MemoryKind.HBM, 1 << 30, 64, hw.name), precise=True, shape_only=False, program=())
+    st = mem.new_storage(region, dtype, shape, "t", None)
+    st.array[:] = np.arange(st.array.size) % 251
+    return TensorView.root(st)
+
+
+def _random_key(rng, shape):
+    key = []
+    for n in shape:
+        if rng.random() < 0.2:
+            key.append(int(rng.integers(0, n)))
+        else:
+            start = int(rng.integers(0, n))
+            key.append(slice(start, int(rng.integers(start + 1, n + 1)), int(rng.integers(1, 4))))
+    return tuple(key)
+
+
+@pytest.mark.parametrize("region, shape", [(MemoryRegion.sbuf, (16, 6, 10)), (MemoryRegion.shared_hbm, (9, 12)),
+                                           (MemoryRegion.psum, (8, 40))])
+def test_cached_geometry_and_extent_match_the_elements_touched(rng, region, shape):
+    root = _root(region, shape, bfloat16 if region is MemoryRegion.sbuf else float32)
+    full = root.storage.array.reshape(shape)
+    row = int(np.prod(shape[1:])) if root.is_on_chip else root.size
+    it = root.itemsize
+    for _ in range(40):
+        key = _random_key(rng, shape)
+        view = root.subscript(key)
+        # strides / offset address exactly NumPy's elements
+        np.testing.assert_array_equal(view.np_view().reshape(-1), full[key].reshape(-1))
+        offs = view.flat_offsets().reshape(-1)
+        # the rectangle: partitions and the byte range within a partition (on chip) or the tensor (HBM)
+        p0, pc, b0, b1 = view.extent()
+        if root.is_on_chip:
+            parts, within = offs // row, offs % row
+            assert (p0, pc) == (parts.min(), parts.max() - parts.min() + 1)
+        else:
+            within = offs
+            assert (p0, pc) == (0, 1)
+        assert (b0, b1) == (within.min() * it, (within.max() + 1) * it)
+        assert view.in_bounds()
+        assert view.free_size == (int(np.prod(view.shape[1:])) if root.is_on_chip else view.size)
+
+
+def test_a_view_of_all_of_a_tensor_shares_its_values_and_drops_the_operand_mask(rng):
+    root = _root(MemoryRegion.sbuf, (8, 4, 6))
+    part = root.subscript((slice(2, 7), 1, slice(0, 6, 2)))
+    part.extent()
+    for key in (Ellipsis, (slice(None), slice(None))):
+        whole = part.subscript(key)
+        assert whole.same_view(part) and whole is not part
+        assert (whole.strides, whole.offset, whole.extent(), whole.free_size) == \
+               (part.strides, part.offset, part.extent(), part.free_size)
+        np.testing.assert_array_equal(whole.np_view(), part.np_view())
+    too_far = root.subscript((slice(4, 12), slice(None), slice(None)))   # out of bounds: checked when used
+    assert not too_far.subscript(Ellipsis).in_bounds()
+
+
+def test_instruction_replace_is_dataclasses_replace(rng):
+    a, b = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
+    s, m, p = _root(MemoryRegion.sbuf, (4, 3)), _root(MemoryRegion.sbuf, (4, 5)), _root(MemoryRegion.psum, (3, 5))
+    q = _root(MemoryRegion.psum, (3, 5))
+    cases = [(TensorScalar(dst=a, data=b, op0="add", operand0=1.5, reverse0=True), {"dst": b}),
+             (NcMatmul(dst=p, stationary=s, moving=m, accumulate=False, tile_size=()), {"dst": q, "accumulate": True}),
+             (DmaCopy(dst=a, src=b, name="copy"), {"src": a, "dst": b})]
+    for instr, changes in cases:
+        instr.operands()                                       # fill the operand cache
+        fast, slow = instr.replace(**changes), dataclasses.replace(instr, **changes)
+        assert type(fast) is type(slow)
+        for f in dataclasses.fields(slow):
+            assert getattr(fast, f.name) is getattr(slow, f.name), f.name
+        assert [(r, v, k) for r, v, k in fast.operands()] == [(r, v, k) for r, v, k in slow.operands()]
+        assert fast.params() == slow.params()
+        assert all(getattr(instr, f) is not v for f, v in changes.items())   # the original is unchanged
+    with pytest.raises(TypeError, match="no field"):
+        cases[0][0].replace(dest=a)
+
+
+def test_accumulate_none_with_a_partly_closed_group_mixes_overwrite_and_accumulate(rng):
+    s, m = rand(rng, 64, 32), rand(rng, 64, 48)
+
+    def kernel(s, m):
+        out = nl2.ndarray((32, 48), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        st = nl2.ndarray(s.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        mv = nl2.ndarray(m.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=st, src=s)
+        nisa2.dma_copy(dst=mv, src=m)
+        p = nl2.ndarray((32, 48), dtype=nl2.float32, buffer=nl2.psum)
+        r = nl2.ndarray((32, 48), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.nc_matmul(dst=p, stationary=st, moving=mv)              # the group's first write
+        nisa2.tensor_copy(dst=r[:, 0:20], src=p[:, 0:20])             # a read closes the group for columns < 20
+        nisa2.nc_matmul(dst=p, stationary=st, moving=mv)              # overwrites columns < 20, accumulates the rest
+        nisa2.tensor_copy(dst=r, src=p)
+        nisa2.dma_copy(dst=out, src=r)
+        return out
+
+    got = run(kernel, s, m)
+    ref = s.astype(np.float64).T @ m.astype(np.float64)
+    np.testing.assert_allclose(got[:, :20], ref[:, :20], rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(got[:, 20:], 2 * ref[:, 20:], rtol=1e-5, atol=1e-4)
