@@ -17,8 +17,9 @@ Imports language (blocks, core), instructions, sim and errors. A direct-allocati
 Placements are checked as documented: start partitions on quadrant boundaries (0 for more than 64
 partitions; 0 or 64 for 33-64; 0, 32, 64 or 96 up to 32), byte addresses aligned and inside the usable SBUF
 (or the bank), PSUM start partition and byte address 0. Blocks placed at the same spot share one physical
-tile; declarations at overlapping spots do not alias each other in the simulator (the real compiler's
-lifetime checks are incomplete too), which only matters for kernels that rely on such aliasing.
+tile, and tensors declared over overlapping bytes alias each other as on hardware, in any dtypes
+(machine/physical.py): a declaration starts with the bytes its range holds. Placements made inside an
+`affine_range` / `sequential_range` body are decided once, as NKI traces the body once (language/blocks.py).
 
 A kernel that places tensors directly is an "allocated kernel": it may not mix in automatically placed
 SBUF/PSUM declarations, give initial values to its on-chip tensors, transpose on the Tensor Engine

@@ -124,6 +124,8 @@ class Machine:
                     fresh[...] = False
                 else:
                     fresh[np.broadcast_to(m, view.shape)] = False
+            if st.physical is not None:
+                st.physical.written(st, *view.extent())
             return
         dyn = self._dynamic_values(view) if view.dynamic else None
         view.check_bounds(m, dyn)
@@ -138,6 +140,8 @@ class Machine:
         if st.kind is _PSUM:
             self._unwritten_flags(view)
             st.unwritten[offs] = False
+        if st.physical is not None:
+            st.physical.written(st, *view.extent())
 
     def accumulate(self, view: TensorView, values_f32: np.ndarray, mask=None) -> None:
         """Read-add-write in fp32 (PSUM accumulation, DMA accumulate), rounding once on the write."""

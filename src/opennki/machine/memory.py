@@ -40,6 +40,7 @@ import numpy as np
 from opennki.errors import AllocationError, SourceLocation, ShapeError
 from opennki.events import MemoryKind
 from opennki.machine.dtypes import DataType, poison_value
+from opennki.machine.physical import PhysicalImage, can_alias
 
 
 class MemoryRegion(enum.Enum):
@@ -96,11 +97,13 @@ class Storage:
             tiles of API calls, which the legacy compiler places (and moves) as their consumers need.
         written: set by the first write (used to copy modified inputs back to the caller).
         program: the SPMD program that owns it (None for shared HBM).
+        physical: for a directly placed on-chip tensor, the PhysicalImage through which it shares bytes with
+            the other directly placed tensors overlapping it (machine/physical.py); None otherwise.
     """
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "array", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
-                 "declared", "__weakref__")
+                 "declared", "physical", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -121,6 +124,7 @@ class Storage:
         self.base = None             # for reinterpreting views (`t.view(dtype)`): the storage owning the memory
         self.release = None          # the finalizer that returns the address range to the allocator
         self.declared = False        # created by a tensor declaration (`nl.ndarray`...), not as an API result
+        self.physical = None         # directly placed on chip: the PhysicalImage whose bytes it shares
 
     @property
     def size(self) -> int:
@@ -301,6 +305,7 @@ class Memory:
         # (kind, start) -> (storage placed there, placement order)
         self._owners: dict[tuple[str, int], tuple[weakref.ref, int]] = {}
         self._placements = itertools.count()
+        self._images: dict[str, PhysicalImage] = {}       # kind -> bytes shared by directly placed tensors
 
     def allocator(self, kind: MemoryKind) -> Allocator:
         return self._allocators[kind._value_]
@@ -334,6 +339,10 @@ class Memory:
         if address is not None:
             partition, start = address
             storage.placement = Placement(int(partition), int(start))
+            if kind.is_on_chip and can_alias(storage):
+                storage.physical = self._images.get(kind.value) or \
+                    self._images.setdefault(kind.value, PhysicalImage(kind, self.hw.memory.partitions))
+                storage.physical.join(storage)
             if self.emit is not None:
                 self.emit.allocated(storage, self.footprint(storage))
         elif not (lazy and kind.is_on_chip):

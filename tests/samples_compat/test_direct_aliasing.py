@@ -1,0 +1,72 @@
+"""Directly placed tensors over the same bytes alias each other, as on hardware: a declaration in another
+dtype reinterprets the bytes, a partial overlap sees the overlapping part, and a tensor declared again in
+the next loop iteration at the same address finds what the previous one left (machine/physical.py)."""
+
+import numpy as np
+
+import opennki.legacy as nki
+import opennki.legacy.compiler as ncc
+import opennki.legacy.language as nl
+from opennki.legacy.language import par_dim
+
+
+def _reinterpret(x):
+    out = nl.ndarray((128, 64), dtype=nl.int32, buffer=nl.shared_hbm)
+    as_float = nl.ndarray((par_dim(128), 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=1024))
+    as_int = nl.ndarray((par_dim(128), 64), dtype=nl.int32, buffer=ncc.sbuf.mod_alloc(base_addr=1024))
+    as_float[...] = nl.load(x)
+    nl.store(out, value=as_int)
+    return out
+
+
+def test_a_declaration_in_another_dtype_reinterprets_the_bytes(rng):
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    np.testing.assert_array_equal(nki.jit(_reinterpret)(x), x.view(np.int32))
+
+
+def _partial_overlap(x, y):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    whole = nl.ndarray((par_dim(128), 64), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    upper = nl.ndarray((par_dim(64), 16), dtype=nl.float32,            # partitions 64-127, bytes 128-191
+                       buffer=ncc.sbuf.alloc(lambda idx, pdim_size, fdim_size: (64, 128)))
+    whole[...] = nl.load(x)
+    upper[...] = nl.load(y)
+    nl.store(out, value=whole)
+    return out
+
+
+def test_a_partial_overlap_writes_through(rng):
+    x = rng.standard_normal((128, 64)).astype(np.float32)
+    y = rng.standard_normal((64, 16)).astype(np.float32)
+    expected = x.copy()
+    expected[64:, 32:48] = y
+    np.testing.assert_array_equal(nki.jit(_partial_overlap)(x, y), expected)
+
+
+def _carried_over(x):
+    """Each iteration declares `keep` anew at the same bytes and adds its slice to what is there."""
+    out = nl.ndarray((128, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+    first = nl.ndarray((par_dim(128), 32), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    first[...] = nl.load(x[0])
+    for i in nl.sequential_range(1, x.shape[0]):
+        keep = nl.ndarray((par_dim(128), 32), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+        part = nl.ndarray((par_dim(128), 32), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=512))
+        part[...] = nl.load(x[i])
+        keep[...] = nl.add(keep, part)
+    last = nl.ndarray((par_dim(128), 32), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
+    nl.store(out, value=last)
+    return out
+
+
+def test_a_new_declaration_finds_the_bytes_its_range_holds(rng):
+    x = rng.standard_normal((4, 128, 32)).astype(np.float32)
+    np.testing.assert_allclose(nki.jit(_carried_over)(x), x.sum(axis=0), rtol=1e-5, atol=1e-5)
+
+
+def test_never_written_direct_memory_reads_as_nan(rng):
+    def kernel(x):
+        out = nl.ndarray((128, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        fresh = nl.ndarray((par_dim(128), 8), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=4096))
+        nl.store(out, value=fresh)
+        return out
+    assert np.isnan(nki.jit(kernel)(np.zeros((1, 1), np.float32))).all()
