@@ -150,7 +150,17 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
 # ------------------------------------------------------------------------------------ Vector: element-wise
 
 def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
-    """op(data1, data2) element-wise into a new tile (dtype: promotion of the inputs)."""
+    """op(data1, data2) element-wise into a new tile (dtype: promotion of the inputs). Operands of
+    broadcastable shapes broadcast (a [P, 1] operand is read with a zero-stride access pattern), as the
+    official double-row matmul multiplies [P, N] results by [P, 1] scales."""
+    if core.is_tensor(data1) and core.is_tensor(data2) and data1.shape != data2.shape:
+        try:
+            shape = tuple(np.broadcast_shapes(data1.shape, data2.shape))
+        except ValueError:
+            shape = None        # the instruction's own check reports the mismatch
+        if shape is not None:
+            data1 = core.materialize_broadcast(data1, shape, "nisa.tensor_tensor")
+            data2 = core.materialize_broadcast(data2, shape, "nisa.tensor_tensor")
     out = _out(data1.shape, _dtype(dtype, promote(data1.dtype, data2.dtype)))
     return _defer(_dve.TensorTensor(dst=out, data1=data1, data2=data2, op=op, engine=engine, mask=mask), out,
                   "nisa.tensor_tensor")
