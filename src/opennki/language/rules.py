@@ -11,7 +11,8 @@ only concern the legacy generation's `mask=` and loops, so new-generation kernel
   loop body is local to that body (spec/language.md §8.9); using it after the loop finished is an error.
   `core.alloc` records the loops running when a tensor is created (`record_scope`). Python `if` blocks,
   which NKI scopes too, leave no trace in an eager run and are not checked; nor are `static_range` loops,
-  which NKI unrolls while tracing.
+  which NKI unrolls while tracing. The same rule tells liveness: when SBUF or PSUM is full, the tensors of
+  finished loop bodies still bound to Python variables are released (`LanguageRules.reclaim`).
 """
 
 from __future__ import annotations
