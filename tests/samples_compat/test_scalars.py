@@ -36,6 +36,17 @@ def _scale_rows(x, scales):
     return out
 
 
+def test_a_masked_one_dimensional_load_skips_the_rows_past_the_end(rng):
+    def kernel(v):
+        out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+        i_p = nl.arange(128)[:, None]
+        column = nl.load(v[0:128], mask=(i_p < 100))                    # v has 100 elements
+        nl.store(out, value=nl.add(column, 1.0, mask=(i_p < 100)), mask=(i_p < 100))
+        return out
+    v = rng.standard_normal(100).astype(np.float32)
+    np.testing.assert_allclose(run(kernel, v)[:100, 0], v + 1.0, rtol=1e-6)
+
+
 def test_a_one_dimensional_load_is_a_column(rng):
     x = rng.standard_normal((96, 40)).astype(np.float32)
     scales = rng.standard_normal((96, 3)).astype(np.float32)

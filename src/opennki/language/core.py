@@ -315,13 +315,20 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
         where = src.kind.name.lower() if is_tensor(src) else type(src).__name__
         raise MemoryKindError(f"Expected operand 'src' of '{api}' to be in address space 'hbm', but got a "
                               f"tile in '{where}' instead.", instruction=api, code="err_unsupported_memory")
-    shape = src.shape
-    if len(shape) < 2:
+    if src.ndim < 2:
         # a 1-D access `x[0:128, j]` loads as a [128, 1] column and one element (`seed[0]`) as [1, 1]: the
         # partition dim comes first and on-chip tiles have at least two dims (the official samples rely on it)
-        shape = (src.size, 1)
-    result = alloc(shape, dtype if dtype is not None else src.dtype, SBUF)
+        src = _as_column(src)
+    result = alloc(src.shape, dtype if dtype is not None else src.dtype, SBUF)
     return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api)
+
+
+def _as_column(t: TensorView) -> TensorView:
+    """A 0-D or 1-D view as an [n, 1] view of the same elements (so a `mask=` over the column applies)."""
+    nd = len(t.amap)
+    first = [t.amap[d][0] if t.ndim else 0 for d in range(nd)]
+    amap = tuple((first[d], 0) for d in range(nd))
+    return t._derive((t.size, 1), amap, t.consts, t.dynamic)
 
 
 def store(dst, value, *, mask=None, api: str = "nl.store") -> None:
