@@ -11,7 +11,6 @@ Functional results are *deferred* (see sim/program.py): `buf[...] = nl.exp(x)` m
 
 from __future__ import annotations
 
-import dataclasses
 import inspect
 
 import numpy as np
@@ -456,7 +455,7 @@ def _retarget_changes(deferred, dst) -> dict:
 
 def _retargetable(prog, deferred, changes) -> bool:
     try:
-        dataclasses.replace(deferred.instr, **changes).check(prog)
+        deferred.instr.replace(**changes).check(prog)
     except OpenNKIError:
         return False
     return True
