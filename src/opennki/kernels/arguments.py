@@ -88,13 +88,15 @@ def call_args(func, template: dict, leaves):
     except ValueError:
         return tuple(named.values()), {}
     args, kwargs = [], {}
+    order = list(params)
     for name, value in named.items():
         kind = params[name].kind if name in params else inspect.Parameter.KEYWORD_ONLY
         if kind is inspect.Parameter.VAR_POSITIONAL:
             args.extend(value)
         elif kind is inspect.Parameter.VAR_KEYWORD:
             kwargs.update(value)
-        elif kind is inspect.Parameter.KEYWORD_ONLY:
+        elif kind is inspect.Parameter.KEYWORD_ONLY or order.index(name) != len(args):
+            # after a parameter the call left to its default, positions no longer line up: by name
             kwargs[name] = value
         else:
             args.append(value)
