@@ -10,9 +10,12 @@ import opennki.legacy as nki
 import opennki.legacy.compiler as ncc
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
-from opennki.events import MemoryKind, TensorAllocated
+from opennki.cost import estimate
+from opennki.events import AccessKind, Engine, InstructionExecuted, MemoryKind, TensorAllocated
 from opennki.legacy.language import par_dim
 from opennki.listeners import Recorder
+from opennki.perf import hints
+from tests.cost.helpers import spec
 
 
 def _all_scores_then_reduce(q, k):
@@ -42,6 +45,37 @@ def test_a_psum_block_tensor_larger_than_psum_is_spilled(rng):
     psum = [e for e in rec.of_type(TensorAllocated) if e.kind is MemoryKind.PSUM]
     assert all(e.byte_start + e.size_bytes <= 16 * 1024 for e in psum)
     assert len(psum) > 4 * 6                     # spilled blocks got a bank again when read back
+
+
+def test_psum_spills_are_copies_the_cost_model_charges(rng):
+    """Each spill is reported as a Vector Engine copy reading the tile at its old bank, each reload as one
+    writing it at its new bank; the estimate charges them and the report names the anti-pattern."""
+    q = rng.standard_normal((64, 4 * 128)).astype(np.float32)
+    k = rng.standard_normal((64, 6 * 512)).astype(np.float32)
+    rec = Recorder()
+    nki.jit(_all_scores_then_reduce).launch((q, k), listeners=[rec])
+    events = rec.of_type(InstructionExecuted)
+    spills = [e for e in events if e.opcode == "psum_spill"]
+    reloads = [e for e in events if e.opcode == "psum_reload"]
+    assert len(spills) >= 4 * 6 - 8 and len(reloads) >= 4 * 6 - 8
+    for ev, access in [(spills[0], AccessKind.READ), (reloads[0], AccessKind.WRITE)]:
+        (op,) = ev.operands
+        assert ev.engine is Engine.VECTOR and op.access is access and op.kind is MemoryKind.PSUM
+        assert (op.partitions, op.free_elems, op.region.size_bytes) == (128, 512, 128 * 2048)
+        assert ev.location.lineno > 0 and ev.location.filename == __file__
+    # the first spill happens when the ninth score block needs a bank: it gives up the first block's bank
+    first_matmuls = [e for e in events if e.opcode == "nc_matmul"]
+    assert spills[0].seq > first_matmuls[7].seq
+    assert spills[0].operands[0].region == first_matmuls[0].writes[0].region
+
+    args = (spec(q.shape), spec(k.shape))
+    result = estimate(_all_scores_then_reduce, args, target="trn2")
+    assert result.opcode_counts["psum_spill"] == len(spills)
+    assert "psum_spill" not in result.uncosted
+    spill_ns = sum(r.duration_ns for r in result.records if r.opcode in ("psum_spill", "psum_reload"))
+    assert spill_ns > 0
+    found = {h.kind: h for h in hints(result)}
+    assert "psum_spill" in found and f"{len(spills)} PSUM tiles were spilled" in found["psum_spill"].message
 
 
 def _fused_rows(q, k, v):

@@ -65,6 +65,35 @@ def test_sbuf_overflow_raises_with_numbers_and_line(target, capacity):
 
 
 @nki.jit
+def psum_tile_too_big(a):
+    acc = nl.zeros((128, 4608), dtype=nl.float32, buffer=nl.psum)   # 18 KiB/partition of PSUM's 16
+    return a
+
+
+@nki.jit
+def psum_operands_too_big(a):
+    x = nl.zeros((128, 3072), dtype=nl.float32, buffer=nl.psum)     # 12 KiB/partition
+    y = nl.zeros((128, 3072), dtype=nl.float32, buffer=nl.psum)     # 12 more: y cannot spill x, its input
+    y[...] = nl.add(x, 1.0)
+    return a
+
+
+@pytest.mark.parametrize("kernel, needed, line", [
+    (psum_tile_too_big, 18432, "acc = nl.zeros((128, 4608), dtype=nl.float32, buffer=nl.psum)"),
+    (psum_operands_too_big, 12288, "y[...] = nl.add(x, 1.0)"),
+])
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_psum_overflow_raises_when_spilling_cannot_make_room(kernel, needed, line, target):
+    """PSUM tiles are spilled to make room (docs/design-notes.md); what spilling cannot place still raises."""
+    with pytest.raises(AllocationError) as exc:
+        run_kernel(kernel.func, (np.zeros((1, 1), np.float32),), target=target)
+    msg = str(exc.value)
+    assert "PSUM overflow" in msg and f"{needed} bytes per partition needed" in msg
+    assert "16384" in msg and target in msg
+    assert _last_frame(exc).line.startswith(line)
+
+
+@nki.jit
 def frees_as_it_goes(a):
     out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
     acc = nl.zeros((128, 512), dtype=nl.float32)

@@ -24,7 +24,11 @@ PSUM is never reported full by automatic allocation: its eight banks are what a 
 it spills PSUM tiles to SBUF when they are oversubscribed (the official attention tutorials keep more score
 tiles live than PSUM holds). When freeing and relocating do not make room, the earliest placed PSUM tensors
 that the instruction does not touch give their range back and get a new one when next touched (their
-values, in NumPy, are untouched); the spill and reload copies are not costed. SBUF overflows stay errors.
+values, in NumPy, are untouched). The copies a compiler issues for this are reported to listeners (the
+`emit` object's `spilled` / `reloaded`, which the simulator turns into `psum_spill` / `psum_reload`
+instruction events), so the cost model charges them and a profile shows where PSUM was oversubscribed; the
+SBUF staging space of a spilled tile is not counted against SBUF. What cannot be placed even so (a PSUM tile
+larger than PSUM, or more PSUM operands of one instruction than PSUM holds) raises, as SBUF overflows do.
 """
 
 from __future__ import annotations
@@ -103,7 +107,7 @@ class Storage:
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "array", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
-                 "declared", "physical", "__weakref__")
+                 "declared", "physical", "spilled", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -125,6 +129,7 @@ class Storage:
         self.release = None          # the finalizer that returns the address range to the allocator
         self.declared = False        # created by a tensor declaration (`nl.ndarray`...), not as an API result
         self.physical = None         # directly placed on chip: the PhysicalImage whose bytes it shares
+        self.spilled = False         # PSUM only: its range was given back under pressure (Memory._spill)
 
     @property
     def size(self) -> int:
@@ -377,6 +382,10 @@ class Memory:
         self._track(storage, allocator, start)
         if self.emit is not None:
             self.emit.allocated(storage, nbytes)
+        if storage.spilled:
+            storage.spilled = False
+            if self.emit is not None:
+                self.emit.reloaded(storage)
 
     def _track(self, storage: Storage, allocator: Allocator, start: int) -> None:
         storage.release = weakref.finalize(storage, _release, allocator.free, start, self.emit, storage.id,
@@ -399,7 +408,10 @@ class Memory:
         for victim in self.placed(storage.kind):
             if victim.id in keep or victim is storage:
                 continue
+            if self.emit is not None:
+                self.emit.spilled(victim)
             Memory.release_early(victim)
+            victim.spilled = True
             start = _try_allocate(allocator, nbytes, storage)
             if start is None and self._relocate(allocator, storage.kind, nbytes):
                 start = _try_allocate(allocator, nbytes, storage)

@@ -20,7 +20,8 @@ IDLE_PE_UTILIZATION = 0.5
 
 @dataclass(frozen=True)
 class Hint:
-    """One anti-pattern the model saw: `kind` is small_dma, fp32_matmul, buffer_reuse or idle_tensor_engine."""
+    """One anti-pattern the model saw: `kind` is small_dma, fp32_matmul, buffer_reuse, idle_tensor_engine or
+    psum_spill."""
 
     kind: str
     message: str
@@ -60,6 +61,14 @@ def hints(result) -> list[Hint]:
             f"The Tensor Engine is busy only {100 * result.utilization(Row.TENSOR_MATRIX):.0f}% of the time; "
             f"the critical path runs mostly on {busiest}. Feed it faster: larger DMA transfers, more buffers "
             "in flight, keeping reused operands in SBUF, or moving work off the bottleneck engine.")))
+    spills = result.opcode_counts.get("psum_spill", 0)
+    if spills:
+        lines = tuple(line for line, v in result.lines.items() if "psum_spill" in v[3])
+        out.append(Hint("psum_spill", (
+            f"PSUM was oversubscribed: {spills} PSUM tiles were spilled to SBUF and "
+            f"{result.opcode_counts.get('psum_reload', 0)} brought back, each a Vector Engine copy. Keep fewer "
+            "PSUM tiles live at once (PSUM holds 8 banks of 2 KiB per partition): copy results out to SBUF "
+            "as soon as they are complete."), lines[:5]))
     return out
 
 

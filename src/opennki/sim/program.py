@@ -185,6 +185,20 @@ class Program:
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
         self.sim.emit(TensorFreed(storage_id, kind))
 
+    def spilled(self, storage) -> None:
+        """A PSUM tensor gives its range back under pressure (Memory.place): the copy out of PSUM a compiler
+        issues, as a Vector Engine instruction reading the whole tensor at its old range."""
+        self._staging_copy("psum_spill", storage, "data", AccessKind.READ)
+
+    def reloaded(self, storage) -> None:
+        """A spilled PSUM tensor got a range again: the copy back in, writing the whole tensor there."""
+        self._staging_copy("psum_reload", storage, "dst", AccessKind.WRITE)
+
+    def _staging_copy(self, opcode: str, storage, role: str, access: AccessKind) -> None:
+        operand = operand_record(role, TensorView.root(storage), access)
+        self.sim.emit(InstructionExecuted(next(self.launch.seq), self.ids, self.core, opcode, Engine.VECTOR,
+                                          (operand,), {"tensor": storage.name}, None, user_location()))
+
     # -- issuing ----------------------------------------------------------------------------------------
     def issue(self, instr, api: str | None = None) -> None:
         """Check, run and report one instruction now."""

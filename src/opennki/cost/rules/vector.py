@@ -225,3 +225,11 @@ def rand2(ev, hw) -> Cost:
     """v4 XORWOW: `rand_elems_per_cycle` 32-bit values per lane per cycle."""
     n = elems(ev, main_output(ev, "dst"))
     return elementwise(ev, hw, n / hw.cost.vector.rand_elems_per_cycle)
+
+
+@cost_rule("psum_spill", "psum_reload")
+def psum_staging_copy(ev, hw) -> Cost:
+    """The copy a compiler issues to spill an oversubscribed PSUM tile to SBUF or to bring it back
+    (machine/memory.py): a Vector Engine copy of the whole tile, `max(MIN_II, N)`, with no perf mode (one
+    side is PSUM)."""
+    return elementwise(ev, hw, elems(ev, main_input(ev)))
