@@ -67,7 +67,7 @@ def test_sbuf_overflow_raises_with_numbers_and_line(target, capacity):
 @nki.jit
 def psum_tile_too_big(a):
     acc = nl.zeros((128, 4608), dtype=nl.float32, buffer=nl.psum)   # 18 KiB/partition of PSUM's 16
-    return a
+    return acc
 
 
 @nki.jit
