@@ -9,31 +9,18 @@ in the simulator and in the cost model can be told apart. Not a test: nothing he
 from __future__ import annotations
 
 import argparse
+import pathlib
+import sys
 import cProfile
 import pstats
 import time
 
-import opennki.legacy.language as nl
-import opennki.legacy.isa as nisa
 from opennki.cost import estimate
 from opennki.sim import ShapeSpec, SimOptions
 from opennki.kernels.base import run_kernel
 
-
-def tiled_matmul(lhsT, rhs):
-    """result[M, N] = lhsT.T @ rhs with 128 x 128 x 512 tiles, fresh SBUF tiles per k-step."""
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // 128):
-        for n in nl.affine_range(N // 512):
-            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // 128):
-                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                acc += nisa.nc_matmul(a, b)
-            nl.store(result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=nl.copy(acc, dtype=result.dtype))
-    return result
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from examples.tiled_matmul import tiled_matmul  # noqa: E402  (the bundled example kernel)
 
 
 class _Ignore:

@@ -4,6 +4,7 @@ import opennki.isa as nisa
 import opennki.language as nl
 import opennki.legacy.language as lnl
 import opennki.legacy.isa as lisa
+from examples.tiled_matmul import tiled_matmul  # noqa: F401  (the textbook tiled matmul, a bundled example)
 
 
 # -- single instructions (new generation, explicit dst) -------------------------------------------------------
@@ -76,22 +77,6 @@ def matmul_resident(lhsT, rhs, reps):
         acc += lisa.nc_matmul(a, b)
         if r == reps - 1:
             lnl.store(out, value=lnl.copy(acc))
-    return out
-
-
-def tiled_matmul(lhsT, rhs):
-    """The textbook tiled matmul: fresh SBUF tiles per k-step, PSUM accumulation, one store per tile."""
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    out = lnl.ndarray((M, N), dtype=lhsT.dtype, buffer=lnl.shared_hbm)
-    for m in lnl.affine_range(M // 128):
-        for n in lnl.affine_range(N // 512):
-            acc = lnl.zeros((128, 512), lnl.float32, buffer=lnl.psum)
-            for k in lnl.affine_range(K // 128):
-                a = lnl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                b = lnl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                acc += lisa.nc_matmul(a, b)
-            lnl.store(out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=lnl.copy(acc, dtype=out.dtype))
     return out
 
 

@@ -80,11 +80,7 @@ class Activation(Instruction):
         if self.reduce_op is not None:
             expect(alu(self.reduce_op).name == "add", f"{self.opcode} reduce_op must be add",
                    got=alu(self.reduce_op).name, error=KernelError)
-        acc.check_reduce_cmd(self.reduce_cmd, self.allowed_cmds, self.opcode)
-        if self.reduce_res is not None:
-            check_on_chip(self.reduce_res, "reduce_res")
-            check_same_partitions(self.reduce_res, self.data, "reduce_res", "data")
-            expect(self.reduce_res.free_size == 1, "reduce_res must be [P, 1]", got=self.reduce_res.shape)
+        _check_reduction(self, self.allowed_cmds)
 
     def run(self, m) -> None:
         P = self.data.shape[0]
@@ -180,11 +176,7 @@ class Activate2(Instruction):
         if self.reduce_op is not None:
             expect(alu(self.reduce_op).name in _ACTIVATE2_REDUCE, "activate2 reduce_op must be add, maximum, "
                    "minimum, abs_max or abs_min", got=alu(self.reduce_op).name, error=KernelError)
-        acc.check_reduce_cmd(self.reduce_cmd, Activation.allowed_cmds, self.opcode)
-        if self.reduce_res is not None:
-            check_on_chip(self.reduce_res, "reduce_res")
-            check_same_partitions(self.reduce_res, self.data, "reduce_res", "data")
-            expect(self.reduce_res.free_size == 1, "reduce_res must be [P, 1]", got=self.reduce_res.shape)
+        _check_reduction(self, Activation.allowed_cmds)
 
     def run(self, m) -> None:
         P = self.data.shape[0]
@@ -210,3 +202,13 @@ class Activate2(Instruction):
         if self.reduce_res is not None:
             m.write(self.reduce_res, m.act_acc[:P].reshape(self.reduce_res.shape).copy(),
                     Machine.effective_mask(self.reduce_res, self.mask))
+
+
+def _check_reduction(instr, allowed) -> None:
+    """The accumulator arguments of activation-family instructions: `reduce_cmd` among `allowed`, and a
+    `reduce_res` that is an on-chip [P, 1] tile over the data's partitions."""
+    acc.check_reduce_cmd(instr.reduce_cmd, allowed, instr.opcode)
+    if instr.reduce_res is not None:
+        check_on_chip(instr.reduce_res, "reduce_res")
+        check_same_partitions(instr.reduce_res, instr.data, "reduce_res", "data")
+        expect(instr.reduce_res.free_size == 1, "reduce_res must be [P, 1]", got=instr.reduce_res.shape)
