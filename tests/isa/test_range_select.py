@@ -95,6 +95,25 @@ def test_new_generation_defaults_to_reset_reduce(rng):
     np.testing.assert_array_equal(run(kernel, x)[:, 0], x[:, 1:10].max(1))
 
 
+@pytest.mark.parametrize("on_false", [-3.4028235e38, float(np.finfo(np.float32).min), nisa.fp32.min])
+def test_any_literal_rounding_to_fp32_min_is_fp32_min(rng, on_false):
+    """The value is an fp32 immediate: kernels write the decimal literal -3.4028235e38, which as a Python float
+    differs from float(np.finfo(np.float32).min) but rounds to the same fp32."""
+    x = rand(rng, 32, 16)
+
+    def kernel(x):
+        out = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
+        t = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=t, src=x)
+        nisa2.range_select(dst=t, on_true_tile=t, comp_op0=nl2.greater_equal, comp_op1=nl2.less, bound0=3.0,
+                           bound1=9.0, on_false_value=on_false)
+        nisa2.dma_copy(dst=out, src=t)
+        return out
+
+    ref = np.where((np.arange(16) >= 3) & (np.arange(16) < 9), x, FP32_MIN)
+    np.testing.assert_array_equal(run(kernel, x), ref)
+
+
 def _call(x, **kw):
     args = dict(on_true_tile=nl.load(x), comp_op0=np.greater_equal, comp_op1=np.less,
                 bound0=nl.zeros((128, 1), dtype=nl.float32), bound1=nl.full((128, 1), 4, dtype=nl.float32),

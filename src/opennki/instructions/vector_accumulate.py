@@ -260,7 +260,10 @@ class RangeSelect(Instruction):
                 check_dtype(b, role, ("float32",), "an fp32 [P, 1] tile")
         expect(alu(self.reduce_op).name == "maximum", "range_select reduces with maximum only",
                got=alu(self.reduce_op).name, error=KernelError)
-        expect(float(self.on_false_value) == FP32_MIN, "on_false_value must be fp32.min (hardware constraint)",
+        # The value reaches the engine as an fp32 immediate, so any literal that rounds to fp32.min is that value
+        # (kernels write -3.4028235e38, the spec's default, which is not float(np.finfo(np.float32).min)).
+        expect(np.float32(self.on_false_value) == np.float32(FP32_MIN),
+               "on_false_value must be fp32.min (hardware constraint)",
                expected=FP32_MIN, got=self.on_false_value, error=KernelError, hint="pass nl.fp32.min")
         start = int(self.range_start)
         expect(0 <= start and start + self.dst.free_size <= 2 ** 24,

@@ -7,6 +7,8 @@ them are signature adapters over `opennki.language.core`, the compositions the l
 
 from __future__ import annotations
 
+from typing import Any
+
 from opennki.language import core
 from opennki.language.constants import _TileSize, tile_size  # noqa: F401
 from opennki.language.control import (affine_range, num_programs, program_ndim, sequential_range,  # noqa: F401
@@ -60,11 +62,31 @@ def is_sbuf(buffer) -> bool:
 
 
 class NKIObject:
-    """Base class for user data classes used inside kernels (a plain Python base in the simulator)."""
+    """Base class for user data classes used inside kernels (a plain Python base in the simulator).
+
+    NKI's compiler synthesizes the constructor of an NKIObject class: every class attribute is a field, annotated
+    or not, so `@dataclass class P(nl.NKIObject): tile = None` accepts `P(tile=4)`. A plain `@dataclass` would
+    only see annotated attributes, so subclasses get their unannotated data attributes annotated (as `Any`,
+    keeping their values as defaults) before the decorator runs. Without `@dataclass`, keyword arguments are set
+    as attributes.
+    """
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        annotations = cls.__dict__.get("__annotations__", {})
+        fields = {name: Any for name, value in cls.__dict__.items()
+                  if name not in annotations and not name.startswith("__") and _is_data_attribute(value)}
+        if fields:
+            cls.__annotations__ = {**annotations, **fields}
 
     def __init__(self, **kwargs):
         for k, v in kwargs.items():
             setattr(self, k, v)
+
+
+def _is_data_attribute(value) -> bool:
+    """A class attribute that holds data (a field), not a method, property or nested class."""
+    return not (callable(value) or isinstance(value, (staticmethod, classmethod, property)))
 
 
 # ---------------------------------------------------------------------------------------------- creation

@@ -40,8 +40,11 @@ class ShapeSpec:
 
 
 def is_array_arg(x) -> bool:
+    """An array the caller passes in (NumPy, framework, or a shape placeholder). Scalar type objects such as
+    `np.float32` or `ml_dtypes.bfloat16` (a kernel's `dtype` parameter) have `shape` and `dtype` attributes too,
+    as class-level descriptors, so classes are excluded."""
     return isinstance(x, (np.ndarray, ShapeSpec)) or (hasattr(x, "__array__") and hasattr(x, "shape")
-                                                      and hasattr(x, "dtype") and not isinstance(x, TensorView))
+                                                      and hasattr(x, "dtype") and not isinstance(x, (TensorView, type)))
 
 
 class Simulator:
