@@ -23,6 +23,10 @@ from opennki.sim import SimOptions, Simulator
 
 __version__ = "0.1.0"
 
+# `nki.dtype`: the type of a dtype in annotations (`out_dtype: nki.dtype = nl.bfloat16`), as the NKI Library's
+# kernels write; the spec lists only `nl.DType`, so it is that alias (new-generation dtypes are strings).
+dtype = language.DType
+
 
 def jit(fn=None, **kwargs):
     """`@nki.jit`: a Kernel; the argument types pick NumPy, torch or JAX per call; `kernel[lnc](...)`.

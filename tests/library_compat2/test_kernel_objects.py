@@ -1,6 +1,8 @@
 """Plain Python objects that large new-generation kernels pass around: configuration classes derived from
 `nl.NKIObject` (with `@dataclass` and unannotated class attributes, whose constructor NKI's compiler
-synthesizes) and dtype objects passed as kernel arguments (`np.float32`, `ml_dtypes.bfloat16`)."""
+synthesizes), dtype objects passed as kernel arguments (`np.float32`, `ml_dtypes.bfloat16`) or named in
+annotations (`nki.dtype`), optional tensors tested with `!= None` (NKI's Python has no `is`), and the
+`nki.isa.constants` module."""
 
 from dataclasses import dataclass
 
@@ -8,8 +10,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import opennki
 import opennki.isa as nisa
 import opennki.language as nl
+from opennki.isa import constants
 from tests.isa.helpers import rand, run
 
 
@@ -23,6 +27,13 @@ class _Tiling(nl.NKIObject):
         return self.cols // 32
 
 
+@dataclass
+class _Shape(nl.NKIObject):
+    rows: int
+    cols: int
+    spare: int            # never passed: NKI's constructor requires no field
+
+
 class _Plain(nl.NKIObject):
     offset = 0.0
 
@@ -34,6 +45,46 @@ def test_dataclass_nkiobject_takes_its_unannotated_class_attributes_as_fields():
     with pytest.raises(TypeError):
         _Tiling(tile_count=4)         # methods are not fields
     assert _Plain(offset=1.5).offset == 1.5 and _Plain().offset == 0.0
+
+
+def test_dataclass_nkiobject_fields_without_default_may_be_left_out():
+    s = _Shape(rows=2, cols=3)
+    assert (s.rows, s.cols, s.spare) == (2, 3, None)
+    assert _Shape(4, 5, 6).spare == 6
+
+
+def test_isa_constants_module_holds_the_enums():
+    assert constants.oob_mode is nisa.oob_mode and constants.dge_mode is nisa.dge_mode
+    assert constants.matmul_perf_mode is nisa.matmul_perf_mode and constants.dma_engine is nisa.dma_engine
+    assert opennki.dtype is nl.DType and isinstance(nl.bfloat16, opennki.dtype)
+
+
+def _affine(x, w, bias=None, out_dtype: opennki.dtype = nl.float32):
+    """x @ w (+ bias): x [K, M] as stationary (K <= 128 partitions), w [K, N]; bias [M, 1] optional."""
+    out = nl.ndarray((x.shape[1], w.shape[1]), dtype=out_dtype, buffer=nl.shared_hbm)
+    xs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    ws = nl.ndarray(w.shape, dtype=w.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=xs, src=x)
+    nisa.dma_copy(dst=ws, src=w)
+    acc = nl.ndarray((x.shape[1], w.shape[1]), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=xs, moving=ws)
+    y = nl.ndarray(acc.shape, dtype=out_dtype, buffer=nl.sbuf)
+    if bias != None:      # noqa: E711 - NKI's Python subset has no `is`
+        b = nl.ndarray(bias.shape, dtype=bias.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=b, src=bias)
+        nisa.tensor_scalar(dst=y, data=acc, op0=nl.add, operand0=b)
+    else:
+        nisa.tensor_copy(dst=y, src=acc)
+    nisa.dma_copy(dst=out, src=y)
+    return out
+
+
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_optional_tensors_compare_with_none_as_presence(rng, with_bias):
+    x, w = rand(rng, 64, 32), rand(rng, 64, 48)
+    bias = rand(rng, 32, 1) if with_bias else None
+    ref = x.T @ w + (bias if with_bias else 0.0)
+    np.testing.assert_allclose(run(_affine, x, w, bias), ref, rtol=1e-4, atol=1e-4)
 
 
 def _scaled_copy(x, dtype):

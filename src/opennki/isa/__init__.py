@@ -20,8 +20,8 @@ from opennki.instructions import vector as _dve
 from opennki.instructions import vector_accumulate as _acc
 from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
-from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
-                                        reduce_cmd)
+from opennki.isa.constants import (dge_mode, dma_engine, engine, matmul_perf_mode, nc_version,  # noqa: F401
+                                   oob_mode, reduce_cmd)
 from opennki.instructions.ops import activation_fn
 from opennki.machine.dtypes import dtype_of
 from opennki.sim.program import current
@@ -31,14 +31,6 @@ vector_engine = engine.vector
 scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
-
-
-class dma_engine:
-    """`nisa.dma_engine`: which DMA hardware moves data (`dma`: the shared DMA rings; `gpsimd_dma`: the
-    GpSimd-integrated DMA)."""
-
-    dma = "dma"
-    gpsimd_dma = "gpsimd_dma"
 
 
 def get_nc_version() -> nc_version:

@@ -65,10 +65,12 @@ class NKIObject:
     """Base class for user data classes used inside kernels (a plain Python base in the simulator).
 
     NKI's compiler synthesizes the constructor of an NKIObject class: every class attribute is a field, annotated
-    or not, so `@dataclass class P(nl.NKIObject): tile = None` accepts `P(tile=4)`. A plain `@dataclass` would
-    only see annotated attributes, so subclasses get their unannotated data attributes annotated (as `Any`,
-    keeping their values as defaults) before the decorator runs. Without `@dataclass`, keyword arguments are set
-    as attributes.
+    or not, so `@dataclass class P(nl.NKIObject): tile = None` accepts `P(tile=4)`; and no field is required
+    (NKI Library kernels construct dataclasses leaving out fields they never read). A plain `@dataclass` would
+    only see annotated attributes and require those without a default, so before the decorator runs,
+    subclasses get their unannotated data attributes annotated (as `Any`, keeping their values as defaults) and
+    their annotated fields without a default given the default None (where the spec is silent, an omitted
+    field reads as None). Without `@dataclass`, keyword arguments are set as attributes.
     """
 
     def __init_subclass__(cls, **kwargs):
@@ -78,6 +80,9 @@ class NKIObject:
                   if name not in annotations and not name.startswith("__") and _is_data_attribute(value)}
         if fields:
             cls.__annotations__ = {**annotations, **fields}
+        for name, annotation in annotations.items():
+            if name not in cls.__dict__ and "ClassVar" not in str(annotation):
+                setattr(cls, name, None)
 
     def __init__(self, **kwargs):
         for k, v in kwargs.items():

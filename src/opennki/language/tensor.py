@@ -125,8 +125,10 @@ class NkiTensor(TensorView):
     def __le__(self, o): return self._cmp(o, "less_equal")
     def __gt__(self, o): return self._cmp(o, "greater")
     def __ge__(self, o): return self._cmp(o, "greater_equal")
-    def __eq__(self, o): return self._cmp(o, "equal")  # noqa: D105 - element-wise, as NKI tiles
-    def __ne__(self, o): return self._cmp(o, "not_equal")
+    # Element-wise, as NKI tiles; but against None a presence test: new-generation kernels have no `is`
+    # (NKI's Python subset), so they test optional tensor arguments with `t != None` / `t == None`.
+    def __eq__(self, o): return False if o is None else self._cmp(o, "equal")  # noqa: D105
+    def __ne__(self, o): return True if o is None else self._cmp(o, "not_equal")
     __hash__ = object.__hash__
 
     def __bool__(self):
