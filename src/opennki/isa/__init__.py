@@ -12,6 +12,7 @@ from __future__ import annotations
 from opennki.errors import DtypeError, KernelError
 from opennki.instructions import dma as _dma
 from opennki.instructions import gpsimd as _pool
+from opennki.instructions import lnc as _lnc
 from opennki.instructions import mx as _mx
 from opennki.instructions import rng as _rng
 from opennki.instructions import scalar as _act
@@ -63,6 +64,18 @@ def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engin
     """dst = src by DMA (HBM <-> SBUF), converting through fp32 when dtypes differ."""
     _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=dge_mode, engine=engine, priority=priority,
                         name=name), "nisa.dma_copy")
+
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
+    """dst = the tile core `recv_from_rank` sends, while src goes to dst on core `send_to_rank` (LNC=2;
+    calls with the same pipe_id pair up in program order)."""
+    _issue(_lnc.SendRecv(dst=dst, src=src, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank,
+                         pipe_id=pipe_id, dma_engine=dma_engine, name=name), "nisa.sendrecv")
+
+
+def core_barrier(data, cores, engine=engine.gpsimd, name=None):
+    """Every core in `cores` waits for all of them here (LNC=2); `data` is the shared HBM tensor it guards."""
+    _issue(_lnc.CoreBarrier(data=data, cores=tuple(cores), engine=engine, name=name), "nisa.core_barrier")
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):

@@ -332,20 +332,85 @@ class NkiTensor(TensorView):
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """A raw access pattern over the storage: `pattern` = [[stride, count], ...], outermost first; on
-        chip the first pair is the partition access and its stride must be the per-partition size."""
-        base = self if dtype is None else type(self).root(self.storage).view(dtype)
+        chip the first pair is the partition access and its stride must be the per-partition size.
+
+        On a view narrower than its storage whose rows the pattern's partition step matches (the view's
+        per-partition size, not the storage's), the pattern and offset address the view's own elements in
+        row-major order: the NKI Library's TensorView helper calls `.ap` on such views so, and is correct on
+        hardware only that way (the spec documents `.ap` on whole tensors).
+
+        Dynamic offsets (spec/language.md §7): `scalar_offset` (a one-element SBUF tile) adds its run-time
+        value times `prod(self.shape[indirect_dim + 1:])` elements; `vector_offset` (an SBUF [P, 1] integer
+        tile, `indirect_dim=0`) replaces the pattern's leading step: row w starts `vector_offset[w]` rows of
+        `self` (`prod(self.shape[1:])` elements) after `offset`. Run-time indices are bounds-checked when an
+        instruction reads or writes the view.
+        """
+        same_dtype = dtype is None or dtype_of(dtype) is self.dtype
+        base = self if same_dtype else type(self).root(self.storage).view(dtype)
         pattern = [(int(s), int(n)) for s, n in pattern]
         coords = base._flat_coords()
-        if base.is_on_chip:
-            expect(pattern[0][0] == coords[1], "the partition step of an on-chip access pattern must equal the "
-                   "per-partition size (no partition skipping)", expected=coords[1], got=pattern[0][0])
-        off = (self.offset if offset is None else int(offset))
-        view = base._from_strides([n for _, n in pattern], [s for s, _ in pattern], off)
-        if scalar_offset is not None or vector_offset is not None:
-            raise UnsupportedError("dynamic access-pattern offsets (scalar_offset / vector_offset) are not "
-                                   "supported yet")
+        if (base.is_on_chip and same_dtype and pattern[0][0] != coords[1] and pattern[0][0] == self.free_size
+                and not self.is_root):
+            strides, off = self._pattern_over_view(pattern, offset)
+        else:
+            if base.is_on_chip:
+                expect(pattern[0][0] == coords[1], "the partition step of an on-chip access pattern must equal "
+                       "the per-partition size (no partition skipping)", expected=coords[1], got=pattern[0][0])
+            strides, off = [s for s, _ in pattern], (self.offset if offset is None else int(offset))
+        expect(scalar_offset is None or vector_offset is None, "an access pattern takes at most one of "
+               "scalar_offset and vector_offset", error=KernelError)
+        if vector_offset is not None:
+            strides[0] = 0
+        view = base._from_strides([n for _, n in pattern], strides, off)
         view.check_bounds()
+        if scalar_offset is not None or vector_offset is not None:
+            view = view._with_dynamic_offset(scalar_offset, vector_offset, int(indirect_dim), self.shape)
         return view
+
+    def _pattern_over_view(self, pattern, offset):
+        """Storage strides and offset of `pattern` (partition step = this view's per-partition size) applied
+        to this view's own elements (see `ap`)."""
+        row = self.free_size
+        off = 0 if offset is None else int(offset)
+        strides = self.strides
+        free_dims = [d for d in range(1, self.ndim) if self.shape[d] > 1]
+        scale = strides[free_dims[-1]] if free_dims else 1
+        expected = row_major_strides(self.shape)
+        linear = all(strides[d] == scale * expected[d] for d in free_dims)
+        first = off % row
+        last = first + sum(s * (n - 1) for s, n in pattern[1:] if s > 0)
+        low = first + sum(s * (n - 1) for s, n in pattern[1:] if s < 0)
+        if not linear or low < 0 or last >= row:
+            raise UnsupportedError("this access pattern over a view crosses the view's rows, or the view's free "
+                                   "dims are not evenly strided", got=(pattern, off))
+        return ([strides[0]] + [scale * s for s, _ in pattern[1:]],
+                self.offset + (off // row) * strides[0] + scale * first)
+
+    def _with_dynamic_offset(self, scalar_offset, vector_offset, indirect_dim, base_shape):
+        """This view plus a run-time offset term (see `ap`)."""
+        from opennki.machine.tensor import DynamicTerm
+        index = scalar_offset if scalar_offset is not None else vector_offset
+        expect(isinstance(index, TensorView) and index.is_on_chip and index.dtype.is_int,
+               "a dynamic offset must be an integer tile in SBUF", got=getattr(index, "dtype", type(index)),
+               error=KernelError)
+        if vector_offset is not None:
+            expect(indirect_dim == 0, "vector_offset only works with indirect_dim=0", got=indirect_dim,
+                   error=KernelError)
+            expect(index.shape[0] == self.shape[0] and index.free_size == 1, "vector_offset holds one row "
+                   "offset per partition of the pattern", expected=(self.shape[0], 1), got=index.shape)
+            step, lead = math.prod(base_shape[1:]), 0
+        else:
+            expect(index.size == 1, "scalar_offset must be a one-element tile", got=index.shape)
+            expect(0 <= indirect_dim < len(base_shape), "indirect_dim must be a dim of the tensor",
+                   expected=f"[0, {len(base_shape) - 1}]", got=indirect_dim, error=KernelError)
+            step, lead = math.prod(base_shape[indirect_dim + 1:]), 0
+            index = index.subscript((0,) * index.ndim)
+        coords = self._flat_coords()
+        if self.is_on_chip:
+            coeffs = (step // coords[1], 0) if step % coords[1] == 0 else (0, step)
+        else:
+            coeffs = (step,)
+        return self._derive(self.shape, self.amap, self.consts, self.dynamic + (DynamicTerm(index, lead, coeffs),))
 
     def get_pattern(self):
         strides = self.strides

@@ -10,6 +10,9 @@ A program that must wait (`wait(ids, ready, what)`) hands the baton to the next 
 started, or one whose wait condition now holds. When no program can run while some wait, the kernel's
 programs disagree on their collectives; the waiting programs then fail with a KernelError naming them. An
 error in any program aborts the others and is raised to the caller of the launch.
+
+`CoreLink` is a program's path to the other cores of an LNC launch (`sendrecv`, `core_barrier`), built on
+the same waiting.
 """
 
 from __future__ import annotations
@@ -161,3 +164,40 @@ class Cooperation:
     def _join_all(self) -> None:
         for thread in self.threads:
             thread.join(timeout=30)
+
+
+class CoreLink:
+    """One program's connection to the programs on the other physical cores of an LNC launch: the path
+    `sendrecv` and `core_barrier` take (instructions/lnc.py). The programs meet through the launch's
+    Cooperation, so the first call turns them into cooperating threads. Calls are matched in program order:
+    the k-th send from core a to core b on a pipe is the k-th receive of core b from core a on that pipe, and
+    the k-th barrier over a set of cores meets the k-th barrier of the others. Sent data is copied when it is
+    sent, so the sender may overwrite its tile at once.
+    """
+
+    def __init__(self, prog):
+        self.prog = prog
+        self.calls: dict[tuple, int] = {}
+
+    def _next(self, key) -> int:
+        self.calls[key] = n = self.calls.get(key, 0) + 1
+        return n
+
+    def _board(self) -> dict:
+        return self.prog.launch.shared_state.setdefault("core_link", {})
+
+    def send_recv(self, to_rank: int, from_rank: int, pipe_id, values):
+        """Post `values` for core `to_rank`; return what core `from_rank` posts for this core."""
+        board, me = self._board(), self.prog.core
+        board[("send", me, to_rank, pipe_id, self._next(("send", to_rank, pipe_id)))] = values.copy()
+        incoming = ("send", from_rank, me, pipe_id, self._next(("recv", from_rank, pipe_id)))
+        Cooperation.of(self.prog).wait(self.prog.ids, lambda: incoming in board,
+                                       f"nisa.sendrecv from core {from_rank} on pipe {pipe_id}")
+        return board.pop(incoming)
+
+    def barrier(self, cores: tuple) -> None:
+        """Wait until every core in `cores` reached its barrier of the same number."""
+        arrived = self._board().setdefault(("barrier", cores, self._next(("barrier", cores))), set())
+        arrived.add(self.prog.core)
+        Cooperation.of(self.prog).wait(self.prog.ids, lambda: arrived >= set(cores),
+                                       f"nisa.core_barrier over cores {list(cores)}")

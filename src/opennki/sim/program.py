@@ -28,6 +28,7 @@ from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind,
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
+from opennki.sim.cooperative import CoreLink
 from opennki.sim.frames import peek_variable, pending_store_target, user_frame
 
 _TENSOR, _PSUM = Engine.TENSOR, MemoryKind.PSUM     # bound once: class lookups of members are slow (3.11)
@@ -118,6 +119,8 @@ class Program:
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed)
+        if launch.cores_of is not None:
+            self.machine.link = CoreLink(self)
         self.pending: Deferred | None = None
         self.shared_count = 0
         self.loops: list = []   # language.control.LoopFrame of each loop running, outermost first
