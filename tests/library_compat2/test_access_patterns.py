@@ -68,3 +68,25 @@ def test_a_vector_offset_past_the_end_is_reported_at_the_kernel_line(rng):
     with pytest.raises(OutOfBoundsError) as exc:
         run(_gather, table, rows, np.array([[0]], np.int32))
     assert "vector_offset=idx" in exc.value.location.source
+
+
+def _tail_columns(x, start):
+    """Doubles x[:, start:start + 16] in SBUF; a pattern past the end is made for every start but used only
+    when it fits, as loops over incomplete last tiles do."""
+    p, f = x.shape
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    buf = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=buf, src=x)
+    cols = buf.ap([[f, p], [1, 16]], offset=start)
+    if start + 16 <= f or start == 100:
+        nisa.tensor_scalar(dst=cols, data=cols, op0=nl.multiply, operand0=2.0)
+    nisa.dma_copy(dst=out, src=buf)
+    return out
+
+
+def test_an_out_of_range_pattern_is_an_error_only_when_used(rng):
+    x = rand(rng, 32, 64)
+    np.testing.assert_array_equal(run(_tail_columns, x, 60), x)
+    with pytest.raises(OutOfBoundsError) as exc:
+        run(_tail_columns, x, 100)
+    assert "nisa.tensor_scalar(" in exc.value.location.source

@@ -342,8 +342,10 @@ class NkiTensor(TensorView):
         Dynamic offsets (spec/language.md §7): `scalar_offset` (a one-element SBUF tile) adds its run-time
         value times `prod(self.shape[indirect_dim + 1:])` elements; `vector_offset` (an SBUF [P, 1] integer
         tile, `indirect_dim=0`) replaces the pattern's leading step: row w starts `vector_offset[w]` rows of
-        `self` (`prod(self.shape[1:])` elements) after `offset`. Run-time indices are bounds-checked when an
-        instruction reads or writes the view.
+        `self` (`prod(self.shape[1:])` elements) after `offset`.
+
+        Bounds are checked when an instruction uses the pattern (as for every view), not when it is made:
+        NKI Library kernels build out-of-range patterns in loop iterations that then skip the instruction.
         """
         same_dtype = dtype is None or dtype_of(dtype) is self.dtype
         base = self if same_dtype else type(self).root(self.storage).view(dtype)
@@ -362,7 +364,6 @@ class NkiTensor(TensorView):
         if vector_offset is not None:
             strides[0] = 0
         view = base._from_strides([n for _, n in pattern], strides, off)
-        view.check_bounds()
         if scalar_offset is not None or vector_offset is not None:
             view = view._with_dynamic_offset(scalar_offset, vector_offset, int(indirect_dim), self.shape)
         return view
