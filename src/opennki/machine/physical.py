@@ -33,12 +33,19 @@ def can_alias(storage) -> bool:
 
 
 class PhysicalImage:
-    """The bytes of one on-chip memory (partitions x bytes) and the directly placed storages over them."""
+    """The bytes of one on-chip memory (partitions x bytes) and the directly placed storages over them.
+
+    Members are kept with their boxes (partitions and bytes, fixed at placement) in one array, so a write finds
+    the members it overlaps in one vectorised test and touches only their arrays: kernels that place all their
+    tensors (the NKI Library's SBUF manager) keep hundreds of members alive, and writes are the simulator's hot
+    path.
+    """
 
     def __init__(self, kind: MemoryKind, partitions: int):
         self.kind = kind
         self.bytes = np.full((partitions, 0), POISON_BYTE, np.uint8)   # grows to the highest byte placed
         self.members: list[weakref.ref] = []
+        self.boxes = np.zeros((0, 4), np.int64)   # per member: first partition, end partition, first, end byte
 
     def _box(self, storage, p0: int, pc: int, b0: int, b1: int):
         base = storage.placement
@@ -53,21 +60,24 @@ class PhysicalImage:
             grown[:, :self.bytes.shape[1]] = self.bytes
             self.bytes = grown
         rows[...] = self.bytes[parts, span]
-        self.members = [ref for ref in self.members if ref() is not None]
-        self.members.append(weakref.ref(storage))
+        alive = [i for i, ref in enumerate(self.members) if ref() is not None]
+        self.members = [self.members[i] for i in alive] + [weakref.ref(storage)]
+        box = np.array([[parts.start, parts.stop, span.start, span.stop]], np.int64)
+        self.boxes = np.concatenate([self.boxes[alive], box])
 
     def written(self, storage, p0: int, pc: int, b0: int, b1: int) -> None:
         """`storage` was written in partitions [p0, p0 + pc) and bytes [b0, b1) of each (relative to it):
         copy that box to the image and to the other members overlapping it."""
         parts, span = self._box(storage, p0, pc, b0, b1)
         self.bytes[parts, span] = _rows(storage)[p0:p0 + pc, b0:b1]
-        for ref in self.members:
-            other = ref()
+        boxes = self.boxes
+        overlapping = np.flatnonzero((boxes[:, 0] < parts.stop) & (boxes[:, 1] > parts.start)
+                                     & (boxes[:, 2] < span.stop) & (boxes[:, 3] > span.start))
+        for i in overlapping.tolist():
+            other = self.members[i]()
             if other is None or other is storage or other.placement is None:
                 continue
-            rows = _rows(other)
-            q0, a0 = other.placement.partition, other.placement.address
-            lo_p, hi_p = max(parts.start, q0), min(parts.stop, q0 + rows.shape[0])
-            lo_b, hi_b = max(span.start, a0), min(span.stop, a0 + rows.shape[1])
-            if lo_p < hi_p and lo_b < hi_b:
-                rows[lo_p - q0:hi_p - q0, lo_b - a0:hi_b - a0] = self.bytes[lo_p:hi_p, lo_b:hi_b]
+            q0, q1, a0, a1 = boxes[i].tolist()
+            lo_p, hi_p = max(parts.start, q0), min(parts.stop, q1)
+            lo_b, hi_b = max(span.start, a0), min(span.stop, a1)
+            _rows(other)[lo_p - q0:hi_p - q0, lo_b - a0:hi_b - a0] = self.bytes[lo_p:hi_p, lo_b:hi_b]
