@@ -64,13 +64,22 @@ def _check_activation_op(op, api: str) -> None:
                           instruction=api)
 
 
+def _dge_mode(value):
+    """`dge_mode=` as given, except that an int naming a `nisa.dge_mode` value becomes that member
+    (new-generation numbering: 3 = none). Raw integers for enums are otherwise rejected (spec/isa.md §2.3),
+    but AWS's NKI Library kernels pass `dge_mode=3` and run on hardware, so NKI accepts it here."""
+    if type(value) is int and value in {m.value for m in dge_mode}:
+        return dge_mode(value)
+    return value
+
+
 # ------------------------------------------------------------------------------------------------- DMA
 
 def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown, name=None,
              priority=None):
     """dst = src by DMA (HBM <-> SBUF), converting through fp32 when dtypes differ."""
-    _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=dge_mode, engine=engine, priority=priority,
-                        name=name), "nisa.dma_copy")
+    _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=_dge_mode(dge_mode), engine=engine,
+                        priority=priority, name=name), "nisa.dma_copy")
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
@@ -82,8 +91,8 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
                   name=None):
     """dst = src with its axes permuted ((1,0), (2,1,0) or (3,1,2,0)) by DMA, into SBUF."""
-    _issue(_dma.DmaTranspose(dst=dst, src=src, axes=axes, priority=priority, dge_mode=dge_mode, oob_mode=oob_mode,
-                             name=name), "nisa.dma_transpose")
+    _issue(_dma.DmaTranspose(dst=dst, src=src, axes=axes, priority=priority, dge_mode=_dge_mode(dge_mode),
+                             oob_mode=oob_mode, name=name), "nisa.dma_transpose")
 
 
 # ------------------------------------------------------------------------------------ Vector: element-wise

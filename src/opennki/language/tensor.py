@@ -125,8 +125,10 @@ class NkiTensor(TensorView):
     def __le__(self, o): return self._cmp(o, "less_equal")
     def __gt__(self, o): return self._cmp(o, "greater")
     def __ge__(self, o): return self._cmp(o, "greater_equal")
-    def __eq__(self, o): return self._cmp(o, "equal")  # noqa: D105 - element-wise, as NKI tiles
-    def __ne__(self, o): return self._cmp(o, "not_equal")
+    # Element-wise, as NKI tiles; but against None (`if cos != None:`, an optional argument test that NKI
+    # library kernels write and NKI's tracer answers at trace time) it is a Python bool (spec silent).
+    def __eq__(self, o): return False if o is None else self._cmp(o, "equal")  # noqa: D105
+    def __ne__(self, o): return True if o is None else self._cmp(o, "not_equal")
     __hash__ = object.__hash__
 
     def __bool__(self):
@@ -323,7 +325,7 @@ class NkiTensor(TensorView):
             array = st.array.view(new.np_dtype if new.kind != "bool" else np.uint8)
         clone = Storage(st.region, new, shape, array, st.placement, st.name, st.location, st.program)
         clone.is_kernel_arg = st.is_kernel_arg
-        clone.base = st
+        clone.base = st.base or st
         return type(self).root(clone)
 
     reinterpret_cast = view

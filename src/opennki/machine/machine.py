@@ -112,6 +112,8 @@ class Machine:
             vals = vals.astype(arr.dtype)
         st = view.storage
         st.written = True
+        if st.base is not None:
+            st.base.written = True    # a reinterpreting view (`t.view(dtype)`) writes its owner's memory
         if not view.dynamic and view.in_bounds():
             dst = view.np_view()
             if m is None:
