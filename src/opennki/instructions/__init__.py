@@ -1,6 +1,6 @@
 """ISA layer: every instruction, defined once (see base.py). Importing this package registers them all."""
 
-from opennki.instructions import (dma, gpsimd, mx, rng, scalar, tensor_engine, vector,  # noqa: F401
+from opennki.instructions import (dma, gpsimd, lnc, mx, rng, scalar, tensor_engine, vector,  # noqa: F401
                                   vector_accumulate, vector_move, vector_stats)
 from opennki.instructions.base import REGISTRY, Instruction
 

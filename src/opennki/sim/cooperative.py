@@ -47,6 +47,7 @@ class Cooperation:
         self.failure: BaseException | None = None
         self.threads: list[threading.Thread] = []
         self.adopted_ran = 0
+        self.meetings: dict[object, dict] = {}      # rendezvous key -> {ids: posted value}
 
     @classmethod
     def of(cls, prog) -> "Cooperation":
@@ -74,6 +75,19 @@ class Cooperation:
                 self._raise_if_failed()
             finally:
                 self.waiting.pop(ids, None)
+
+    def rendezvous(self, ids, key, members, value, what: str) -> dict:
+        """Post `value` as program `ids`'s part of the meeting `key`, wait until every program of `members`
+        has posted to it, and return {ids: value} of all of them (cross-core exchanges: `nisa.sendrecv`,
+        `nisa.core_barrier`). A member that already finished without coming is a KernelError."""
+        posts = self.meetings.setdefault(key, {})
+        posts[ids] = value
+        gone = [list(m) for m in members if m not in posts and self.has_finished(m)]
+        if gone:
+            raise KernelError(f"{what}: programs {gone} finished without making this call",
+                              hint="every core named in the call must make it, the same number of times")
+        self.wait(ids, lambda: all(m in posts for m in members), what)
+        return posts
 
     def _raise_if_failed(self) -> None:
         if self.failure is not None:
@@ -161,3 +175,29 @@ class Cooperation:
     def _join_all(self) -> None:
         for thread in self.threads:
             thread.join(timeout=30)
+
+
+def core_rank(prog) -> int:
+    """The issuing program's core rank in a new-generation LNC launch (grid `(lnc,)`; 0 when LNC=1)."""
+    return prog.ids[0] if prog.grid else 0
+
+
+def meet_cores(prog, kind: str, tag, ranks, value, what: str) -> dict:
+    """Cross-core rendezvous of an LNC launch: the program of each core rank in `ranks` makes its k-th `kind`
+    call with this `tag`; each posts `value` and waits for the others. Returns {rank: value}. A rank the
+    launch does not have is a KernelError."""
+    cores = prog.grid[0] if len(prog.grid) == 1 else 1
+    for rank in ranks:
+        if not 0 <= rank < cores:
+            raise KernelError(f"{what}: core rank {rank} does not exist in an LNC={cores} launch",
+                              expected=f"a rank below {cores}", got=rank,
+                              hint="launch the kernel as kernel[2] for two cores (LNC=2)")
+    me = core_rank(prog)
+    if set(ranks) == {me}:
+        return {me: value}
+    calls = prog.launch.shared_state.setdefault("core_meetings", {})
+    number = calls[(prog.ids, kind, tag)] = calls.get((prog.ids, kind, tag), 0) + 1
+    members = sorted({(r,) for r in ranks} | {prog.ids})
+    posts = Cooperation.of(prog).rendezvous(prog.ids, (kind, tag, number), members, value,
+                                            f"{what} (call {number})")
+    return {ids[0]: v for ids, v in posts.items()}
