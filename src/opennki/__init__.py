@@ -23,6 +23,10 @@ from opennki.sim import SimOptions, Simulator
 
 __version__ = "0.1.0"
 
+# `nki.dtype`: the type of new-generation dtype values (strings such as nl.float32 == "float32"). NKI Library
+# kernels use it only to annotate dtype parameters (`index_dtype: nki.dtype = nl.int32`); NKI documents no more.
+dtype = language.DType
+
 
 def jit(fn=None, **kwargs):
     """`@nki.jit`: a Kernel; the argument types pick NumPy, torch or JAX per call; `kernel[lnc](...)`.
@@ -72,5 +76,5 @@ def simulate(kernel):
     return SimulateKernel(kernel_spec(kernel, Generation.NEW))
 
 
-__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "Kernel", "Simulator",
-           "SimOptions", "OpenNKIError"]
+__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "dtype", "Kernel",
+           "Simulator", "SimOptions", "OpenNKIError"]

@@ -332,7 +332,12 @@ class NkiTensor(TensorView):
 
     def ap(self, pattern, offset=None, scalar_offset=None, vector_offset=None, indirect_dim=0, dtype=None):
         """A raw access pattern over the storage: `pattern` = [[stride, count], ...], outermost first; on
-        chip the first pair is the partition access and its stride must be the per-partition size."""
+        chip the first pair is the partition access and its stride must be the per-partition size.
+
+        Run-time offsets (spec/language.md §7.1) make the view indirect: `scalar_offset` (a [1, 1] integer
+        tile) adds its value times `prod(storage shape[indirect_dim + 1:])` elements; `vector_offset` (an
+        integer tile with one value per row of the pattern, `indirect_dim=0` only) replaces the leading
+        stride: row p starts `vector_offset[p] * prod(storage shape[1:])` elements after `offset`."""
         base = self if dtype is None else type(self).root(self.storage).view(dtype)
         pattern = [(int(s), int(n)) for s, n in pattern]
         coords = base._flat_coords()
@@ -340,12 +345,39 @@ class NkiTensor(TensorView):
             expect(pattern[0][0] == coords[1], "the partition step of an on-chip access pattern must equal the "
                    "per-partition size (no partition skipping)", expected=coords[1], got=pattern[0][0])
         off = (self.offset if offset is None else int(offset))
-        view = base._from_strides([n for _, n in pattern], [s for s, _ in pattern], off)
-        if scalar_offset is not None or vector_offset is not None:
-            raise UnsupportedError("dynamic access-pattern offsets (scalar_offset / vector_offset) are not "
-                                   "supported yet")
+        expect(scalar_offset is None or vector_offset is None, "an access pattern takes at most one of "
+               "scalar_offset and vector_offset", error=UnsupportedError)
+        strides = [s for s, _ in pattern]
+        dynamic = ()
+        if scalar_offset is not None:
+            dynamic = (base._offset_term(scalar_offset, indirect_dim, "scalar_offset"),)
+        elif vector_offset is not None:
+            expect(indirect_dim == 0, "vector_offset indexes the leading dimension (indirect_dim=0)",
+                   got=indirect_dim)
+            expect(vector_offset.shape[0] == pattern[0][1], "vector_offset needs one offset per row of the "
+                   "access pattern", expected=pattern[0][1], got=vector_offset.shape[0])
+            strides[0] = 0
+            dynamic = (base._offset_term(vector_offset, 0, "vector_offset"),)
+        view = base._from_strides([n for _, n in pattern], strides, off, dynamic)
         view.check_bounds()
         return view
+
+    def _offset_term(self, index, indirect_dim: int, role: str):
+        """The DynamicTerm adding `index` times the storage row size below `indirect_dim` (flat coordinates)."""
+        from opennki.machine.tensor import DynamicTerm
+        if not (isinstance(index, TensorView) and index.is_on_chip and index.dtype.kind in ("int", "uint")):
+            raise KernelError(f"{role} must be an on-chip integer tile",
+                              got=getattr(index, "dtype", type(index).__name__))
+        expect(0 <= indirect_dim < len(self.storage.shape), "indirect_dim must be a dimension of the tensor",
+               expected=f"[0, {len(self.storage.shape) - 1}]", got=indirect_dim)
+        step = math.prod(self.storage.shape[indirect_dim + 1:])
+        if role == "scalar_offset":
+            expect(index.size == 1, "scalar_offset must be a [1, 1] tile", got=index.shape)
+            index = index.subscript((0, 0)) if index.ndim >= 2 else index
+        if not self.is_on_chip:
+            return DynamicTerm(index, 0, (step,))
+        row = self._flat_coords()[1]
+        return DynamicTerm(index, 0, (step // row, 0) if step % row == 0 else (0, step))
 
     def get_pattern(self):
         strides = self.strides
