@@ -82,3 +82,48 @@ def test_isa_constants_module_holds_the_isa_enums():
     from opennki.isa import constants
     assert constants.dge_mode is nisa.dge_mode and constants.engine is nisa.engine
     assert constants.oob_mode is nisa.oob_mode and constants.reduce_cmd is nisa.reduce_cmd
+
+
+@nki.jit
+def window_of_vector(v, start, k: int):
+    """out[0, :] = v[start:start + k] for a 1-D v, read through its (1, n) reshape at a run-time start."""
+    n = v.shape[0]
+    s = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=s, src=start)
+    got = nl.ndarray((1, k), dtype=v.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=got, src=v.reshape((1, n)).ap(pattern=[[n, 1], [1, k]], offset=0, scalar_offset=s,
+                                                     indirect_dim=1))
+    out = nl.ndarray((1, k), dtype=v.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=got)
+    return out
+
+
+def test_scalar_offset_scales_by_the_reshaped_tensors_rows(rng):
+    v = rng.integers(-100, 100, size=(24,)).astype(np.int32)
+    np.testing.assert_array_equal(window_of_vector(v, np.array([7], np.int32), 5), v[None, 7:12])
+
+
+@nki.jit
+def scatter_rows(values, rows, n_rows: int):
+    """out (n_rows, m), zero except out[rows[p], :] = values[p, :]: one DMA whose destination rows come from a
+    vector_offset given as a [P, 1, 1] access pattern over the index tile."""
+    p, m = values.shape
+    out = nl.ndarray((n_rows, m), dtype=values.dtype, buffer=nl.shared_hbm)
+    zeros = nl.ndarray((n_rows, m), dtype=values.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=zeros, value=0.0)
+    nisa.dma_copy(dst=out, src=zeros)
+    idx = nl.ndarray((p, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=idx, src=rows)
+    v = nl.ndarray((p, m), dtype=values.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=v, src=values)
+    column = idx.ap(pattern=[[1, p], [1, 1], [1, 1]], offset=0)
+    nisa.dma_copy(dst=out.ap([[m, p], [1, m]], offset=0, vector_offset=column, indirect_dim=0), src=v)
+    return out
+
+
+def test_vector_offset_may_be_a_column_view_with_trailing_unit_dims(rng):
+    values = rng.standard_normal((8, 6)).astype(np.float32)
+    rows = rng.permutation(20)[:8].astype(np.int32).reshape(8, 1)
+    want = np.zeros((20, 6), np.float32)
+    want[rows[:, 0]] = values
+    np.testing.assert_array_equal(scatter_rows(values, rows, 20), want)

@@ -335,9 +335,10 @@ class NkiTensor(TensorView):
         chip the first pair is the partition access and its stride must be the per-partition size.
 
         Run-time offsets (spec/language.md §7.1) make the view indirect: `scalar_offset` (a [1, 1] integer
-        tile) adds its value times `prod(storage shape[indirect_dim + 1:])` elements; `vector_offset` (an
-        integer tile with one value per row of the pattern, `indirect_dim=0` only) replaces the leading
-        stride: row p starts `vector_offset[p] * prod(storage shape[1:])` elements after `offset`."""
+        tile) adds its value times `prod(shape[indirect_dim + 1:])` elements; `vector_offset` (an integer
+        tile with one value per row of the pattern, `indirect_dim=0` only) replaces the leading stride: row p
+        starts `vector_offset[p] * prod(shape[1:])` elements after `offset`. `shape` is the tensor's: that of
+        a whole-tensor view such as a reshape, else the storage's (the spec is silent on sliced views)."""
         base = self if dtype is None else type(self).root(self.storage).view(dtype)
         pattern = [(int(s), int(n)) for s, n in pattern]
         coords = base._flat_coords()
@@ -363,17 +364,24 @@ class NkiTensor(TensorView):
         return view
 
     def _offset_term(self, index, indirect_dim: int, role: str):
-        """The DynamicTerm adding `index` times the storage row size below `indirect_dim` (flat coordinates)."""
+        """The DynamicTerm adding `index` times the tensor's row size below `indirect_dim` (flat coordinates)."""
         from opennki.machine.tensor import DynamicTerm
         if not (isinstance(index, TensorView) and index.is_on_chip and index.dtype.kind in ("int", "uint")):
             raise KernelError(f"{role} must be an on-chip integer tile",
                               got=getattr(index, "dtype", type(index).__name__))
-        expect(0 <= indirect_dim < len(self.storage.shape), "indirect_dim must be a dimension of the tensor",
-               expected=f"[0, {len(self.storage.shape) - 1}]", got=indirect_dim)
-        step = math.prod(self.storage.shape[indirect_dim + 1:])
+        # the tensor's shape: a whole-tensor view's own (`t.reshape((1, n)).ap(...)`), else the storage's
+        shape = self.shape if self.size == self.storage.size else self.storage.shape
+        expect(0 <= indirect_dim < len(shape), "indirect_dim must be a dimension of the tensor",
+               expected=f"[0, {len(shape) - 1}]", got=indirect_dim)
+        step = math.prod(shape[indirect_dim + 1:])
         if role == "scalar_offset":
             expect(index.size == 1, "scalar_offset must be a [1, 1] tile", got=index.shape)
             index = index.subscript((0, 0)) if index.ndim >= 2 else index
+        else:   # one offset per partition: a [P, 1, ...] view (an `.ap` column, say) counts as its [P, 1] column
+            expect(index.size == index.shape[0], "vector_offset holds one offset per partition",
+                   expected=f"[{index.shape[0]}, 1]", got=index.shape)
+            while index.ndim > 2:
+                index = index.squeeze_dim(index.ndim - 1)
         if not self.is_on_chip:
             return DynamicTerm(index, 0, (step,))
         row = self._flat_coords()[1]
