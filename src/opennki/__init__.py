@@ -23,8 +23,8 @@ from opennki.sim import SimOptions, Simulator
 
 __version__ = "0.1.0"
 
-# `nki.dtype`: the type of a dtype in annotations (`out_dtype: nki.dtype = nl.bfloat16`), as the NKI Library's
-# kernels write; the spec lists only `nl.DType`, so it is that alias (new-generation dtypes are strings).
+# `nki.dtype`: the type of new-generation dtype values (strings such as nl.float32 == "float32"). NKI Library
+# kernels use it only to annotate dtype parameters (`index_dtype: nki.dtype = nl.int32`); NKI documents no more.
 dtype = language.DType
 
 
@@ -76,5 +76,5 @@ def simulate(kernel):
     return SimulateKernel(kernel_spec(kernel, Generation.NEW))
 
 
-__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "Kernel", "Simulator",
-           "SimOptions", "OpenNKIError"]
+__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "dtype", "Kernel",
+           "Simulator", "SimOptions", "OpenNKIError"]

@@ -55,7 +55,7 @@ def test_dataclass_nkiobject_fields_without_default_may_be_left_out():
 
 def test_isa_constants_module_holds_the_enums():
     assert constants.oob_mode is nisa.oob_mode and constants.dge_mode is nisa.dge_mode
-    assert constants.matmul_perf_mode is nisa.matmul_perf_mode and constants.dma_engine is nisa.dma_engine
+    assert constants.matmul_perf_mode is nisa.matmul_perf_mode
     assert opennki.dtype is nl.DType and isinstance(nl.bfloat16, opennki.dtype)
 
 

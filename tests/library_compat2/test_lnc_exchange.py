@@ -74,7 +74,7 @@ def _exchange(shape_dst=(32, 8), dtype_dst=nl.float32, rank_to=None):
 
 
 @pytest.mark.parametrize("kernel,lnc,error,match", [
-    (_exchange(), 1, KernelError, "LNC=2 launch"),
+    (_exchange(), 1, KernelError, "does not exist in an LNC=1 launch"),
     (_exchange(shape_dst=(32, 4)), 2, ShapeError, "same shape"),
     (_exchange(dtype_dst=nl.bfloat16), 2, DtypeError, "same dtype"),
     (_exchange(rank_to=2), 2, KernelError, "core rank"),

@@ -131,6 +131,7 @@ def test_overflow_message_names_the_creation_line():
         second = nl.ndarray((128, 30000), dtype=nl.float32, buffer=nl.sbuf)
         first[...] = 1.0
         second[...] = 2.0
+        nl.store(a, value=nl.add(first[0:1, 0:1], second[0:1, 0:1]))   # both stay live up to here
         return a
     with pytest.raises(AllocationError) as exc:
         run_kernel(two_big.func, (np.zeros((1, 1), np.float32),), target="trn1")

@@ -64,10 +64,6 @@ class nc_version(enum.IntEnum):
 
 
 def _member(enum_cls, value, what: str):
-    """The member named like `value` (an enum member of either generation, or its name), or the member with
-    the raw integer value `value` in the new generation's numbering: NKI Library kernels pass raw integers
-    (`dge_mode=3` for `dge_mode.none`), so NKI accepts them; the legacy facade converts its own integers
-    (whose `dge_mode` numbers differ) to its members before they get here."""
     if value is None:
         return None
     if isinstance(value, enum_cls):
@@ -79,13 +75,8 @@ def _member(enum_cls, value, what: str):
             return enum_cls[value]
         except KeyError:
             pass
-    if isinstance(value, int) and not isinstance(value, bool):
-        try:
-            return enum_cls(value)
-        except ValueError:
-            pass
     raise KernelError(f"invalid {what}: {value!r}", expected=f"a member of nisa.{enum_cls.__name__}",
-                      got=value, hint=f"valid: {', '.join(f'{m.name} ({m.value})' for m in enum_cls)}")
+                      got=value, hint="pass the enum member (raw integers are rejected)")
 
 
 def engine_of(value) -> Engine:

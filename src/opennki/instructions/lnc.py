@@ -1,56 +1,42 @@
-"""ISA layer: instructions between the physical cores of an LNC=2 launch (spec/isa.md §7.4).
+"""ISA layer: the cross-core instructions of an LNC=2 launch, `sendrecv` and `core_barrier` (spec/isa.md §7.4).
 
-Imports the ISA base. `sendrecv` moves a tile from this core's SBUF into the SBUF of the other core while
-receiving the other core's tile; `core_barrier` makes the listed cores wait for each other. Both reach the
-other core through the machine's `link` (the simulator's `sim.cooperative.CoreLink`), which matches the
-calls of the two programs in call order.
+Imports machine, events, errors and the instruction base. Both exist from NeuronCore-v3 on. An instruction
+of one core only sees tensors: pairing the calls of the two cores (same `pipe_id` / same `cores`, in call
+order) and waiting for the peer is the simulator's business (the `nisa` facade does it with
+`Cooperation.rendezvous`), so that `SendRecv.src` is already the sending core's tile when it runs.
 """
 
 from __future__ import annotations
 
-import numpy as np
-
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import READ, WRITE, Instruction, check_nc_version, instruction, operand
-from opennki.instructions.vector import chosen_engine
+from opennki.instructions.enums import engine_of
 
-# gpsimd_dma moves at most 1 KiB of 32-bit, 512 B of 16-bit or 256 B of 8-bit data per partition: 256 elements
-_GPSIMD_DMA_MAX_ELEMENTS = 256
-
-
-def _lnc_cores(ctx, what: str) -> int:
-    """The number of physical cores of the launch, which must be an LNC launch (one program per core)."""
-    launch = ctx.launch
-    cores = launch.cores_of.cores if launch.cores_of is not None else 1
-    programs = int(np.prod(launch.grid)) if launch.grid else 1
-    expect(cores > 1 and programs == cores, f"{what} connects the cores of an LNC=2 launch (kernel[2])",
-           got=f"{programs} program(s) on {cores} core(s)", error=KernelError)
-    return cores
+# gpsimd_dma moves at most this many bytes per partition, by element size (spec/hardware.md)
+_GPSIMD_DMA_BYTES = {4: 1024, 2: 512, 1: 256}
 
 
-def _check_rank(rank, role: str, cores: int) -> None:
-    expect(isinstance(rank, (int, np.integer)) and not isinstance(rank, bool) and 0 <= rank < cores,
-           f"{role} must be a core rank of the launch", expected=f"an int in [0, {cores - 1}]", got=rank,
-           error=KernelError)
+def check_core_rank(rank, role: str) -> None:
+    """LNC=2 core ranks are 0 and 1."""
+    if type(rank) is not int or rank not in (0, 1):
+        raise KernelError(f"{role} must be a core rank of the LNC=2 launch (0 or 1)", expected="0 or 1", got=rank)
 
 
 @instruction
 class SendRecv(Instruction):
-    """dst = the tile core `recv_from_rank` sends, while `src` goes to the `dst` of core `send_to_rank`.
-
-    Calls with the same `pipe_id` pair up in program order: the k-th send from core a to core b on a pipe is
-    the k-th receive of core b from core a on it. The data moves as raw bits.
+    """dst = src, where src is the tile the core `recv_from_rank` sends (DMA between the two cores' SBUFs).
 
     Args:
-        dst: SBUF tile receiving the other core's tile; same dtype and shape as src.
-        src: SBUF tile sent.
-        send_to_rank, recv_from_rank: core ranks (0 or 1).
-        pipe_id: pairs up the calls of the two cores.
-        dma_engine: `dma` (shared DMA rings) or `gpsimd_dma` (at most 256 elements per partition).
+        dst: SBUF tile of the receiving (issuing) core.
+        src: the sending core's SBUF tile, with dst's dtype and shape.
+        send_to_rank / recv_from_rank: core ranks (0 or 1) this core sends to / receives from.
+        pipe_id: the transfers of both cores with one pipe_id complete together.
+        dma_engine: `dma` or `gpsimd_dma` (which caps the bytes per partition; no functional effect).
     Raises:
-        KernelError: outside an LNC=2 launch, before NeuronCore-v3, or a rank that is no core of the launch.
-        MemoryKindError / ShapeError / DtypeError: src or dst outside SBUF, or with different shapes or dtypes.
+        MemoryKindError: src or dst outside SBUF.
+        ShapeError / DtypeError: src and dst differ in shape / dtype; too many bytes for gpsimd_dma.
+        KernelError: before NeuronCore-v3; a rank other than 0 or 1.
     """
 
     opcode = "sendrecv"
@@ -58,42 +44,43 @@ class SendRecv(Instruction):
 
     dst: object = operand(WRITE)
     src: object = operand(READ)
-    send_to_rank: int = 0
-    recv_from_rank: int = 0
-    pipe_id: int = 0
-    dma_engine: object = None
+    send_to_rank: object = None
+    recv_from_rank: object = None
+    pipe_id: object = None
+    dma_engine: object = "dma"
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 3, "sendrecv")
-        cores = _lnc_cores(ctx, "sendrecv")
-        _check_rank(self.send_to_rank, "send_to_rank", cores)
-        _check_rank(self.recv_from_rank, "recv_from_rank", cores)
+        check_nc_version(ctx, 3, "nisa.sendrecv")
+        check_core_rank(self.send_to_rank, "send_to_rank")
+        check_core_rank(self.recv_from_rank, "recv_from_rank")
         for role, t in (("src", self.src), ("dst", self.dst)):
-            if t.kind is not MemoryKind.SBUF:
-                raise MemoryKindError(f"sendrecv '{role}' must be in SBUF", expected="SBUF", got=t.kind.name)
-        expect(self.src.shape == self.dst.shape, "sendrecv src and dst must have the same shape",
+            expect(t.kind is MemoryKind.SBUF, f"sendrecv {role} must be in SBUF", expected="SBUF", got=t.kind.name,
+                   error=MemoryKindError, code="err_unsupported_memory")
+        expect(tuple(self.src.shape) == tuple(self.dst.shape), "sendrecv src and dst must have the same shape",
                expected=self.dst.shape, got=self.src.shape, error=ShapeError)
         expect(self.src.dtype is self.dst.dtype, "sendrecv src and dst must have the same dtype",
                expected=self.dst.dtype, got=self.src.dtype, error=DtypeError)
-        if str(self.dma_engine) == "gpsimd_dma":
-            per_partition = self.src.size // self.src.shape[0]
-            expect(per_partition <= _GPSIMD_DMA_MAX_ELEMENTS,
-                   "sendrecv with gpsimd_dma moves at most 1 KiB (32-bit), 512 B (16-bit) or 256 B (8-bit) per "
-                   "partition", expected=f"<= {_GPSIMD_DMA_MAX_ELEMENTS} elements", got=per_partition,
-                   error=ShapeError, hint="use dma_engine=nisa.dma_engine.dma")
+        expect(self.dma_engine in ("dma", "gpsimd_dma"), "dma_engine must be nisa.dma_engine.dma or .gpsimd_dma",
+               got=self.dma_engine, error=KernelError)
+        if self.dma_engine == "gpsimd_dma":
+            limit = _GPSIMD_DMA_BYTES[self.dst.dtype.itemsize]
+            per_partition = self.dst.free_size * self.dst.dtype.itemsize
+            expect(per_partition <= limit, "sendrecv over gpsimd_dma moves at most "
+                   f"{limit} bytes per partition for {self.dst.dtype.itemsize}-byte elements",
+                   expected=f"<= {limit}", got=per_partition, error=ShapeError)
 
     def run(self, m) -> None:
-        received = m.link.send_recv(self.send_to_rank, self.recv_from_rank, self.pipe_id, m.read(self.src))
-        m.write(self.dst, received, raw=True)
+        m.write(self.dst, m.read(self.src), raw=True)
 
 
 @instruction
 class CoreBarrier(Instruction):
-    """Every core in `cores` waits until all of them reached this barrier (their k-th barrier over the same
-    cores meet); `data` is the shared HBM tensor whose accesses the barrier orders.
+    """No core of `cores` proceeds on `engine` before all of them reached the barrier; `data` is the shared
+    HBM tensor whose accesses it orders (it is neither read nor written).
 
     Raises:
-        KernelError: outside an LNC=2 launch, or `cores` not the launch's cores (0, 1) including this one.
+        MemoryKindError: data outside HBM.
+        KernelError: before NeuronCore-v3; cores other than ranks 0 / 1.
     """
 
     opcode = "core_barrier"
@@ -105,13 +92,18 @@ class CoreBarrier(Instruction):
 
     @property
     def executor(self) -> Engine:
-        return chosen_engine(self.engine, Engine.GPSIMD)
+        chosen = engine_of(self.engine)
+        return self.default_engine if chosen is Engine.UNKNOWN else chosen
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 3, "core_barrier")
-        n = _lnc_cores(ctx, "core_barrier")
-        expect(sorted(self.cores) == list(range(n)), "core_barrier cores must be the launch's cores",
-               expected=tuple(range(n)), got=self.cores, error=KernelError)
+        check_nc_version(ctx, 3, "nisa.core_barrier")
+        expect(self.data.kind is MemoryKind.HBM, "core_barrier data must be the shared HBM tensor it guards",
+               expected="HBM", got=self.data.kind.name, error=MemoryKindError)
+        for rank in self.cores:
+            check_core_rank(rank, "core_barrier cores")
 
     def run(self, m) -> None:
-        m.link.barrier(tuple(self.cores))
+        return None
+
+
+__all__ = ["SendRecv", "CoreBarrier", "check_core_rank"]

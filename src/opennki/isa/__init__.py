@@ -21,10 +21,11 @@ from opennki.instructions import vector as _dve
 from opennki.instructions import vector_accumulate as _acc
 from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
-from opennki.isa.constants import (dge_mode, dma_engine, engine, matmul_perf_mode, nc_version,  # noqa: F401
-                                   oob_mode, reduce_cmd)
+from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
+                                        reduce_cmd)
 from opennki.instructions.ops import activation_fn
 from opennki.machine.dtypes import dtype_of
+from opennki.sim.cooperative import core_rank, meet_cores
 from opennki.sim.program import current
 
 tensor_engine = engine.tensor
@@ -32,6 +33,14 @@ vector_engine = engine.vector
 scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
+
+
+class dma_engine:
+    """`nisa.dma_engine`: which DMA hardware moves data (`dma`: the shared DMA rings; `gpsimd_dma`: the
+    GpSimd-integrated DMA)."""
+
+    dma = "dma"
+    gpsimd_dma = "gpsimd_dma"
 
 
 def get_nc_version() -> nc_version:
@@ -57,25 +66,22 @@ def _check_activation_op(op, api: str) -> None:
                           instruction=api)
 
 
+def _dge_mode(value):
+    """`dge_mode=` as given, except that an int naming a `nisa.dge_mode` value becomes that member
+    (new-generation numbering: 3 = none). Raw integers for enums are otherwise rejected (spec/isa.md §2.3),
+    but AWS's NKI Library kernels pass `dge_mode=3` and run on hardware, so NKI accepts it here."""
+    if type(value) is int and value in {m.value for m in dge_mode}:
+        return dge_mode(value)
+    return value
+
+
 # ------------------------------------------------------------------------------------------------- DMA
 
 def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown, name=None,
              priority=None):
     """dst = src by DMA (HBM <-> SBUF), converting through fp32 when dtypes differ."""
-    _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=dge_mode, engine=engine, priority=priority,
-                        name=name), "nisa.dma_copy")
-
-
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
-    """dst = the tile core `recv_from_rank` sends, while src goes to dst on core `send_to_rank` (LNC=2;
-    calls with the same pipe_id pair up in program order)."""
-    _issue(_lnc.SendRecv(dst=dst, src=src, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank,
-                         pipe_id=pipe_id, dma_engine=dma_engine, name=name), "nisa.sendrecv")
-
-
-def core_barrier(data, cores, engine=engine.gpsimd, name=None):
-    """Every core in `cores` waits for all of them here (LNC=2); `data` is the shared HBM tensor it guards."""
-    _issue(_lnc.CoreBarrier(data=data, cores=tuple(cores), engine=engine, name=name), "nisa.core_barrier")
+    _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=_dge_mode(dge_mode), engine=engine,
+                        priority=priority, name=name), "nisa.dma_copy")
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
@@ -87,8 +93,8 @@ def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
                   name=None):
     """dst = src with its axes permuted ((1,0), (2,1,0) or (3,1,2,0)) by DMA, into SBUF."""
-    _issue(_dma.DmaTranspose(dst=dst, src=src, axes=axes, priority=priority, dge_mode=dge_mode, oob_mode=oob_mode,
-                             name=name), "nisa.dma_transpose")
+    _issue(_dma.DmaTranspose(dst=dst, src=src, axes=axes, priority=priority, dge_mode=_dge_mode(dge_mode),
+                             oob_mode=oob_mode, name=name), "nisa.dma_transpose")
 
 
 # ------------------------------------------------------------------------------------ Vector: element-wise
@@ -323,6 +329,47 @@ def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
 def sequence_bounds(dst, segment_ids, name=None):
     """dst[1, 2, n] = (start, end) of the run of equal segment ids each element belongs to."""
     _issue(_pool.SequenceBounds(dst=dst, segment_ids=segment_ids, name=name), "nisa.sequence_bounds")
+
+
+# ------------------------------------------------------------------------------- cross-core (LNC=2)
+
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
+    """dst = the src of core recv_from_rank, while this core's src goes to core send_to_rank (NeuronCore-v3+,
+    LNC=2); the calls of the cores with one pipe_id complete together: neither core goes on before both
+    transfers are done (so each may reuse its src afterwards)."""
+    api = "nisa.sendrecv"
+    prog = current(api)
+    instr = _lnc.SendRecv(dst=dst, src=src, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank,
+                          pipe_id=pipe_id, dma_engine=dma_engine, name=name)
+    if prog.options.shape_only:     # no data moves: the local src stands for the peer's (same shape, dtype)
+        _issue(instr, api)
+        return
+    _lnc.check_core_rank(send_to_rank, "send_to_rank")
+    _lnc.check_core_rank(recv_from_rank, "recv_from_rank")
+    me, ranks = core_rank(prog), {core_rank(prog), send_to_rank, recv_from_rank}
+    what = f"{api} pipe_id={pipe_id}"
+    posts = meet_cores(prog, "sendrecv", pipe_id, ranks, (src, send_to_rank), what)
+    peer_src, peer_target = posts[recv_from_rank]
+    if peer_target != me:
+        raise KernelError(f"{what}: core {me} receives from core {recv_from_rank}, which sends to core "
+                          f"{peer_target}", expected=f"send_to_rank={me} on core {recv_from_rank}",
+                          got=peer_target, instruction=api)
+    _issue(instr.replace(src=peer_src), api)
+    meet_cores(prog, "sendrecv done", pipe_id, ranks, None, what)
+
+
+def core_barrier(data, cores, engine=engine.gpsimd, name=None):
+    """No core of `cores` (ranks of an LNC=2 launch) goes on before all of them arrived (NeuronCore-v3+);
+    `data` is the shared HBM tensor the barrier guards."""
+    api = "nisa.core_barrier"
+    prog = current(api)
+    ranks = (cores,) if isinstance(cores, int) else tuple(cores)
+    _issue(_lnc.CoreBarrier(data=data, cores=ranks, engine=engine, name=name), api)
+    if not prog.options.shape_only:
+        if core_rank(prog) not in ranks:
+            raise KernelError(f"{api}: core {core_rank(prog)} waits at a barrier of cores {list(ranks)}",
+                              expected=f"a core of {list(ranks)}", got=core_rank(prog), instruction=api)
+        meet_cores(prog, "core_barrier", tuple(sorted(set(ranks))), ranks, None, api)
 
 
 # ------------------------------------------------------------------------------------------ randomness

@@ -7,8 +7,12 @@ them are signature adapters over `opennki.language.core`, the compositions the l
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
+import numpy as np
+
+from opennki.instructions.dma import DmaCopy
 from opennki.language import core
 from opennki.language.constants import _TileSize, tile_size  # noqa: F401
 from opennki.language.control import (affine_range, num_programs, program_ndim, sequential_range,  # noqa: F401
@@ -133,6 +137,26 @@ def empty_like(x, dtype=None, buffer=None, name=""):
                    name)
 
 
+def shared_constant(constant):
+    """A `shared_hbm` tensor holding `constant`: a NumPy array, or the path of a `.npy` file (new-generation
+    form, spec/language.md §5.1); created once per launch and seen by every core."""
+    from opennki.language import movement
+    if isinstance(constant, (str, os.PathLike)):
+        constant = np.load(constant)
+    return movement.shared_constant(constant, api="nl.shared_constant")
+
+
+def shared_identity_matrix(n, dtype=uint8, dst=None):
+    """The n x n identity in SBUF (new-generation rule: usable directly as an operand), DMA-copied from the
+    shared constant identity of `dtype`; with `dst=` it is written there (and `dst` returned)."""
+    from opennki.language import movement
+    ident = movement.shared_identity_matrix(n, dtype, api="nl.shared_identity_matrix")
+    if dst is None:
+        dst = core.alloc(ident.shape, ident.dtype, sbuf)
+    core.current("nl.shared_identity_matrix").issue(DmaCopy(dst=dst, src=ident), "nl.shared_identity_matrix")
+    return dst
+
+
 # ---------------------------------------------------------------------------------- movement and math
 
 def load(src, dtype=None):
@@ -209,4 +233,5 @@ def program_id(axis=0):
     return _program_id(axis)
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "core", "NlOp")]
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "core", "NlOp", "os", "np", "Any",
+                                                                   "DmaCopy")]

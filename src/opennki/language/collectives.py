@@ -29,15 +29,11 @@ from opennki.machine.memory import MemoryRegion
 from opennki.sim.cooperative import Cooperation
 
 
-class _Exchange:
-    """One all_reduce call of one group: its shared HBM buffer and which members have written."""
-
-    def __init__(self, prog, members, shape, dtype, number: int):
-        self.members = members
-        storage = prog.memory.new_storage(MemoryRegion.shared_hbm, dtype, (len(members),) + tuple(shape),
-                                          f"all_reduce_{number}_exchange", None)
-        self.buffer = prog.launch.tensor_type.root(storage)
-        self.arrived: set = set()
+def _exchange_buffer(prog, members, shape, dtype, number: int):
+    """The shared HBM buffer of one all_reduce call of one group: one slot per member."""
+    storage = prog.memory.new_storage(MemoryRegion.shared_hbm, dtype, (len(members),) + tuple(shape),
+                                      f"all_reduce_{number}_exchange", None)
+    return prog.launch.tensor_type.root(storage)
 
 
 def _axes(program_axes, ndim: int) -> tuple[int, ...]:
@@ -80,21 +76,14 @@ def all_reduce(x, op, program_axes, *, dtype=None, mask=None, parallel_reduce=Tr
     calls[prog.ids] = number = calls.get(prog.ids, 0) + 1
     key = (number, members[0], axes)
     coop = Cooperation.of(prog)
-    exchange = state.get(key)
-    if exchange is None:
-        gone = [list(m) for m in members if m != prog.ids and coop.has_finished(m)]
-        if gone:
-            raise KernelError(f"{api}: programs {gone} of this group finished without making this call",
-                              instruction=api, hint="every program of the group must call nl.all_reduce the "
-                              "same number of times")
-        exchange = state[key] = _Exchange(prog, members, x.shape, out_dtype, number)
-    slot = members.index(prog.ids)
-    prog.issue(DmaCopy(dst=exchange.buffer[slot], src=x, mask=mask), api)
-    exchange.arrived.add(prog.ids)
-    coop.wait(prog.ids, lambda: len(exchange.arrived) == len(members), f"{api} call {number}")
-    result = core.load(exchange.buffer[0], dtype=out_dtype, mask=mask, api=api)
+    buffer = state.get(key)
+    if buffer is None:
+        buffer = state[key] = _exchange_buffer(prog, members, x.shape, out_dtype, number)
+    prog.issue(DmaCopy(dst=buffer[members.index(prog.ids)], src=x, mask=mask), api)
+    coop.rendezvous(prog.ids, ("all_reduce", key), members, None, f"{api} call {number}")
+    result = core.load(buffer[0], dtype=out_dtype, mask=mask, api=api)
     for j in range(1, len(members)):
-        other = core.load(exchange.buffer[j], dtype=out_dtype, mask=mask, api=api)
+        other = core.load(buffer[j], dtype=out_dtype, mask=mask, api=api)
         prog.issue(TensorTensor(dst=result, data1=result, data2=other, op=opdef, mask=mask), api)
     return result
 

@@ -125,8 +125,8 @@ class NkiTensor(TensorView):
     def __le__(self, o): return self._cmp(o, "less_equal")
     def __gt__(self, o): return self._cmp(o, "greater")
     def __ge__(self, o): return self._cmp(o, "greater_equal")
-    # Element-wise, as NKI tiles; but against None a presence test: new-generation kernels have no `is`
-    # (NKI's Python subset), so they test optional tensor arguments with `t != None` / `t == None`.
+    # Element-wise, as NKI tiles; but against None (`if cos != None:`, an optional argument test that NKI
+    # library kernels write and NKI's tracer answers at trace time) it is a Python bool (spec silent).
     def __eq__(self, o): return False if o is None else self._cmp(o, "equal")  # noqa: D105
     def __ne__(self, o): return True if o is None else self._cmp(o, "not_equal")
     __hash__ = object.__hash__
@@ -325,7 +325,7 @@ class NkiTensor(TensorView):
             array = st.array.view(new.np_dtype if new.kind != "bool" else np.uint8)
         clone = Storage(st.region, new, shape, array, st.placement, st.name, st.location, st.program)
         clone.is_kernel_arg = st.is_kernel_arg
-        clone.base = st
+        clone.base = st.base or st
         return type(self).root(clone)
 
     reinterpret_cast = view
@@ -339,10 +339,11 @@ class NkiTensor(TensorView):
         row-major order: the NKI Library's TensorView helper calls `.ap` on such views so, and is correct on
         hardware only that way (the spec documents `.ap` on whole tensors).
 
-        Dynamic offsets (spec/language.md §7): `scalar_offset` (a one-element SBUF tile) adds its run-time
-        value times `prod(self.shape[indirect_dim + 1:])` elements; `vector_offset` (an SBUF [P, 1] integer
-        tile, `indirect_dim=0`) replaces the pattern's leading step: row w starts `vector_offset[w]` rows of
-        `self` (`prod(self.shape[1:])` elements) after `offset`.
+        Run-time offsets (spec/language.md §7.1) make the view indirect: `scalar_offset` (a [1, 1] integer
+        tile) adds its value times `prod(shape[indirect_dim + 1:])` elements; `vector_offset` (an integer
+        tile with one value per row of the pattern, `indirect_dim=0` only) replaces the leading stride: row p
+        starts `vector_offset[p] * prod(shape[1:])` elements after `offset`. `shape` is the tensor's: that of
+        a whole-tensor view such as a reshape, else the storage's (the spec is silent on sliced views).
 
         Bounds are checked when an instruction uses the pattern (as for every view), not when it is made:
         NKI Library kernels build out-of-range patterns in loop iterations that then skip the instruction.
@@ -360,13 +361,18 @@ class NkiTensor(TensorView):
                        "the per-partition size (no partition skipping)", expected=coords[1], got=pattern[0][0])
             strides, off = [s for s, _ in pattern], (self.offset if offset is None else int(offset))
         expect(scalar_offset is None or vector_offset is None, "an access pattern takes at most one of "
-               "scalar_offset and vector_offset", error=KernelError)
-        if vector_offset is not None:
+               "scalar_offset and vector_offset", error=UnsupportedError)
+        dynamic = ()
+        if scalar_offset is not None:
+            dynamic = (base._offset_term(scalar_offset, indirect_dim, "scalar_offset"),)
+        elif vector_offset is not None:
+            expect(indirect_dim == 0, "vector_offset indexes the leading dimension (indirect_dim=0)",
+                   got=indirect_dim)
+            expect(vector_offset.shape[0] == pattern[0][1], "vector_offset needs one offset per row of the "
+                   "access pattern", expected=pattern[0][1], got=vector_offset.shape[0])
             strides[0] = 0
-        view = base._from_strides([n for _, n in pattern], strides, off)
-        if scalar_offset is not None or vector_offset is not None:
-            view = view._with_dynamic_offset(scalar_offset, vector_offset, int(indirect_dim), self.shape)
-        return view
+            dynamic = (base._offset_term(vector_offset, 0, "vector_offset"),)
+        return base._from_strides([n for _, n in pattern], strides, off, dynamic)
 
     def _pattern_over_view(self, pattern, offset):
         """Storage strides and offset of `pattern` (partition step = this view's per-partition size) applied
@@ -387,31 +393,29 @@ class NkiTensor(TensorView):
         return ([strides[0]] + [scale * s for s, _ in pattern[1:]],
                 self.offset + (off // row) * strides[0] + scale * first)
 
-    def _with_dynamic_offset(self, scalar_offset, vector_offset, indirect_dim, base_shape):
-        """This view plus a run-time offset term (see `ap`)."""
+    def _offset_term(self, index, indirect_dim: int, role: str):
+        """The DynamicTerm adding `index` times the tensor's row size below `indirect_dim` (flat coordinates)."""
         from opennki.machine.tensor import DynamicTerm
-        index = scalar_offset if scalar_offset is not None else vector_offset
-        expect(isinstance(index, TensorView) and index.is_on_chip and index.dtype.is_int,
-               "a dynamic offset must be an integer tile in SBUF", got=getattr(index, "dtype", type(index)),
-               error=KernelError)
-        if vector_offset is not None:
-            expect(indirect_dim == 0, "vector_offset only works with indirect_dim=0", got=indirect_dim,
-                   error=KernelError)
-            expect(index.shape[0] == self.shape[0] and index.free_size == 1, "vector_offset holds one row "
-                   "offset per partition of the pattern", expected=(self.shape[0], 1), got=index.shape)
-            step, lead = math.prod(base_shape[1:]), 0
-        else:
-            expect(index.size == 1, "scalar_offset must be a one-element tile", got=index.shape)
-            expect(0 <= indirect_dim < len(base_shape), "indirect_dim must be a dim of the tensor",
-                   expected=f"[0, {len(base_shape) - 1}]", got=indirect_dim, error=KernelError)
-            step, lead = math.prod(base_shape[indirect_dim + 1:]), 0
-            index = index.subscript((0,) * index.ndim)
-        coords = self._flat_coords()
-        if self.is_on_chip:
-            coeffs = (step // coords[1], 0) if step % coords[1] == 0 else (0, step)
-        else:
-            coeffs = (step,)
-        return self._derive(self.shape, self.amap, self.consts, self.dynamic + (DynamicTerm(index, lead, coeffs),))
+        if not (isinstance(index, TensorView) and index.is_on_chip and index.dtype.kind in ("int", "uint")):
+            raise KernelError(f"{role} must be an on-chip integer tile",
+                              got=getattr(index, "dtype", type(index).__name__))
+        # the tensor's shape: a whole-tensor view's own (`t.reshape((1, n)).ap(...)`), else the storage's
+        shape = self.shape if self.size == self.storage.size else self.storage.shape
+        expect(0 <= indirect_dim < len(shape), "indirect_dim must be a dimension of the tensor",
+               expected=f"[0, {len(shape) - 1}]", got=indirect_dim)
+        step = math.prod(shape[indirect_dim + 1:])
+        if role == "scalar_offset":
+            expect(index.size == 1, "scalar_offset must be a [1, 1] tile", got=index.shape)
+            index = index.subscript((0, 0)) if index.ndim >= 2 else index
+        else:   # one offset per partition: a [P, 1, ...] view (an `.ap` column, say) counts as its [P, 1] column
+            expect(index.size == index.shape[0], "vector_offset holds one offset per partition",
+                   expected=f"[{index.shape[0]}, 1]", got=index.shape)
+            while index.ndim > 2:
+                index = index.squeeze_dim(index.ndim - 1)
+        if not self.is_on_chip:
+            return DynamicTerm(index, 0, (step,))
+        row = self._flat_coords()[1]
+        return DynamicTerm(index, 0, (step // row, 0) if step % row == 0 else (0, step))
 
     def get_pattern(self):
         strides = self.strides

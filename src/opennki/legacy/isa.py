@@ -70,9 +70,6 @@ class oob_mode(enum.IntEnum):
     skip = 1
 
 
-_legacy_dge_mode = dge_mode     # the class, for dma_copy whose parameter of the same name shadows it
-
-
 class nc_version(enum.IntEnum):
     gen2 = 2
     gen3 = 3
@@ -135,8 +132,6 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, d
     """dst = src by DMA (HBM and/or SBUF), optionally accumulating (`dst_rmw_op=np.add`). Returns None.
     `mode=` is accepted for `oob_mode=` (the legacy docstring names it so, spec/isa.md C29)."""
     oob_mode = kwargs.get("mode", oob_mode)
-    if type(dge_mode) is int:    # a raw integer in this generation's numbering (none=0 ... unknown=3)
-        dge_mode = _legacy_dge_mode(dge_mode)
     _issue(_dma.DmaCopy(dst=dst, src=src, mask=mask, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode,
                         dge_mode=dge_mode), "nisa.dma_copy")
 

@@ -34,8 +34,6 @@ class Machine:
         dve_acc: Vector Engine accumulators, one fp32 per lane (NaN = unknown).
         rng: random generator for `rand`, `dropout` and `rng` instructions.
         offsets: flat offsets of indirect accesses made by the current instruction, keyed by view id.
-        link: the connection to the other physical cores of an LNC launch (`sendrecv`, `core_barrier`),
-            set by the simulator (sim.cooperative.CoreLink); None for a one-core launch.
     """
 
     def __init__(self, hw, memory: Memory, precise: bool, seed: int = 0):
@@ -47,7 +45,6 @@ class Machine:
         self.dve_acc = np.full(lanes, np.nan, np.float32)
         self.rng = np.random.default_rng(seed)
         self.offsets: dict[int, np.ndarray] = {}
-        self.link = None
 
     # -- masks ---------------------------------------------------------------------------------------
     @staticmethod
@@ -115,6 +112,8 @@ class Machine:
             vals = vals.astype(arr.dtype)
         st = view.storage
         st.written = True
+        if st.base is not None:
+            st.base.written = True    # a reinterpreting view (`t.view(dtype)`) writes its owner's memory
         if not view.dynamic and view.in_bounds():
             dst = view.np_view()
             if m is None:

@@ -10,9 +10,6 @@ A program that must wait (`wait(ids, ready, what)`) hands the baton to the next 
 started, or one whose wait condition now holds. When no program can run while some wait, the kernel's
 programs disagree on their collectives; the waiting programs then fail with a KernelError naming them. An
 error in any program aborts the others and is raised to the caller of the launch.
-
-`CoreLink` is a program's path to the other cores of an LNC launch (`sendrecv`, `core_barrier`), built on
-the same waiting.
 """
 
 from __future__ import annotations
@@ -50,6 +47,7 @@ class Cooperation:
         self.failure: BaseException | None = None
         self.threads: list[threading.Thread] = []
         self.adopted_ran = 0
+        self.meetings: dict[object, dict] = {}      # rendezvous key -> {ids: posted value}
 
     @classmethod
     def of(cls, prog) -> "Cooperation":
@@ -77,6 +75,19 @@ class Cooperation:
                 self._raise_if_failed()
             finally:
                 self.waiting.pop(ids, None)
+
+    def rendezvous(self, ids, key, members, value, what: str) -> dict:
+        """Post `value` as program `ids`'s part of the meeting `key`, wait until every program of `members`
+        has posted to it, and return {ids: value} of all of them (cross-core exchanges: `nisa.sendrecv`,
+        `nisa.core_barrier`). A member that already finished without coming is a KernelError."""
+        posts = self.meetings.setdefault(key, {})
+        posts[ids] = value
+        gone = [list(m) for m in members if m not in posts and self.has_finished(m)]
+        if gone:
+            raise KernelError(f"{what}: programs {gone} finished without making this call",
+                              hint="every core named in the call must make it, the same number of times")
+        self.wait(ids, lambda: all(m in posts for m in members), what)
+        return posts
 
     def _raise_if_failed(self) -> None:
         if self.failure is not None:
@@ -166,38 +177,27 @@ class Cooperation:
             thread.join(timeout=30)
 
 
-class CoreLink:
-    """One program's connection to the programs on the other physical cores of an LNC launch: the path
-    `sendrecv` and `core_barrier` take (instructions/lnc.py). The programs meet through the launch's
-    Cooperation, so the first call turns them into cooperating threads. Calls are matched in program order:
-    the k-th send from core a to core b on a pipe is the k-th receive of core b from core a on that pipe, and
-    the k-th barrier over a set of cores meets the k-th barrier of the others. Sent data is copied when it is
-    sent, so the sender may overwrite its tile at once.
-    """
+def core_rank(prog) -> int:
+    """The issuing program's core rank in a new-generation LNC launch (grid `(lnc,)`; 0 when LNC=1)."""
+    return prog.ids[0] if prog.grid else 0
 
-    def __init__(self, prog):
-        self.prog = prog
-        self.calls: dict[tuple, int] = {}
 
-    def _next(self, key) -> int:
-        self.calls[key] = n = self.calls.get(key, 0) + 1
-        return n
-
-    def _board(self) -> dict:
-        return self.prog.launch.shared_state.setdefault("core_link", {})
-
-    def send_recv(self, to_rank: int, from_rank: int, pipe_id, values):
-        """Post `values` for core `to_rank`; return what core `from_rank` posts for this core."""
-        board, me = self._board(), self.prog.core
-        board[("send", me, to_rank, pipe_id, self._next(("send", to_rank, pipe_id)))] = values.copy()
-        incoming = ("send", from_rank, me, pipe_id, self._next(("recv", from_rank, pipe_id)))
-        Cooperation.of(self.prog).wait(self.prog.ids, lambda: incoming in board,
-                                       f"nisa.sendrecv from core {from_rank} on pipe {pipe_id}")
-        return board.pop(incoming)
-
-    def barrier(self, cores: tuple) -> None:
-        """Wait until every core in `cores` reached its barrier of the same number."""
-        arrived = self._board().setdefault(("barrier", cores, self._next(("barrier", cores))), set())
-        arrived.add(self.prog.core)
-        Cooperation.of(self.prog).wait(self.prog.ids, lambda: arrived >= set(cores),
-                                       f"nisa.core_barrier over cores {list(cores)}")
+def meet_cores(prog, kind: str, tag, ranks, value, what: str) -> dict:
+    """Cross-core rendezvous of an LNC launch: the program of each core rank in `ranks` makes its k-th `kind`
+    call with this `tag`; each posts `value` and waits for the others. Returns {rank: value}. A rank the
+    launch does not have is a KernelError."""
+    cores = prog.grid[0] if len(prog.grid) == 1 else 1
+    for rank in ranks:
+        if not 0 <= rank < cores:
+            raise KernelError(f"{what}: core rank {rank} does not exist in an LNC={cores} launch",
+                              expected=f"a rank below {cores}", got=rank,
+                              hint="launch the kernel as kernel[2] for two cores (LNC=2)")
+    me = core_rank(prog)
+    if set(ranks) == {me}:
+        return {me: value}
+    calls = prog.launch.shared_state.setdefault("core_meetings", {})
+    number = calls[(prog.ids, kind, tag)] = calls.get((prog.ids, kind, tag), 0) + 1
+    members = sorted({(r,) for r in ranks} | {prog.ids})
+    posts = Cooperation.of(prog).rendezvous(prog.ids, (kind, tag, number), members, value,
+                                            f"{what} (call {number})")
+    return {ids[0]: v for ids, v in posts.items()}

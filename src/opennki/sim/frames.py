@@ -2,7 +2,8 @@
 
 Imports errors only. Used where eager execution must know what a compiler would see in the source: the
 variable a statement is about to rebind (so its old tensor's memory can be reused, as liveness analysis
-would) and the target of `b = nl.loop_reduce(...)` / `t[key] = f(...)`. Bytecode is read with `dis` and
+would), the local variables that are never read again (likewise), and the target of
+`b = nl.loop_reduce(...)` / `t[key] = f(...)`. Bytecode is read with `dis` and
 cached per code object.
 """
 
@@ -44,6 +45,71 @@ def peek_variable(frame, name: str):
     finally:
         if sys.version_info < (3, 13) and isinstance(snapshot, dict) and snapshot is not frame.f_globals:
             snapshot.clear()
+
+
+def frame_locals(frame) -> dict:
+    """A copy of a running frame's local variables (see `peek_variable` about the snapshot it clears)."""
+    snapshot = frame.f_locals
+    try:
+        return dict(snapshot)
+    finally:
+        if sys.version_info < (3, 13) and isinstance(snapshot, dict) and snapshot is not frame.f_globals:
+            snapshot.clear()
+
+
+_UNCONDITIONAL = frozenset(("JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "JUMP_ABSOLUTE",
+                            "JUMP", "JUMP_NO_INTERRUPT"))
+_TERMINAL = frozenset(("RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"))
+_JUMPS = frozenset(dis.hasjrel) | frozenset(dis.hasjabs)
+
+
+@functools.lru_cache(maxsize=256)
+def _control_flow(code):
+    """(instructions, successor indices of each): the code's control-flow graph, exception handlers
+    included as successors of every instruction they cover."""
+    instructions = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
+    at = {ins.offset: k for k, ins in enumerate(instructions)}
+    successors = []
+    for k, ins in enumerate(instructions):
+        nxt = []
+        if ins.opname not in _UNCONDITIONAL and ins.opname not in _TERMINAL and k + 1 < len(instructions):
+            nxt.append(k + 1)
+        if ins.opcode in _JUMPS and isinstance(ins.argval, int) and ins.argval in at:
+            nxt.append(at[ins.argval])
+        successors.append(nxt)
+    for entry in dis.Bytecode(code).exception_entries:
+        for offset, k in at.items():
+            if entry.start <= offset < entry.end and entry.target in at:
+                successors[k].append(at[entry.target])
+    return instructions, successors
+
+
+@functools.lru_cache(maxsize=8192)
+def _read_later(code, lasti: int, name: str) -> bool:
+    if name in code.co_cellvars or name in code.co_freevars:
+        return True                     # closures may read it at any time
+    instructions, successors = _control_flow(code)
+    current = max((k for k, ins in enumerate(instructions) if ins.offset <= lasti), default=0)
+    todo, seen = list(successors[current]), set()
+    while todo:
+        k = todo.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        ins = instructions[k]
+        if ins.argval == name:
+            if ins.opname.startswith("LOAD_FAST"):
+                return True
+            if ins.opname in ("STORE_FAST", "DELETE_FAST"):
+                continue                # the current value dies here on this path
+        todo.extend(successors[k])
+    return False
+
+
+def read_later(frame, name: str) -> bool:
+    """True if the local variable `name` of the running `frame` may still be read (a compiler's liveness on
+    the bytecode: some path from the current instruction loads it before storing it again)."""
+    return _read_later(frame.f_code, frame.f_lasti, name)
 
 
 def user_frame():

@@ -18,18 +18,18 @@ instruction, so program order is kept exactly.
 from __future__ import annotations
 
 import contextvars
+import gc
 import dataclasses
 import functools
 import itertools
 
-from opennki.errors import KernelError, OpenNKIError, SourceLocation, user_location
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed)
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
-from opennki.sim.cooperative import CoreLink
-from opennki.sim.frames import peek_variable, pending_store_target, user_frame
+from opennki.sim.frames import frame_locals, peek_variable, pending_store_target, read_later, user_frame
 
 _TENSOR, _PSUM = Engine.TENSOR, MemoryKind.PSUM     # bound once: class lookups of members are slow (3.11)
 
@@ -119,8 +119,6 @@ class Program:
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed)
-        if launch.cores_of is not None:
-            self.machine.link = CoreLink(self)
         self.pending: Deferred | None = None
         self.shared_count = 0
         self.loops: list = []   # language.control.LoopFrame of each loop running, outermost first
@@ -257,31 +255,59 @@ class Program:
             if st.placement is None and st is not unplaced:
                 root = st.base or st
                 if root.placement is None:
-                    self.memory.place(root, self._reclaim, keep=lambda: _operand_roots(instr))
+                    self.memory.place(root, lambda kind: self._reclaim(kind, instr),
+                                      keep=lambda: _operand_roots(instr))
                 st.placement = root.placement
 
-    def _reclaim(self, kind: MemoryKind) -> bool:
-        """Memory is full: the observers release the tensors they know are dead (Observer.reclaim), and the
-        tensor the current statement is about to overwrite by rebinding its variable (`t = nl.zeros(...)` in a
-        loop) is freed. Its last use is behind us, so a compiler's liveness analysis would have reused its
-        memory; Python only drops it after the right-hand side is evaluated."""
+    def _reclaim(self, kind: MemoryKind, instr) -> bool:
+        """Memory is full: free what a compiler's liveness analysis would know is dead. The observers release
+        the tensors they know are dead (Observer.reclaim); the tensor the current statement is about to
+        overwrite by rebinding its variable (`t = nl.zeros(...)` in a loop) is freed, since its last use is
+        behind us though Python only drops it after the right-hand side is evaluated; so are tensors that
+        only variables never read again hold (`_release_dead_locals`)."""
         freed = False
         for observer in self.observers:
             freed = observer.reclaim(self, kind) or freed
         frame = user_frame()
-        name = pending_store_target(frame) if frame is not None else None
-        if name is None:
+        if frame is None:
             return freed
-        old = peek_variable(frame, name)
+        name = pending_store_target(frame)
+        old = peek_variable(frame, name) if name is not None else None
         if isinstance(old, TensorView):
             views = [old]
         elif callable(getattr(old, "tiles", None)):      # block tensors: one storage per placement
             views = list(old.tiles())
         else:
-            return freed
+            views = []
         storages = {id(v.storage): v.storage for v in views if isinstance(v, TensorView)}.values()
         for st in storages:
             if st.kind is kind and st.placement is not None:
+                Memory.release_early(st)
+                freed = True
+        return self._release_dead_locals(kind, frame, instr) or freed
+
+    @staticmethod
+    def _release_dead_locals(kind: MemoryKind, frame, instr) -> bool:
+        """Release tensors that only local variables never read again hold (`frames.read_later`), in the
+        kernel frames on the stack: `t = nl.ndarray(...)` used by a few instructions and then left alone keeps
+        no memory on hardware. Kept: the running instruction's operands, tensors a live variable reaches
+        (directly, or one level into a container or object), and tensors anything else refers to (another
+        view, a tuple a loop iterates over...). A wrong guess would only move addresses: a released tensor
+        that is touched again gets a new range, and data never moves."""
+        live, dead = _operand_roots(instr), []
+        while frame is not None:
+            if not is_internal(frame.f_code.co_filename):
+                for name, value in frame_locals(frame).items():
+                    if isinstance(value, TensorView) and value.kind is kind and not read_later(frame, name):
+                        dead.append(value)
+                    else:
+                        live.update(_storages_in(value))
+            frame = frame.f_back
+        live.update(_shared(dead))
+        freed = False
+        for view in dead:
+            st = view.storage.base or view.storage
+            if st.id not in live and st.placement is not None:
                 Memory.release_early(st)
                 freed = True
         return freed
@@ -318,6 +344,48 @@ class Program:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
                                    operands, instr.params(), mask, location, instr.name)
+
+
+def _storages_in(value, depth: int = 1) -> dict:
+    """{storage id: storage} of the tensors `value` holds (root storages of reinterpreting views), looking
+    `depth` levels into containers and objects."""
+    if isinstance(value, TensorView):
+        st = value.storage.base or value.storage
+        return {st.id: st}
+    if depth == 0 or isinstance(value, (str, bytes, type)):
+        return {}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = value
+    elif isinstance(value, dict):
+        items = value.values()
+    elif hasattr(value, "__dict__") and not callable(value):
+        items = vars(value).values()
+    else:
+        return {}
+    out = {}
+    for item in items:
+        out.update(_storages_in(item, depth - 1))
+    return out
+
+
+def _shared(views: list) -> set[int]:
+    """Root storage ids of `views` that something other than a frame's local variables refers to: another
+    view of the same storage, a reinterpreting storage, or any container or object holding one of the
+    views. (The garbage collector does not report running frames' local variables as referrers.)"""
+    view_ids = {id(v): v for v in views}
+    roots = [v.storage.base or v.storage for v in views]
+    root_ids = {id(st): st for st in roots}
+    shared = set()
+    for referrer in gc.get_referrers(*views, *roots):
+        if referrer is views or referrer is roots or referrer is view_ids or referrer is root_ids:
+            continue
+        for target in gc.get_referents(referrer):
+            if id(target) in view_ids:
+                st = target.storage
+                shared.add((st.base or st).id)
+            elif id(target) in root_ids and id(referrer) not in view_ids:
+                shared.add(target.id)
+    return shared
 
 
 def _operand_roots(instr) -> set[int]:
