@@ -1,8 +1,8 @@
 """Plain Python objects that large new-generation kernels pass around: configuration classes derived from
 `nl.NKIObject` (with `@dataclass` and unannotated class attributes, whose constructor NKI's compiler
 synthesizes), dtype objects passed as kernel arguments (`np.float32`, `ml_dtypes.bfloat16`) or named in
-annotations (`nki.dtype`), optional tensors tested with `!= None` (NKI's Python has no `is`), and the
-`nki.isa.constants` module."""
+annotations (`nki.dtype`), optional tensors tested with `!= None` or `if t:` (NKI's Python has no `is`), and
+the `nki.isa.constants` module."""
 
 from dataclasses import dataclass
 
@@ -106,3 +106,39 @@ def test_a_dtype_class_is_a_plain_kernel_argument(rng, dtype):
     out = run(_scaled_copy, x, dtype)
     assert out.dtype == dtype
     np.testing.assert_allclose(out.astype(np.float32), (x * 3.0).astype(dtype).astype(np.float32), rtol=1e-6)
+
+
+def _scaled(x, scale=None):
+    """x * scale[p] if a scale column is given, else x."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    if scale:             # a present tensor is true in a new-generation kernel
+        s = nl.ndarray(scale.shape, dtype=scale.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=s, src=scale)
+        nisa.tensor_scalar(dst=t, data=t, op0=nl.multiply, operand0=s)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_a_tensor_is_true_in_a_new_generation_kernel(rng):
+    x, scale = rand(rng, 64, 16), rand(rng, 64, 1)
+    np.testing.assert_allclose(opennki.jit(_scaled)(x, scale), x * scale, rtol=1e-6)
+    np.testing.assert_array_equal(opennki.jit(_scaled)(x), x)
+
+
+def test_a_tensor_has_no_truth_value_in_a_legacy_kernel(rng):
+    import opennki.legacy as legacy
+    import opennki.legacy.language as lnl
+
+    @legacy.jit
+    def branch(x):
+        out = lnl.ndarray(x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+        t = lnl.load(x)
+        if t:
+            t = lnl.add(t, 1.0)
+        lnl.store(out, t)
+        return out
+
+    with pytest.raises(opennki.KernelError, match="truth value"):
+        branch(rand(rng, 8, 8))

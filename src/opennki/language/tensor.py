@@ -132,6 +132,14 @@ class NkiTensor(TensorView):
     __hash__ = object.__hash__
 
     def __bool__(self):
+        """Legacy kernels: an error (NKI traces control flow and cannot branch on data). New-generation kernels:
+        True, as for any object. The spec lists `if tensor:` as not allowed there, but NKI Library kernels
+        test optional tensor arguments so (`if params.expert_index:`, the `!= None` idiom's short form) and
+        run on hardware, so NKI's compiler answers it at trace time: the tensor is there."""
+        from opennki.sim.program import active
+        prog = active()
+        if prog is not None and prog.launch.generation == "new":
+            return True
         if self.size == 1:
             # one element: a run-time value, which kernel control flow cannot depend on (legacy NKI)
             raise KernelError("control flow cannot depend on a tensor's run-time value",
