@@ -136,7 +136,10 @@ class Max8(Instruction):
 
     def run(self, m) -> None:
         x = _masked_data(m, self.src, self.mask)
-        top = -np.sort(-np.where(np.isnan(x), -np.inf, x), axis=1)[:, :8]
+        neg = -np.where(np.isnan(x), -np.inf, x)
+        if neg.shape[1] > 8:
+            neg = np.partition(neg, 7, axis=1)[:, :8]     # the 8 largest, then only they are sorted
+        top = -np.sort(neg, axis=1)
         # NaN only fills the slots left when a partition has fewer than 8 numbers
         count = (~np.isnan(x)).sum(axis=1, keepdims=True)
         top = np.where(np.arange(8)[None, :] >= count, np.float32(np.nan), top)
@@ -169,13 +172,14 @@ class NcFindIndex8(Instruction):
         v = flat(m.read_f32(self.vals))
         missing = np.iinfo(self.dst.dtype.np_dtype).max
         out = np.full(v.shape, missing, np.int64)
-        for p in range(d.shape[0]):
-            used: set[int] = set()
-            for j in range(8):
-                hits = [int(k) for k in np.flatnonzero(d[p] == v[p, j]) if int(k) not in used]
-                if hits:
-                    out[p, j] = hits[0]
-                    used.add(hits[0])
+        used = np.zeros(d.shape, bool)
+        rows = np.arange(d.shape[0])
+        for j in range(8):          # slot by slot, each taking the first occurrence no earlier slot took
+            hits = (d == v[:, j:j + 1]) & ~used
+            found = hits.any(axis=1)
+            first = hits.argmax(axis=1)
+            out[found, j] = first[found]
+            used[rows[found], first[found]] = True
         m.write(self.dst, out.astype(self.dst.dtype.np_dtype).reshape(self.dst.shape), raw=True)
 
 
@@ -219,13 +223,13 @@ class NcMatchReplace8(Instruction):
         idx = np.zeros(v.shape, np.int64)
         found = np.zeros(v.shape, bool)
         imm = np.float32(self.imm)
-        for p in range(d.shape[0]):
-            for j in reversed(range(8)):
-                hits = np.flatnonzero(d[p] == v[p, j])
-                if hits.size:
-                    idx[p, j] = hits[0]
-                    found[p, j] = True
-                    d[p, hits[0]] = imm
+        rows = np.arange(d.shape[0])
+        for j in reversed(range(8)):    # slot 7 first; a replaced element no longer matches later slots
+            hits = d == v[:, j:j + 1]
+            found[:, j] = hits.any(axis=1)
+            first = hits.argmax(axis=1)
+            idx[found[:, j], j] = first[found[:, j]]
+            d[rows[found[:, j]], first[found[:, j]]] = imm
         m.write(self.dst, d.reshape(self.dst.shape), self.mask)
         if self.dst_idx is not None:
             m.write(self.dst_idx, idx.reshape(self.dst_idx.shape), found.reshape(self.dst_idx.shape))
