@@ -98,3 +98,27 @@ def test_a_core_waiting_for_a_partner_that_never_sends_is_an_error(rng):
 
     with pytest.raises(KernelError, match="wait for each other forever"):
         lonely[2](rand(rng, 32, 8))
+
+
+@nki.jit
+def _accumulate_exchanges(x):
+    """Four exchanges of a fresh 64 KiB-per-partition tile; with the accumulator, three such tiles fill most
+    of SBUF, so a sent tile kept alive after its exchange would overflow it."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    rank = nl.program_id(0)
+    acc = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for _ in range(4):
+        mine = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=mine, src=x)
+        theirs = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - rank, recv_from_rank=1 - rank, pipe_id=0)
+        nisa.tensor_tensor(dst=acc, data1=acc, data2=theirs, op=nl.add)
+    if rank == 0:
+        nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def test_a_sent_tile_is_not_kept_alive_by_its_exchange(rng):
+    x = rand(rng, 2, 16384)
+    np.testing.assert_allclose(_accumulate_exchanges[2](x), 4 * x, rtol=1e-6)

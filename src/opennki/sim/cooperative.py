@@ -82,6 +82,10 @@ class Cooperation:
         `nisa.core_barrier`). A member that already finished without coming is a KernelError."""
         posts = self.meetings.setdefault(key, {})
         posts[ids] = value
+        if all(m in posts for m in members):
+            # complete: nobody posts to it again, and the members hold `posts` themselves; keeping it here
+            # would keep the posted tiles (sendrecv sources) alive, and their SBUF ranges taken, to the end
+            del self.meetings[key]
         gone = [list(m) for m in members if m not in posts and self.has_finished(m)]
         if gone:
             raise KernelError(f"{what}: programs {gone} finished without making this call",

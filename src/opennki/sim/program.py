@@ -290,20 +290,27 @@ class Program:
     def _release_dead_locals(kind: MemoryKind, frame, instr) -> bool:
         """Release tensors that only local variables never read again hold (`frames.read_later`), in the
         kernel frames on the stack: `t = nl.ndarray(...)` used by a few instructions and then left alone keeps
-        no memory on hardware. Kept: the running instruction's operands, tensors a live variable reaches
-        (directly, or one level into a container or object), and tensors anything else refers to (another
-        view, a tuple a loop iterates over...). A wrong guess would only move addresses: a released tensor
-        that is touched again gets a new range, and data never moves."""
-        live, dead = _operand_roots(instr), []
+        no memory on hardware; so do the tensors of a list (or nested lists) that only such a variable holds
+        (NKI Library kernels keep per-tile lists: `weights = [nl.ndarray(...) for ...]`). Kept: the running
+        instruction's operands, tensors a live variable reaches (directly, or one level into a container or
+        object), and tensors anything else refers to (another view, a tuple a loop iterates over...). A wrong
+        guess would only move addresses: a released tensor that is touched again gets a new range, and data
+        never moves."""
+        live, dead, lists = _operand_roots(instr), [], []
         while frame is not None:
             if not is_internal(frame.f_code.co_filename):
                 for name, value in frame_locals(frame).items():
                     if isinstance(value, TensorView) and value.kind is kind and not read_later(frame, name):
                         dead.append(value)
+                    elif isinstance(value, (list, tuple)) and not read_later(frame, name):
+                        lists.append(value)
                     else:
                         live.update(_storages_in(value))
             frame = frame.f_back
-        live.update(_shared(dead))
+        in_lists, boxes = _unshared_list_tensors(lists)
+        dead += [view for view in in_lists if view.kind is kind]
+        del in_lists                    # a list holding the candidates would count as a referrer in _shared
+        live.update(_shared(dead, boxes))
         freed = False
         for view in dead:
             st = view.storage.base or view.storage
@@ -368,16 +375,40 @@ def _storages_in(value, depth: int = 1) -> dict:
     return out
 
 
-def _shared(views: list) -> set[int]:
-    """Root storage ids of `views` that something other than a frame's local variables refers to: another
-    view of the same storage, a reinterpreting storage, or any container or object holding one of the
-    views. (The garbage collector does not report running frames' local variables as referrers.)"""
+def _unshared_list_tensors(lists: list) -> tuple[list, set[int]]:
+    """The tensors in `lists` (and in lists and tuples nested in them), and the ids of every list and tuple
+    walked, leaving out each top-level list that anything but the walked lists and frames' local variables
+    refers to (it may be read through that referrer)."""
+    walked: dict[int, object] = {}
+    found: list[list] = []
+    for top in lists:
+        views, stack = [], [top]
+        while stack:
+            box = stack.pop()
+            if id(box) not in walked:
+                walked[id(box)] = box
+                views += [item for item in box if isinstance(item, TensorView)]
+                stack += [item for item in box if isinstance(item, (list, tuple))]
+        found.append(views)
+    views = []
+    for i in range(len(lists)):     # no enumerate/zip: their cached result tuples would refer to the list
+        if all(id(r) in walked or r is lists or r is walked for r in gc.get_referrers(lists[i])):
+            views += found[i]
+    return views, set(walked)
+
+
+def _shared(views: list, boxes: set[int] = frozenset()) -> set[int]:
+    """Root storage ids of `views` that something other than a frame's local variables (or the dead lists
+    `boxes`, by id) refers to: another view of the same storage, a reinterpreting storage, or any container
+    or object holding one of the views. (The garbage collector does not report running frames' local
+    variables as referrers.)"""
     view_ids = {id(v): v for v in views}
     roots = [v.storage.base or v.storage for v in views]
     root_ids = {id(st): st for st in roots}
     shared = set()
     for referrer in gc.get_referrers(*views, *roots):
-        if referrer is views or referrer is roots or referrer is view_ids or referrer is root_ids:
+        if (referrer is views or referrer is roots or referrer is view_ids or referrer is root_ids
+                or id(referrer) in boxes):
             continue
         for target in gc.get_referents(referrer):
             if id(target) in view_ids:
