@@ -98,3 +98,37 @@ def test_sendrecv_needs_neuroncore_v3(rng, monkeypatch):
 
     with pytest.raises(KernelError, match="NeuronCore-v3"):
         nki.simulate(kernel)(rng.standard_normal((4, 4)).astype(np.float32))
+
+
+@nki.jit
+def barrier_on_core_zero_only(x):
+    """Only core 0 waits, at a barrier of core 0 alone (the `cores=0` int form): nothing to wait for."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    if nl.program_id(0) == 0:
+        nisa.core_barrier(out, 0)
+    return out
+
+
+def test_core_barrier_of_one_core_does_not_wait(rng):
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    np.testing.assert_array_equal(barrier_on_core_zero_only[2](x), x)
+
+
+@nki.jit
+def only_core_one_sends(x):
+    r = nl.program_id(0)
+    a = nl.ndarray((4, 8), dtype=nl.float32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=a, src=x)
+    if r == 1:
+        nisa.sendrecv(src=a, dst=a, send_to_rank=0, recv_from_rank=0, pipe_id=1)
+    return x
+
+
+def test_sendrecv_whose_peer_never_comes_names_the_call(rng):
+    x = rng.standard_normal((4, 8)).astype(np.float32)
+    with pytest.raises(KernelError, match=r"programs \[\[0\]\] finished without making this call") as exc:
+        only_core_one_sends[2](x)
+    assert "nisa.sendrecv(" in exc.value.location.source
