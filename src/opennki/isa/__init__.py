@@ -14,6 +14,7 @@ from opennki.instructions import dma as _dma
 from opennki.instructions import gpsimd as _pool
 from opennki.instructions import lnc as _lnc
 from opennki.instructions import mx as _mx
+from opennki.instructions import registers as _reg
 from opennki.instructions import rng as _rng
 from opennki.instructions import scalar as _act
 from opennki.instructions import tensor_engine as _pe
@@ -24,7 +25,9 @@ from opennki.instructions import vector_stats as _stats
 from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
                                         reduce_cmd)
 from opennki.instructions.ops import activation_fn
+from opennki.instructions.registers import VirtualRegister
 from opennki.machine.dtypes import dtype_of
+from opennki.machine.tensor import TensorView
 from opennki.sim.cooperative import core_rank, meet_cores
 from opennki.sim.program import current
 
@@ -370,6 +373,36 @@ def core_barrier(data, cores, engine=engine.gpsimd, name=None):
             raise KernelError(f"{api}: core {core_rank(prog)} waits at a barrier of cores {list(ranks)}",
                               expected=f"a core of {list(ranks)}", got=core_rank(prog), instruction=api)
         meet_cores(prog, "core_barrier", tuple(sorted(set(ranks))), ranks, None, api)
+
+
+# ------------------------------------------------------------------------------------------- registers
+
+def register_alloc(x=None) -> VirtualRegister:
+    """A new register holding the integer immediate `x` (None: no value yet). A 1-element tensor `x` loads
+    the register from it (SDK 2.28 release notes; NKI Library MoE kernels allocate so)."""
+    api = "nisa.register_alloc"
+    reg = VirtualRegister(current(api).machine)
+    if isinstance(x, TensorView):
+        _issue(_reg.RegisterAlloc(register=reg), api)
+        _issue(_reg.RegisterLoad(register=reg, src=x), api)
+    else:
+        _issue(_reg.RegisterAlloc(register=reg, value=x), api)
+    return reg
+
+
+def register_move(dst, src, name=None):
+    """dst = src, an integer immediate or another register."""
+    _issue(_reg.RegisterMove(register=dst, src=src, name=name), "nisa.register_move")
+
+
+def register_load(dst, src, name=None):
+    """dst = the one element of src, a 1-element HBM or SBUF tensor."""
+    _issue(_reg.RegisterLoad(register=dst, src=src, name=name), "nisa.register_load")
+
+
+def register_store(dst, src, name=None):
+    """dst, a 1-element HBM or SBUF tensor, = the value of register src."""
+    _issue(_reg.RegisterStore(dst=dst, register=src, name=name), "nisa.register_store")
 
 
 # ------------------------------------------------------------------------------------------ randomness

@@ -15,8 +15,8 @@ import numpy as np
 from opennki.instructions.dma import DmaCopy
 from opennki.language import core
 from opennki.language.constants import _TileSize, tile_size  # noqa: F401
-from opennki.language.control import (affine_range, num_programs, program_ndim, sequential_range,  # noqa: F401
-                                      static_range)
+from opennki.language.control import (affine_range, dynamic_range, fori_loop, num_programs,  # noqa: F401
+                                      program_ndim, sequential_range, static_range, while_loop)
 from opennki.language.control import program_id as _program_id
 from opennki.language.tensor import NkiTensor  # noqa: F401
 from opennki.language.tokens import NlOp

@@ -14,6 +14,7 @@ import operator
 from opennki.errors import KernelError, ShapeError, user_location
 from opennki.events import LoopFinished, LoopIteration, LoopStarted
 from opennki.instructions.ops import alu
+from opennki.instructions.registers import VirtualRegister
 from opennki.instructions.vector import TensorTensor
 from opennki.language import core, dependencies
 from opennki.sim.frames import peek_variable, pending_store_target, stores_into_subscript, user_frame
@@ -25,7 +26,8 @@ class LoopFrame:
 
     Attributes:
         loop_id: launch-wide loop number (the loop events carry it too).
-        kind: `affine_range`, `sequential_range` or `static_range`.
+        kind: `affine_range`, `sequential_range`, `static_range`, or a device loop's `dynamic_range` /
+            `fori_loop`.
         iteration: the current iteration value.
         location: the kernel line of the loop.
         legacy: True for the legacy generation's loops, whose kinds carry semantics (independent affine
@@ -82,26 +84,35 @@ class LoopRange:
     def __len__(self):
         return len(self.range)
 
+    def trips(self, prog):
+        """The iteration values, known when the loop starts."""
+        return self.range
+
+    def induction(self, prog, i):
+        """What the kernel's loop variable is in iteration `i`."""
+        return i
+
     def __iter__(self):
         prog = active()
+        trips = self.trips(prog)
         if prog is None:
-            yield from self.range
+            yield from trips
             return
         sim = prog.sim
         loop_id = next(prog.launch.loop_ids)
         listening = bool(sim.listeners)
         if listening:
-            sim.emit(LoopStarted(loop_id, self.kind, len(self.range), self.location))
+            sim.emit(LoopStarted(loop_id, self.kind, len(trips), self.location))
         frame = LoopFrame(loop_id, self.kind, self.location, self.legacy)
         checker = dependencies.checker(prog) if frame.is_parallel else None
         prog.loops.append(frame)
         try:
-            for i in self.range:
+            for i in trips:
                 prog.flush()    # the previous iteration's pending instruction belongs to that iteration
                 frame.iteration = i
                 if listening:
                     sim.emit(LoopIteration(loop_id, i))
-                yield i
+                yield self.induction(prog, i)
             prog.flush()
         finally:
             prog.loops.remove(frame)
@@ -127,6 +138,80 @@ def sequential_range(*args, **kwargs) -> LoopRange:
 def static_range(*args, **kwargs) -> LoopRange:
     """New generation: a deprecated alias of `range`."""
     return LoopRange("static_range", *args, **kwargs)
+
+
+class DeviceRange(LoopRange):
+    """`nl.dynamic_range` / `nl.fori_loop`: a device loop, run by the sequencers rather than unrolled.
+
+    `start` / `stop` are ints or `VirtualRegister`s, read when the loop starts (as the sequencer does);
+    `step` is a positive compile-time int. The loop variable is a read-only register (a new one per loop)
+    holding the iteration value, never a Python int: a kernel uses it as a register (a bound, a scalar
+    offset, `register_store`). A shape-only run knows no register value: with a register bound it traces
+    the body once."""
+
+    def __init__(self, kind: str, start, stop=None, step=1):
+        if stop is None:
+            start, stop = 0, start
+        for role, bound in (("start", start), ("stop", stop)):
+            if not isinstance(bound, VirtualRegister):
+                try:
+                    operator.index(bound)
+                except TypeError:
+                    raise KernelError(f"nl.{kind} {role} must be an int or a VirtualRegister",
+                                      got=type(bound).__name__) from None
+        if isinstance(step, VirtualRegister) or not isinstance(step, int) or step <= 0:
+            raise KernelError(f"nl.{kind} step must be a positive compile-time int", got=step)
+        self.kind, self.legacy, self.location = kind, False, user_location()
+        self.bounds = (start, stop, step)
+
+    def __len__(self):
+        raise TypeError(f"nl.{self.kind} is a device loop: its trip count is known only when it runs")
+
+    def trips(self, prog):
+        if prog is None:
+            raise KernelError(f"nl.{self.kind} is a device loop: it runs inside a kernel")
+        self.register = VirtualRegister(prog.machine, frozen=True)
+        start, stop, step = self.bounds
+        self.known = not any(isinstance(b, VirtualRegister) and b.is_unknown for b in (start, stop))
+        if not self.known:
+            return range(1)
+        start, stop = (b.index(f"nl.{self.kind} bound") if isinstance(b, VirtualRegister) else operator.index(b)
+                       for b in (start, stop))
+        return range(start, stop, step)
+
+    def induction(self, prog, i):
+        if self.known:
+            prog.machine.registers[self.register.number] = i
+        return self.register
+
+    def __repr__(self):
+        return f"nl.{self.kind}{self.bounds}"
+
+
+def dynamic_range(start, stop=None, step=1) -> DeviceRange:
+    """New generation (NKI 0.2-0.5, deprecated in 0.6 for `fori_loop`): a device loop (see DeviceRange)."""
+    return DeviceRange("dynamic_range", start, stop, step)
+
+
+def fori_loop(lower, upper, body_fun, step=1) -> None:
+    """New generation (NKI 0.6): `body_fun(i)` for each i of the device loop [lower, upper) by `step`
+    (see DeviceRange); the body returns None."""
+    for i in DeviceRange("fori_loop", lower, upper, step):
+        result = body_fun(i)
+        if result is not None:
+            raise KernelError("nl.fori_loop body_fun must return None", got=type(result).__name__)
+
+
+def while_loop(init, body_fun) -> None:
+    """New generation (NKI 0.6): `r = init; while r != 0: r = body_fun(r)`, a device loop on a register
+    (checked before each iteration, so it may run zero times); `body_fun` returns the next condition
+    register."""
+    cond = init
+    while cond:
+        cond = body_fun(cond)
+        if not isinstance(cond, VirtualRegister):
+            raise KernelError("nl.while_loop body_fun must return the next condition register",
+                              got=type(cond).__name__)
 
 
 def program_id(axis=0) -> int:

@@ -6,7 +6,8 @@ values (engines compute in fp32 and round on write) and record the element offse
 for the event stream. Nothing else mutates storage arrays.
 
 Hidden per-engine state lives here too: the Scalar Engine's reduce registers and the Vector Engine's
-accumulators (spec/isa.md §2.4), and the random generator behind `rand`/`dropout`.
+accumulators (spec/isa.md §2.4), the random generator behind `rand`/`dropout`, and the sequencers'
+virtual registers (spec/isa.md §7.5).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ class Machine:
         act_acc: Scalar Engine reduce registers, one fp32 per lane.
         dve_acc: Vector Engine accumulators, one fp32 per lane (NaN = unknown).
         rng: random generator for `rand`, `dropout` and `rng` instructions.
+        registers: virtual register values by register number (None: never written; instructions/registers.py).
         offsets: flat offsets of indirect accesses made by the current instruction, keyed by view id.
     """
 
@@ -44,6 +46,7 @@ class Machine:
         self.act_acc = np.zeros(lanes, np.float32)
         self.dve_acc = np.full(lanes, np.nan, np.float32)
         self.rng = np.random.default_rng(seed)
+        self.registers: dict[int, int | float | None] = {}
         self.offsets: dict[int, np.ndarray] = {}
 
     # -- masks ---------------------------------------------------------------------------------------
