@@ -307,8 +307,8 @@ class Program:
                     else:
                         live.update(_storages_in(value))
             frame = frame.f_back
-        in_lists, boxes = _unshared_list_tensors(lists)
-        dead += [view for view in in_lists if view.kind is kind]
+        in_lists, boxes = _unshared_list_tensors(lists, kind)
+        dead += in_lists
         del in_lists                    # a list holding the candidates would count as a referrer in _shared
         live.update(_shared(dead, boxes))
         freed = False
@@ -375,10 +375,11 @@ def _storages_in(value, depth: int = 1) -> dict:
     return out
 
 
-def _unshared_list_tensors(lists: list) -> tuple[list, set[int]]:
-    """The tensors in `lists` (and in lists and tuples nested in them), and the ids of every list and tuple
-    walked, leaving out each top-level list that anything but the walked lists and frames' local variables
-    refers to (it may be read through that referrer)."""
+def _unshared_list_tensors(lists: list, kind: MemoryKind) -> tuple[list, set[int]]:
+    """The tensors of `kind` in `lists` (and in lists and tuples nested in them), and the ids of every list
+    and tuple walked, leaving out each top-level list that anything but the walked lists and frames' local
+    variables refers to (it may be read through that referrer). One heap scan for all lists: reclaiming
+    runs whenever memory is full, PSUM spills included."""
     walked: dict[int, object] = {}
     found: list[list] = []
     for top in lists:
@@ -387,13 +388,17 @@ def _unshared_list_tensors(lists: list) -> tuple[list, set[int]]:
             box = stack.pop()
             if id(box) not in walked:
                 walked[id(box)] = box
-                views += [item for item in box if isinstance(item, TensorView)]
+                views += [item for item in box if isinstance(item, TensorView) and item.kind is kind]
                 stack += [item for item in box if isinstance(item, (list, tuple))]
         found.append(views)
-    views = []
-    for i in range(len(lists)):     # no enumerate/zip: their cached result tuples would refer to the list
-        if all(id(r) in walked or r is lists or r is walked for r in gc.get_referrers(lists[i])):
-            views += found[i]
+    holders = [top for top, views in zip(lists, found) if views]
+    index = {id(top): i for i, (top, views) in enumerate(zip(lists, found)) if views}
+    shared = set()
+    for referrer in gc.get_referrers(*holders) if holders else ():
+        if id(referrer) in walked or referrer is lists or referrer is walked or referrer is holders:
+            continue
+        shared.update(index[id(t)] for t in gc.get_referents(referrer) if id(t) in index)
+    views = [view for i in index.values() if i not in shared for view in found[i]]
     return views, set(walked)
 
 
