@@ -1,8 +1,8 @@
 """opennki: an open, pure-Python implementation of AWS's Neuron Kernel Interface (NKI).
 
 This package is the new-generation `nki` surface (`import opennki as nki`; `opennki.language`,
-`opennki.isa`); `opennki.legacy` is the `neuronxcc.nki` surface. Kernels run on a CPU simulator of a
-NeuronCore with hardware numerics and checks. See DESIGN.md for the architecture.
+`opennki.isa`, `opennki.collectives`); `opennki.legacy` is the `neuronxcc.nki` surface. Kernels run on a
+CPU simulator of a NeuronCore with hardware numerics and checks. See DESIGN.md for the architecture.
 
 Front door (new generation): `jit` returns a `Kernel` (`kernel[lnc]` for LNC=2), `simulate(kernel)` runs it
 on the simulator (NumPy or torch or JAX in, the same out); `benchmark`, `profile` and `baremetal` are the
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 
-from opennki import isa, language  # noqa: F401
+from opennki import collectives, isa, language  # noqa: F401
 from opennki.compile import AUTO, Kernel, kernel_spec
 from opennki.errors import KernelError, OpenNKIError
 from opennki.kernel import run_kernel, unwrap  # noqa: F401
@@ -76,5 +76,5 @@ def simulate(kernel):
     return SimulateKernel(kernel_spec(kernel, Generation.NEW))
 
 
-__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "dtype", "Kernel",
+__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "collectives", "dtype", "Kernel",
            "Simulator", "SimOptions", "OpenNKIError"]

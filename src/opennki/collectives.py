@@ -1,0 +1,128 @@
+"""Front door (new generation): `nki.collectives`, data exchange between the ranks of replica groups
+(spec/entrypoints.md §10).
+
+Imports sim and the DMA instruction. opennki simulates one device, which is rank 0. A collective over a
+replica group holding only that rank is well defined: for one rank, reducing, gathering, scattering or
+exchanging is copying each source to its destination, so it runs as DMA copies (with the documented checks
+on operands). A group with other ranks needs devices opennki does not have: an UnsupportedError names the
+kernel line. (NKI's own simulator implements no collective; NKI Library kernels import this module at load
+time and reach collectives only through the replica groups their caller passes.)
+"""
+
+from __future__ import annotations
+
+from opennki.errors import KernelError, ShapeError, UnsupportedError, expect
+from opennki.events import MemoryKind
+from opennki.instructions.dma import DmaCopy
+from opennki.instructions.ops import alu
+from opennki.machine.tensor import TensorView
+from opennki.sim.program import current
+
+_RANK = 0       # the one simulated device
+_REDUCE_OPS = ("add", "minimum", "maximum")
+
+
+class ReplicaGroup:
+    """`nki.collectives.ReplicaGroup`: non-overlapping groups of ranks that communicate together."""
+
+    def __init__(self, replica_groups):
+        groups = tuple(tuple(int(r) for r in g) for g in replica_groups)
+        ranks = [r for g in groups for r in g]
+        if not groups or not all(groups) or len(ranks) != len(set(ranks)):
+            raise KernelError("ReplicaGroup needs non-empty, non-overlapping groups of ranks", got=replica_groups)
+        self.groups = groups
+
+    def __repr__(self) -> str:
+        return f"ReplicaGroup({[list(g) for g in self.groups]})"
+
+
+def _one_rank(replica_group, api: str) -> None:
+    """The group this device belongs to must be this device alone."""
+    groups = replica_group.groups if isinstance(replica_group, ReplicaGroup) else ReplicaGroup(replica_group).groups
+    mine = next((g for g in groups if _RANK in g), None)
+    expect(mine is not None, f"{api}: the replica group does not contain this device's rank", expected=_RANK,
+           got=[list(g) for g in groups], error=KernelError)
+    if len(mine) > 1:
+        raise UnsupportedError(f"{api} over ranks {list(mine)} needs {len(mine)} devices; opennki simulates one "
+                               "device (rank 0), so only single-rank replica groups run", got=list(mine))
+
+
+def _copy_each(srcs, dsts, api: str, *, hbm_only: bool = False) -> None:
+    """dst = src for every pair: a collective among one rank. Documented operand rules: matching lists,
+    all tensors in HBM or all in SBUF, several tensors per list only in HBM."""
+    prog = current(api)
+    srcs, dsts = list(srcs), list(dsts)
+    expect(len(srcs) == len(dsts) and srcs, f"{api} takes as many destinations as sources",
+           expected=len(srcs), got=len(dsts), error=KernelError)
+    tensors = srcs + dsts
+    expect(all(isinstance(t, TensorView) for t in tensors), f"{api} srcs and dsts are tensors",
+           got=[type(t).__name__ for t in tensors], error=KernelError)
+    kinds = {t.kind for t in tensors}
+    allowed = {MemoryKind.HBM} if hbm_only else {MemoryKind.HBM, MemoryKind.SBUF}
+    expect(len(kinds) == 1 and kinds <= allowed, f"{api} tensors are all in HBM" + ("" if hbm_only else
+           " or all in SBUF"), got=sorted(k.name for k in kinds), error=KernelError)
+    expect(len(srcs) == 1 or kinds == {MemoryKind.HBM}, f"{api} takes lists of several tensors only in HBM",
+           got=len(srcs), error=KernelError)
+    for src, dst in zip(srcs, dsts):
+        expect(src.shape == dst.shape and src.dtype is dst.dtype, f"{api} among one rank writes each source "
+               "unchanged to its destination: same shape and dtype", expected=(src.shape, src.dtype.name),
+               got=(dst.shape, dst.dtype.name), error=ShapeError)
+        prog.issue(DmaCopy(dst=dst, src=src), api)
+
+
+def _check_dim(srcs, collective_dim, api: str, sbuf_dims=(0,)) -> None:
+    t = list(srcs)[0] if srcs else None
+    dims = sbuf_dims if isinstance(t, TensorView) and t.kind is MemoryKind.SBUF else (0,)
+    expect(collective_dim in dims, f"{api} collective_dim", expected=" or ".join(map(str, dims)),
+           got=collective_dim, error=KernelError)
+
+
+def all_reduce(srcs, dsts, replica_group, op, priority=None, name=None) -> None:
+    """dsts = op-reduction of every rank's srcs (op: nl.add, nl.minimum or nl.maximum)."""
+    api = "nki.collectives.all_reduce"
+    expect(alu(op).name in _REDUCE_OPS, f"{api} op", expected="/".join(_REDUCE_OPS), got=alu(op).name,
+           error=KernelError)
+    _one_rank(replica_group, api)
+    _copy_each(srcs, dsts, api)
+
+
+def all_gather(srcs, dsts, replica_group, collective_dim, priority=None, name=None) -> None:
+    """dsts = every rank's srcs concatenated along collective_dim (HBM: 0; SBUF, 2-D: 0 or 1)."""
+    api = "nki.collectives.all_gather"
+    _check_dim(srcs, collective_dim, api, sbuf_dims=(0, 1))
+    _one_rank(replica_group, api)
+    _copy_each(srcs, dsts, api)
+
+
+def reduce_scatter(srcs, dsts, replica_group, collective_dim, op, priority=None, name=None) -> None:
+    """dsts = this rank's part (along dim 0) of the op-reduction of every rank's srcs."""
+    api = "nki.collectives.reduce_scatter"
+    expect(alu(op).name in _REDUCE_OPS, f"{api} op", expected="/".join(_REDUCE_OPS), got=alu(op).name,
+           error=KernelError)
+    _check_dim(srcs, collective_dim, api)
+    _one_rank(replica_group, api)
+    _copy_each(srcs, dsts, api)
+
+
+def all_to_all(srcs, dsts, replica_group, collective_dim, priority=None, name=None) -> None:
+    """Rank r's dsts part i (along dim 0) = rank i's srcs part r; HBM only."""
+    api = "nki.collectives.all_to_all"
+    _check_dim(srcs, collective_dim, api)
+    _one_rank(replica_group, api)
+    _copy_each(srcs, dsts, api, hbm_only=True)
+
+
+def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None) -> None:
+    """Each (source, target) pair sends the source rank's srcs to the target rank's dsts; HBM only, one
+    tensor per list."""
+    api = "nki.collectives.collective_permute"
+    pairs = [tuple(int(r) for r in p) for p in source_target_pairs]
+    others = sorted({r for p in pairs for r in p} - {_RANK})
+    if others:
+        raise UnsupportedError(f"{api} between ranks {pairs} needs {len(others) + 1} devices; opennki simulates "
+                               "one device (rank 0)", got=pairs)
+    expect(len(list(srcs)) == 1, f"{api} takes one tensor per list", got=len(list(srcs)), error=KernelError)
+    _copy_each(srcs, dsts, api, hbm_only=True)
+
+
+__all__ = ["ReplicaGroup", "all_gather", "all_reduce", "all_to_all", "collective_permute", "reduce_scatter"]
