@@ -26,7 +26,7 @@ class LoopFrame:
 
     Attributes:
         loop_id: launch-wide loop number (the loop events carry it too).
-        kind: `affine_range`, `sequential_range`, `static_range`, or a device loop's `dynamic_range` /
+        kind: `affine_range`, `sequential_range`, `static_range`, `range`, or a device loop's `dynamic_range` /
             `fori_loop`.
         iteration: the current iteration value.
         location: the kernel line of the loop.
@@ -138,6 +138,13 @@ def sequential_range(*args, **kwargs) -> LoopRange:
 def static_range(*args, **kwargs) -> LoopRange:
     """New generation: a deprecated alias of `range`."""
     return LoopRange("static_range", *args, **kwargs)
+
+
+def unrolled_range(*args, **kwargs) -> LoopRange:
+    """New generation `nl.range`: Python's `range` as an nl iterator (unrolled, like the deprecated aliases
+    above). The spec lists no `nl.range`, but NKI Library kernels (mxfp_load_utils) loop with it on
+    hardware, so NKI has it."""
+    return LoopRange("range", *args, **kwargs)
 
 
 class DeviceRange(LoopRange):
