@@ -8,7 +8,7 @@ import pytest
 import opennki as nki
 import opennki.isa as nisa
 import opennki.language as nl
-from opennki.errors import DtypeError, KernelError, ShapeError, UninitializedReadError
+from opennki.errors import DtypeError, KernelError, OutOfBoundsError, ShapeError, UninitializedReadError
 from opennki.events import InstructionExecuted
 from opennki.kernel import run_kernel
 from opennki.listeners import Recorder
@@ -188,3 +188,37 @@ def test_shape_only_runs_trace_a_device_loop_body_once():
                      listeners=[rec], options=SimOptions(shape_only=True))
     assert out.shape == (16, 8)
     assert [e.opcode for e in rec.of_type(InstructionExecuted)].count("tensor_scalar") == 2
+
+
+@nki.jit
+def rows_from_loop_variable(x, n_rows):
+    """out[r] = 2 * x[r] for the first n_rows rows (n_rows read at run time), addressed through the device
+    loop's variable as a scalar_offset of both access patterns; other rows 0."""
+    rows, cols = x.shape
+    out = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.shared_hbm)
+    zeros = nl.ndarray((rows, cols), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=zeros, value=0.0)
+    nisa.dma_copy(dst=out, src=zeros)
+    count = nl.ndarray((1, 1), dtype=nl.int32, buffer=nl.sbuf)
+    nisa.dma_copy(dst=count, src=n_rows)
+    stop = nisa.register_alloc(count)
+    for r in nl.dynamic_range(stop):
+        row = nl.ndarray((1, cols), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=row, src=x.ap(pattern=[[cols, 1], [1, cols]], offset=0, scalar_offset=r, indirect_dim=0))
+        nisa.tensor_scalar(dst=row, data=row, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out.ap(pattern=[[cols, 1], [1, cols]], offset=0, scalar_offset=r, indirect_dim=0), src=row)
+    return out
+
+
+@pytest.mark.parametrize("n", [0, 2, 6])
+def test_a_register_is_a_scalar_offset(rng, n):
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    want = np.zeros_like(x)
+    want[:n] = 2 * x[:n]
+    np.testing.assert_array_equal(rows_from_loop_variable(x, np.array([[n]], np.int32)), want)
+
+
+def test_a_register_offset_is_bounds_checked():
+    with pytest.raises(OutOfBoundsError) as exc:
+        rows_from_loop_variable(np.zeros((6, 5), np.float32), np.array([[7]], np.int32))
+    assert "scalar_offset=r" in exc.value.location.source

@@ -18,6 +18,7 @@ import math
 import numpy as np
 
 from opennki.errors import KernelError, ShapeError, UnsupportedError, expect
+from opennki.instructions.registers import VirtualRegister
 from opennki.language import core
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index
@@ -348,10 +349,13 @@ class NkiTensor(TensorView):
         hardware only that way (the spec documents `.ap` on whole tensors).
 
         Run-time offsets (spec/language.md §7.1) make the view indirect: `scalar_offset` (a [1, 1] integer
-        tile) adds its value times `prod(shape[indirect_dim + 1:])` elements; `vector_offset` (an integer
-        tile with one value per row of the pattern, `indirect_dim=0` only) replaces the leading stride: row p
-        starts `vector_offset[p] * prod(shape[1:])` elements after `offset`. `shape` is the tensor's: that of
-        a whole-tensor view such as a reshape, else the storage's (the spec is silent on sliced views).
+        tile) adds its value times `prod(shape[indirect_dim + 1:])` elements; a `VirtualRegister` offset (a
+        device loop's variable, say) does the same with the register's value when the pattern is made, which
+        is when the statement making it issues its instruction (a shape-only run, knowing no value, uses 0);
+        `vector_offset` (an integer tile with one value per row of the pattern, `indirect_dim=0` only)
+        replaces the leading stride: row p starts `vector_offset[p] * prod(shape[1:])` elements after
+        `offset`. `shape` is the tensor's: that of a whole-tensor view such as a reshape, else the storage's
+        (the spec is silent on sliced views).
 
         Bounds are checked when an instruction uses the pattern (as for every view), not when it is made:
         NKI Library kernels build out-of-range patterns in loop iterations that then skip the instruction.
@@ -371,7 +375,10 @@ class NkiTensor(TensorView):
         expect(scalar_offset is None or vector_offset is None, "an access pattern takes at most one of "
                "scalar_offset and vector_offset", error=UnsupportedError)
         dynamic = ()
-        if scalar_offset is not None:
+        if isinstance(scalar_offset, VirtualRegister):
+            off += (0 if scalar_offset.is_unknown else scalar_offset.index("scalar_offset")) \
+                * base._offset_step(indirect_dim)
+        elif scalar_offset is not None:
             dynamic = (base._offset_term(scalar_offset, indirect_dim, "scalar_offset"),)
         elif vector_offset is not None:
             expect(indirect_dim == 0, "vector_offset indexes the leading dimension (indirect_dim=0)",
@@ -401,17 +408,21 @@ class NkiTensor(TensorView):
         return ([strides[0]] + [scale * s for s, _ in pattern[1:]],
                 self.offset + (off // row) * strides[0] + scale * first)
 
-    def _offset_term(self, index, indirect_dim: int, role: str):
-        """The DynamicTerm adding `index` times the tensor's row size below `indirect_dim` (flat coordinates)."""
-        from opennki.machine.tensor import DynamicTerm
-        if not (isinstance(index, TensorView) and index.is_on_chip and index.dtype.kind in ("int", "uint")):
-            raise KernelError(f"{role} must be an on-chip integer tile",
-                              got=getattr(index, "dtype", type(index).__name__))
+    def _offset_step(self, indirect_dim: int) -> int:
+        """Elements one run-time offset unit moves: the tensor's row size below `indirect_dim`."""
         # the tensor's shape: a whole-tensor view's own (`t.reshape((1, n)).ap(...)`), else the storage's
         shape = self.shape if self.size == self.storage.size else self.storage.shape
         expect(0 <= indirect_dim < len(shape), "indirect_dim must be a dimension of the tensor",
                expected=f"[0, {len(shape) - 1}]", got=indirect_dim)
-        step = math.prod(shape[indirect_dim + 1:])
+        return math.prod(shape[indirect_dim + 1:])
+
+    def _offset_term(self, index, indirect_dim: int, role: str):
+        """The DynamicTerm adding `index` times the tensor's row size below `indirect_dim` (flat coordinates)."""
+        from opennki.machine.tensor import DynamicTerm
+        if not (isinstance(index, TensorView) and index.is_on_chip and index.dtype.kind in ("int", "uint")):
+            raise KernelError(f"{role} must be an on-chip integer tile or a VirtualRegister",
+                              got=getattr(index, "dtype", type(index).__name__))
+        step = self._offset_step(indirect_dim)
         if role == "scalar_offset":
             expect(index.size == 1, "scalar_offset must be a [1, 1] tile", got=index.shape)
             index = index.subscript((0, 0)) if index.ndim >= 2 else index
