@@ -99,18 +99,22 @@ class DmaCopy(Instruction):
 
     def run(self, m) -> None:
         same_shape = self.src.shape == self.dst.shape
-        mask = self.mask
+        read_mask = write_mask = self.mask
+        if not same_shape:
+            read_mask = None
         if oob_mode_of(self.oob_mode) is oob_mode.skip and (self.src.dynamic or self.dst.dynamic):
-            mask = _in_bounds(m, self.src if self.src.dynamic else self.dst, mask)
-        values = m.read(self.src, mask if same_shape else None)
+            # the elements to move, in row-major order: the same ones on both sides, whatever their shapes
+            active = _in_bounds(m, self.src if self.src.dynamic else self.dst, self.mask)
+            read_mask, write_mask = active.reshape(self.src.shape), active.reshape(self.dst.shape)
+        values = m.read(self.src, read_mask)
         if not same_shape:
             values = np.ascontiguousarray(values).reshape(self.dst.shape)
         if self.dst_rmw_op is not None:
-            self._accumulate(m, to_float32(values, self.src.dtype), mask)
+            self._accumulate(m, to_float32(values, self.src.dtype), write_mask)
         elif self.src.dtype is self.dst.dtype:
-            m.write(self.dst, values, mask, raw=True)
+            m.write(self.dst, values, write_mask, raw=True)
         else:
-            m.write(self.dst, to_float32(values, self.src.dtype), mask)
+            m.write(self.dst, to_float32(values, self.src.dtype), write_mask)
 
     def _accumulate(self, m, values: np.ndarray, mask) -> None:
         scatter_add(m, self.dst, values, mask)
