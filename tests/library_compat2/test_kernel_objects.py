@@ -142,3 +142,17 @@ def test_a_tensor_has_no_truth_value_in_a_legacy_kernel(rng):
 
     with pytest.raises(opennki.KernelError, match="truth value"):
         branch(rand(rng, 8, 8))
+
+
+def test_a_computed_tensor_has_no_truth_value_in_a_new_generation_kernel(rng):
+    """Presence is true; a branch on data (`if t > 0:`) is still the spec's error, at the kernel line."""
+    def branch(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        if t > 0:
+            nisa.dma_copy(dst=x, src=t)
+        return x
+
+    with pytest.raises(opennki.KernelError, match="err_ambiguous_tensor_truth_value") as exc:
+        opennki.jit(branch)(rand(rng, 8, 8))
+    assert "if t > 0:" in str(exc.value)

@@ -14,6 +14,7 @@ import numpy as np
 
 from opennki.instructions.dma import DmaCopy
 from opennki.language import core
+from opennki.language.blocks import declared as _declared
 from opennki.language.constants import _TileSize, tile_size  # noqa: F401
 from opennki.language.control import (affine_range, dynamic_range, fori_loop, num_programs,  # noqa: F401
                                       program_ndim, sequential_range, static_range, while_loop)
@@ -103,12 +104,12 @@ def _is_data_attribute(value) -> bool:
 
 def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
     """A new uninitialised tensor (NaN / 4 in fresh memory); `address=(partition, byte)` pins it."""
-    return core.alloc(shape, dtype, _region(buffer), name or None, address=address)
+    return _declared(core.alloc(shape, dtype, _region(buffer), name or None, address=address))
 
 
 def _filled(shape, dtype, value, buffer, name, api):
     from opennki.instructions.vector import Memset
-    t = core.alloc(shape, dtype, _region(buffer), name or None)
+    t = _declared(core.alloc(shape, dtype, _region(buffer), name or None))
     if t.is_on_chip:
         core.current(api).issue(Memset(dst=t, value=value), api)
     else:

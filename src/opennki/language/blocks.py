@@ -195,18 +195,18 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
     if direct is not None:
         tile_of = _direct_tiles(prog, direct, blocks, tile_shape, dt, name, api)
     elif not blocks:
-        return _filled(_declared(core.alloc(tile_shape, dt, region, name)), fill, api)
+        return _filled(declared(core.alloc(tile_shape, dt, region, name)), fill, api)
     elif region.kind is MemoryKind.PSUM:
         # one storage per block: each bank-sized tile is placed (and spilled, Memory.place) on its own, so a
         # block tensor may be larger than PSUM, as the official attention tutorials' `qk` tensors are
         label = name or f"{region.name}_blocks"
-        per_block = [_declared(core.alloc(tile_shape, dt, region, label)) for _ in range(math.prod(blocks))]
+        per_block = [declared(core.alloc(tile_shape, dt, region, label)) for _ in range(math.prod(blocks))]
 
         def tile_of(index, per_block=per_block):
             return per_block[linearize(blocks, index)]
     else:
         n = math.prod(blocks)
-        root = _declared(core.alloc((tile_shape[0], n) + tile_shape[1:], dt, region,
+        root = declared(core.alloc((tile_shape[0], n) + tile_shape[1:], dt, region,
                                     name or f"{region.name}_blocks"))
 
         def tile_of(index, root=root):
@@ -219,7 +219,7 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
     return tensor
 
 
-def _declared(t):
+def declared(t):
     """Mark a declared on-chip tensor (Storage.declared): the legacy compiler never moves those."""
     t.storage.declared = True
     return t
@@ -275,7 +275,7 @@ def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
         where = spots[flat]
         tile = placed.get(where)
         if tile is None:
-            tile = placed[where] = _declared(core.alloc(tile_shape, dt, region, label, address=where))
+            tile = placed[where] = declared(core.alloc(tile_shape, dt, region, label, address=where))
         else:
             # several logical blocks share this physical tile: dependencies are about logical blocks
             dependencies.exempt(prog, tile.storage)

@@ -134,12 +134,16 @@ class NkiTensor(TensorView):
 
     def __bool__(self):
         """Legacy kernels: an error (NKI traces control flow and cannot branch on data). New-generation kernels:
-        True, as for any object. The spec lists `if tensor:` as not allowed there, but NKI Library kernels
-        test optional tensor arguments so (`if params.expert_index:`, the `!= None` idiom's short form) and
-        run on hardware, so NKI's compiler answers it at trace time: the tensor is there."""
+        a tensor the kernel was given or declared is True, as for any object. The spec lists `if tensor:` as
+        not allowed there, but NKI Library kernels test optional tensor arguments so (`if
+        params.expert_index:`, the `!= None` idiom's short form) and run on hardware, so NKI's compiler
+        answers it at trace time: the tensor is there. A computed value (`if t > 0:`, the result of an
+        operator) would be a branch on data, and stays an error."""
         from opennki.sim.program import active
         prog = active()
-        if prog is not None and prog.launch.generation == "new":
+        st = self.storage.base or self.storage
+        if prog is not None and prog.launch.generation == "new" and \
+                (st.declared or st.is_kernel_arg or not st.kind.is_on_chip):
             return True
         if self.size == 1:
             # one element: a run-time value, which kernel control flow cannot depend on (legacy NKI)
