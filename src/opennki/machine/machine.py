@@ -161,7 +161,7 @@ class Machine:
         st = view.storage
         if st.unwritten is None:
             st.unwritten = np.ones(st.size, bool)
-        return np.ndarray(view.shape, bool, buffer=st.unwritten, offset=view.offset, strides=view.strides)
+        return _flag_view(view, st.unwritten)
 
     @staticmethod
     def is_unwritten(view: TensorView) -> bool:
@@ -179,10 +179,15 @@ class Machine:
         st = view.storage
         if st.matmul_written is None:
             st.matmul_written = np.zeros(st.size, bool)
-        return np.ndarray(view.shape, bool, buffer=st.matmul_written, offset=view.offset, strides=view.strides)
+        return _flag_view(view, st.matmul_written)
 
     @staticmethod
     def clear_matmul_flags(view: TensorView) -> None:
         """A non-matmul access ends the accumulation group of the elements it touches."""
         if view.storage.matmul_written is not None and not view.dynamic and view.in_bounds():
             Machine.matmul_flags(view)[...] = False
+
+
+def _flag_view(view: TensorView, flags: np.ndarray) -> np.ndarray:
+    """The elements of a per-element flag array of the view's storage that the view covers."""
+    return np.ndarray(view.shape, bool, buffer=flags, offset=view.offset, strides=view.strides)
