@@ -16,8 +16,8 @@ from opennki.instructions.dma import DmaCopy
 from opennki.language import core
 from opennki.language.blocks import declared as _declared
 from opennki.language.constants import _TileSize, tile_size  # noqa: F401
-from opennki.language.control import (affine_range, dynamic_range, fori_loop, num_programs,  # noqa: F401
-                                      program_ndim, sequential_range, static_range, while_loop)
+from opennki.language.control import (affine_range, dynamic_range, fori_loop, no_reorder,  # noqa: F401
+                                      num_programs, program_ndim, sequential_range, static_range, while_loop)
 from opennki.language.control import program_id as _program_id
 from opennki.language.control import unrolled_range as range  # noqa: A004, F401
 from opennki.language.tensor import NkiTensor  # noqa: F401
