@@ -455,7 +455,7 @@ def _retarget_changes(deferred, dst) -> dict:
 
 def _retargetable(prog, deferred, changes) -> bool:
     try:
-        deferred.instr.replace(**changes).check(prog)
+        prog.check_instruction(deferred.instr.replace(**changes))
     except OpenNKIError:
         return False
     return True
