@@ -295,13 +295,23 @@ class Program:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
         destination (a retargeted instruction writes elsewhere)."""
         try:
-            instr.check(self)
+            self.check_instruction(instr)
             check_static_bounds(instr)
             for observer in self.observers:
                 observer.check(self, instr)
             self._place_operands(instr, unplaced)
         except OpenNKIError as e:
             raise _located(e, instr, location, api)
+
+    def check_instruction(self, instr) -> None:
+        """The instruction's own check, run once per signature (Instruction.signature): a signature whose
+        check passed before passes again."""
+        key = instr.signature()
+        checked = self.sim.checked
+        if key is None or key not in checked:
+            instr.check(self)
+            if key is not None:
+                checked.add(key)
 
     def _place_operands(self, instr, unplaced=None) -> None:
         """On-chip tensors get their addresses when an instruction first touches them (Memory.place)."""
