@@ -12,9 +12,9 @@ and benchmark / profile ask the cost model.
 from __future__ import annotations
 
 from opennki.compile import GenericKernel, kernel_spec
-from opennki.kernels import FrameworkKernel  # noqa: F401  (NKI's integration contract)
+from opennki.bridges.framework import FrameworkKernel  # noqa: F401  (NKI's integration contract)
 from opennki.kernels.standalone import SimulateKernel
-from opennki.language.tensor import NkiTensor as tensor  # `nki.tensor`: the tile type (annotations, isinstance)
+from opennki._src.tensor import NkiTensor as tensor  # `nki.tensor`: the tile type (annotations, isinstance)
 from opennki.legacy import compile, compiler, isa, language, meta, typing  # noqa: F401,A004  (the module tree)
 
 
