@@ -48,7 +48,7 @@ class dma_engine:
 
 def get_nc_version() -> nc_version:
     """The NeuronCore generation of the current target (`NEURON_PLATFORM_TARGET_OVERRIDE`)."""
-    from opennki.language.constants import _hw
+    from opennki._src.constants import _hw
     return nc_version(_hw().nc_version)
 
 

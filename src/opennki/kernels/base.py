@@ -30,8 +30,8 @@ from opennki.hw import get_target
 from opennki.kernels import arguments
 from opennki.kernels.program import (TracedProgram, instruction_json, mutated_inputs, output_infos,
                                      result_kind)
-from opennki.language.spmd import nc, resolve_grid
-from opennki.language.tensor import NkiTensor
+from opennki._src.spmd import nc, resolve_grid
+from opennki._src.tensor import NkiTensor
 from opennki.listeners import Recorder
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView

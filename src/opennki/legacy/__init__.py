@@ -12,7 +12,7 @@ and benchmark / profile ask the cost model.
 from __future__ import annotations
 
 from opennki.compile import GenericKernel, kernel_spec
-from opennki.kernels import FrameworkKernel  # noqa: F401  (NKI's integration contract)
+from opennki.bridges.framework import FrameworkKernel  # noqa: F401  (NKI's integration contract)
 from opennki.kernels.standalone import SimulateKernel
 from opennki.legacy import compiler, isa, language, typing  # noqa: F401  (nki.compiler.*, nki.typing.*)
 

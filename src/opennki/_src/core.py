@@ -24,7 +24,7 @@ from opennki.instructions.scalar import Activation
 from opennki.instructions.tensor_engine import NcMatmul, NcTranspose
 from opennki.instructions.vector import (Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor,
                                          normalize_axes, reduced_shape)
-from opennki.language import rules
+from opennki._src import rules
 from opennki.machine.dtypes import SCALAR_TYPES, DataType, dtype_of, float32, promote, scalar_dtype
 from opennki.machine.machine import Machine
 from opennki.machine.memory import MemoryRegion

@@ -16,7 +16,7 @@ from opennki.events import LoopFinished, LoopIteration, LoopStarted
 from opennki.instructions.ops import alu
 from opennki.instructions.registers import VirtualRegister
 from opennki.instructions.vector import TensorTensor
-from opennki.language import core, dependencies
+from opennki._src import core, dependencies
 from opennki.releases import Change
 from opennki.sim.frames import peek_variable, pending_store_target, stores_into_subscript, user_frame
 from opennki.sim.program import active, current
@@ -56,8 +56,8 @@ class LoopRange:
     """`nl.affine_range` / `nl.sequential_range` / `nl.static_range`: range-like, iterating plain ints.
 
     `legacy=True` gives the legacy generation's semantics: affine iterations are checked for output
-    dependencies (language/dependencies.py) and tensors created in a body are local to it
-    (language/rules.py). The new generation's iterators are deprecated aliases of `range`."""
+    dependencies (_src/dependencies.py) and tensors created in a body are local to it
+    (_src/rules.py). The new generation's iterators are deprecated aliases of `range`."""
 
     def __init__(self, kind: str, *args, legacy: bool = False, **kwargs):
         if legacy:
