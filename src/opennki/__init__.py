@@ -15,7 +15,7 @@ import warnings
 
 from opennki import collectives, isa, language  # noqa: F401
 from opennki.compile import AUTO, Kernel, kernel_spec
-from opennki.errors import OpenNKIError
+from opennki.errors import KernelError, OpenNKIError  # noqa: F401  (opennki.KernelError)
 from opennki.kernel import run_kernel, unwrap  # noqa: F401
 from opennki.kernels.base import Generation
 from opennki.releases import Change
