@@ -52,6 +52,22 @@ class Machine:
         self.registers: dict[int, int | float | None] = {}
         self.offsets: dict[int, np.ndarray] = {}
 
+    # -- hidden engine state ------------------------------------------------------------------------------
+    def hidden_state(self) -> tuple:
+        """A snapshot of the state instructions keep outside tensors (accumulators, random generator,
+        registers), for running an instruction a second time without its side effects."""
+        return (self.act_acc.copy(), self.dve_acc.copy(), self.rng, self.rng.bit_generator.state,
+                dict(self.registers))
+
+    def restore_hidden_state(self, state: tuple) -> None:
+        act, dve, rng, rng_state, registers = state
+        self.act_acc[...] = act
+        self.dve_acc[...] = dve
+        self.rng = rng
+        rng.bit_generator.state = rng_state
+        self.registers.clear()
+        self.registers.update(registers)
+
     # -- masks ---------------------------------------------------------------------------------------
     @staticmethod
     def effective_mask(view: TensorView, mask) -> np.ndarray | None:
