@@ -19,6 +19,7 @@ from opennki.instructions.ops import alu
 from opennki.instructions.registers import VirtualRegister
 from opennki.instructions.vector import TensorTensor
 from opennki._src import core, dependencies
+from opennki.releases import Change
 from opennki.sim.frames import peek_variable, pending_store_target, stores_into_subscript, user_frame
 from opennki.sim.program import active, current
 
@@ -198,8 +199,17 @@ class DeviceRange(LoopRange):
         return f"nl.{self.kind}{self.bounds}"
 
 
+DYNAMIC_RANGE = Change("a `for i in nl.dynamic_range(...)` loop", "nl.fori_loop(lower, upper, body) (the body takes "
+                       "the loop value)", deprecated_in="0.6", removed_in="0.7",
+                       source="Migrating from NKI 0.5.0 to NKI 0.6.0; NKI 0.7.0 release notes")
+
+
 def dynamic_range(start, stop=None, step=1) -> DeviceRange:
-    """New generation (NKI 0.2-0.5, deprecated in 0.6 for `fori_loop`): a device loop (see DeviceRange)."""
+    """New generation (NKI 0.2-0.5, deprecated in 0.6 for `fori_loop`, removed in 0.7: `DYNAMIC_RANGE`): a
+    device loop (see DeviceRange)."""
+    prog = active()
+    if prog is not None:
+        DYNAMIC_RANGE.apply(prog.options)
     return DeviceRange("dynamic_range", start, stop, step)
 
 
@@ -218,7 +228,7 @@ def while_loop(init, body_fun) -> None:
     register."""
     _outside_no_reorder("nl.while_loop")
     cond = init
-    while cond:
+    while cond.is_nonzero() if isinstance(cond, VirtualRegister) else cond:
         cond = body_fun(cond)
         if not isinstance(cond, VirtualRegister):
             raise KernelError("nl.while_loop body_fun must return the next condition register",

@@ -36,10 +36,13 @@ class Machine:
         rng: random generator for `rand`, `dropout` and `rng` instructions.
         registers: virtual register values by register number (None: never written; instructions/registers.py).
         offsets: flat offsets of indirect accesses made by the current instruction, keyed by view id.
+        options: the program's SimOptions (None outside a launch): register-driven control flow asks them which
+            API release's rules apply (`while reg:`, opennki.releases).
     """
 
-    def __init__(self, hw, memory: Memory, precise: bool, seed: int = 0):
+    def __init__(self, hw, memory: Memory, precise: bool, seed: int = 0, options=None):
         self.hw = hw
+        self.options = options
         self.memory = memory
         self.precise = precise
         lanes = hw.memory.partitions

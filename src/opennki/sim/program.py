@@ -127,7 +127,7 @@ class Program:
         listening = bool(sim.listeners)
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None)
-        self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed)
+        self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
         self.pending: Deferred | None = None
         self.shared_count = 0
         self.loops: list = []   # language.control.LoopFrame of each loop running, outermost first
