@@ -101,9 +101,9 @@ class LoopRange:
         sim = prog.sim
         loop_id = next(prog.launch.loop_ids)
         listening = bool(sim.listeners)
-        if listening:
-            sim.emit(LoopStarted(loop_id, self.kind, len(trips), self.location))
         frame = LoopFrame(loop_id, self.kind, self.location, self.legacy)
+        if listening:
+            sim.emit(LoopStarted(loop_id, self.kind, len(trips), self.location, frame.is_parallel, prog.ids))
         checker = dependencies.checker(prog) if frame.is_parallel else None
         prog.loops.append(frame)
         try:
