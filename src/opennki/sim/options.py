@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from opennki.releases import env_api_version, env_compiler_frontend
+
 
 UNINITIALIZED_MODES = ("nan", "raise", "zero")
 
@@ -42,6 +44,11 @@ class SimOptions:
             UninitializedReadError naming the tensor, the element, the reading line and the line that
             created the tensor; masked-off elements are not reads) or "zero" (fresh memory holds zeros).
             Default from `OPENNKI_UNINITIALIZED`.
+        api_version: the public NKI release whose rules apply ("0.6", "2.24"; see opennki.releases); None
+            (default, or `$OPENNKI_API_VERSION`) accepts every release, old forms with a DeprecationWarning.
+        compiler_frontend: NKI 0.7's specialization frontend, `$NKI_COMPILER_FRONTEND`: "tracer" (default,
+            Python tracing) or "custom" (the deprecated 0.6 parser: 0.6 rules for the new generation, so
+            dynamic loops still run and NkiScalar APIs are rejected).
     """
 
     target: str | None = None
@@ -49,6 +56,8 @@ class SimOptions:
     shape_only: bool = False
     hardware_strict: bool = field(default_factory=lambda: _env_flag("OPENNKI_HARDWARE_STRICT", False))
     seed: int = 0
+    api_version: str | None = field(default_factory=env_api_version)
+    compiler_frontend: str = field(default_factory=env_compiler_frontend)
     detect_races: bool = field(default_factory=lambda: _env_flag("OPENNKI_DETECT_RACES", False))
     uninitialized: str = field(default_factory=lambda: os.environ.get("OPENNKI_UNINITIALIZED") or "nan")
 
