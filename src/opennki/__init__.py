@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import warnings
 
-from opennki import collectives, isa, language  # noqa: F401
+from opennki import collectives, compiler, isa, language, typing  # noqa: F401  (the nki module tree)
 from opennki.compile import AUTO, Kernel, kernel_spec
 from opennki.errors import KernelError, OpenNKIError  # noqa: F401  (opennki.KernelError)
 from opennki.kernel import run_kernel, unwrap  # noqa: F401
@@ -90,5 +90,6 @@ def simulate(kernel, api_version=None):
     return SimulateKernel(kernel_spec(kernel, Generation.NEW))
 
 
-__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "collectives", "dtype", "Kernel",
+__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "collectives", "typing",
+           "compiler", "dtype", "Kernel",
            "Simulator", "SimOptions", "OpenNKIError"]

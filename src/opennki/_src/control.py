@@ -9,6 +9,8 @@ which variable the kernel assigns the result to.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import operator
 
 from opennki.errors import KernelError, ShapeError, user_location
@@ -103,9 +105,9 @@ class LoopRange:
         sim = prog.sim
         loop_id = next(prog.launch.loop_ids)
         listening = bool(sim.listeners)
-        if listening:
-            sim.emit(LoopStarted(loop_id, self.kind, len(trips), self.location))
         frame = LoopFrame(loop_id, self.kind, self.location, self.legacy)
+        if listening:
+            sim.emit(LoopStarted(loop_id, self.kind, len(trips), self.location, frame.is_parallel, prog.ids))
         checker = dependencies.checker(prog) if frame.is_parallel else None
         prog.loops.append(frame)
         try:
@@ -192,6 +194,7 @@ class DeviceRange(LoopRange):
     def trips(self, prog):
         if prog is None:
             raise KernelError(f"nl.{self.kind} is a device loop: it runs inside a kernel")
+        _outside_no_reorder(f"nl.{self.kind}")
         self.register = self.loop_variable(prog)
         start, stop, step = self.bounds
         self.known = not any(isinstance(b, RuntimeInt) and b.is_unknown for b in (start, stop))
@@ -237,6 +240,7 @@ def while_loop(init, body_fun) -> None:
     """New generation (NKI 0.6): `r = init; while r != 0: r = body_fun(r)`, a device loop on a register
     (checked before each iteration, so it may run zero times); `body_fun` returns the next condition
     register."""
+    _outside_no_reorder("nl.while_loop")
     cond = init
     while _nonzero(cond):
         cond = body_fun(cond)
@@ -256,6 +260,27 @@ def _nonzero(cond) -> bool:
             return True
         return cond.value("nl.while_loop") != 0
     raise KernelError("nl.while_loop's condition is a VirtualRegister or an NkiScalar", got=type(cond).__name__)
+
+
+_no_reorder_depth = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """New generation: `with nl.no_reorder(): ...` keeps program order for the instructions inside (a
+    scheduling constraint of the compiler; eager execution already issues them in order, so values are
+    unchanged). Unrolled loops may run inside; register-based device loops may not (spec/language.md §5.6)."""
+    token = _no_reorder_depth.set(_no_reorder_depth.get() + 1)
+    try:
+        yield
+    finally:
+        _no_reorder_depth.reset(token)
+
+
+def _outside_no_reorder(api: str) -> None:
+    if _no_reorder_depth.get():
+        raise KernelError(f"{api} is a device loop, which is not allowed inside nl.no_reorder()",
+                          instruction=api, hint="move the device loop out of the no_reorder block")
 
 
 def program_id(axis=0) -> int:

@@ -28,6 +28,7 @@ from opennki.instructions.ops import activation_fn
 from opennki.instructions import scalars as _scalars
 from opennki.instructions.registers import VirtualRegister
 from opennki.instructions.scalars import NkiScalar
+from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same enum objects)
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
 from opennki.sim.cooperative import core_rank, meet_cores
