@@ -26,6 +26,7 @@ from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_v
                                         reduce_cmd)
 from opennki.instructions.ops import activation_fn
 from opennki.instructions.registers import VirtualRegister
+from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same enum objects)
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
 from opennki.sim.cooperative import core_rank, meet_cores
@@ -48,7 +49,7 @@ class dma_engine:
 
 def get_nc_version() -> nc_version:
     """The NeuronCore generation of the current target (`NEURON_PLATFORM_TARGET_OVERRIDE`)."""
-    from opennki.language.constants import _hw
+    from opennki._src.constants import _hw
     return nc_version(_hw().nc_version)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 from opennki.errors import KernelError, ShapeError, UnsupportedError, expect
 from opennki.instructions.registers import VirtualRegister
-from opennki.language import core
+from opennki._src import core
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index
 from opennki.machine.memory import Storage
