@@ -8,7 +8,8 @@ import pytest
 
 import opennki.isa as nisa
 import opennki.language as nl
-from opennki.cost import cost_of, estimate
+from opennki.cost import cost_of
+from opennki.perf.estimate import estimate
 from opennki.cost.rules.descriptors import split
 from opennki.events import Engine
 from opennki.hw import TRN1, TRN2

@@ -16,8 +16,9 @@ memory regions it reads and writes (`AccessTracker`).
 * DMA: issued in order on its queue (a DMA that waits for its buffer blocks the ones queued behind it;
   loads, stores and on-chip copies use separate queues, as the compiler spreads them), a few cycles of its
   trigger engine, optionally a hardware DGE, the transfer setup (one at a time per queue, overlapping the
-  previous transfer's data), then its descriptors on the DMA engines that own its partitions (backfilling idle gaps, as engines serve their queues round-robin), capped by the HBM
-  bandwidth the launch's cores share.
+  previous transfer's data), then its descriptors on the DMA engines that own its partitions
+  (backfilling idle gaps, as engines serve their queues round-robin), capped by the HBM bandwidth the
+  launch's cores share.
 * Programs of an SPMD grid on one core queue up behind each other on the same engines; programs on
   different cores (LNC=2) run in parallel.
 
