@@ -1,4 +1,4 @@
-"""Cost layer: the cost rules, one per instruction opcode. Imports events, hw and the rule modules.
+"""Cost layer: the registry of cost rules, one per instruction opcode. Imports events and the cost value.
 
 A rule is `rule(event, hw) -> Cost`: it reads only the `InstructionExecuted` event (operands with their
 memories, shapes, dtypes and strides; the instruction's plain parameters) and the target's `CostParams`,
@@ -77,8 +77,5 @@ def cost_of(ev: InstructionExecuted, hw) -> Cost | None:
         cost = memo[key] = rule(ev, hw)
     return cost
 
-
-# the rule modules register themselves on import
-from opennki.cost.rules import control, dma, gpsimd, scalar, tensor, vector  # noqa: E402,F401
 
 __all__ = ["RULES", "Rule", "cost_rule", "cost_of"]
