@@ -37,6 +37,7 @@ from opennki.instructions import vector_stats as _stats
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import activation_fn
 from opennki._src import core
+from opennki._src.constants import target_nc_version
 from opennki.machine.dtypes import dtype_of, float32, promote, uint32
 from opennki.machine.index import Index, Predicate
 from opennki.sim.program import current
@@ -92,8 +93,7 @@ class fp32:
 def get_nc_version() -> nc_version:
     """The NeuronCore generation of the current target: gen2 on trn1/inf2, gen3 on trn2 and on trn3 (the
     newest generation the legacy API knows)."""
-    from opennki._src.constants import _hw
-    return nc_version(min(_hw().nc_version, 3))
+    return target_nc_version(nc_version)
 
 
 # `from neuronxcc.nki.isa.constants import oob_mode` (official samples; spec/isa.md C35)
