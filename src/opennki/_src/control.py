@@ -9,6 +9,8 @@ which variable the kernel assigns the result to.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import operator
 
 from opennki.errors import KernelError, ShapeError, user_location
@@ -17,6 +19,7 @@ from opennki.instructions.ops import alu
 from opennki.instructions.registers import VirtualRegister
 from opennki.instructions.vector import TensorTensor
 from opennki._src import core, dependencies
+from opennki.releases import Change
 from opennki.sim.frames import peek_variable, pending_store_target, stores_into_subscript, user_frame
 from opennki.sim.program import active, current
 
@@ -177,6 +180,7 @@ class DeviceRange(LoopRange):
     def trips(self, prog):
         if prog is None:
             raise KernelError(f"nl.{self.kind} is a device loop: it runs inside a kernel")
+        _outside_no_reorder(f"nl.{self.kind}")
         self.register = VirtualRegister(prog.machine, frozen=True)
         start, stop, step = self.bounds
         self.known = not any(isinstance(b, VirtualRegister) and b.is_unknown for b in (start, stop))
@@ -195,8 +199,17 @@ class DeviceRange(LoopRange):
         return f"nl.{self.kind}{self.bounds}"
 
 
+DYNAMIC_RANGE = Change("a `for i in nl.dynamic_range(...)` loop", "nl.fori_loop(lower, upper, body) (the body takes "
+                       "the loop value)", deprecated_in="0.6", removed_in="0.7",
+                       source="Migrating from NKI 0.5.0 to NKI 0.6.0; NKI 0.7.0 release notes")
+
+
 def dynamic_range(start, stop=None, step=1) -> DeviceRange:
-    """New generation (NKI 0.2-0.5, deprecated in 0.6 for `fori_loop`): a device loop (see DeviceRange)."""
+    """New generation (NKI 0.2-0.5, deprecated in 0.6 for `fori_loop`, removed in 0.7: `DYNAMIC_RANGE`): a
+    device loop (see DeviceRange)."""
+    prog = active()
+    if prog is not None:
+        DYNAMIC_RANGE.apply(prog.options)
     return DeviceRange("dynamic_range", start, stop, step)
 
 
@@ -213,12 +226,34 @@ def while_loop(init, body_fun) -> None:
     """New generation (NKI 0.6): `r = init; while r != 0: r = body_fun(r)`, a device loop on a register
     (checked before each iteration, so it may run zero times); `body_fun` returns the next condition
     register."""
+    _outside_no_reorder("nl.while_loop")
     cond = init
-    while cond:
+    while cond.is_nonzero() if isinstance(cond, VirtualRegister) else cond:
         cond = body_fun(cond)
         if not isinstance(cond, VirtualRegister):
             raise KernelError("nl.while_loop body_fun must return the next condition register",
                               got=type(cond).__name__)
+
+
+_no_reorder_depth = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
+
+
+@contextlib.contextmanager
+def no_reorder():
+    """New generation: `with nl.no_reorder(): ...` keeps program order for the instructions inside (a
+    scheduling constraint of the compiler; eager execution already issues them in order, so values are
+    unchanged). Unrolled loops may run inside; register-based device loops may not (spec/language.md §5.6)."""
+    token = _no_reorder_depth.set(_no_reorder_depth.get() + 1)
+    try:
+        yield
+    finally:
+        _no_reorder_depth.reset(token)
+
+
+def _outside_no_reorder(api: str) -> None:
+    if _no_reorder_depth.get():
+        raise KernelError(f"{api} is a device loop, which is not allowed inside nl.no_reorder()",
+                          instruction=api, hint="move the device loop out of the no_reorder block")
 
 
 def program_id(axis=0) -> int:

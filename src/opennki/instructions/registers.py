@@ -20,7 +20,11 @@ from opennki.errors import DtypeError, KernelError, ShapeError, UninitializedRea
 from opennki.events import MemoryKind
 from opennki.instructions.base import READ, WRITE, Instruction, check_on_chip, instruction, operand
 from opennki.machine.dtypes import to_float32
+from opennki.releases import Change
 
+WHILE_REG = Change("a `while reg:` loop on a VirtualRegister", "nl.while_loop(reg, body) (the body returns the next "
+                   "condition register)", deprecated_in="0.6", removed_in="0.7",
+                   source="Migrating from NKI 0.5.0 to NKI 0.6.0; NKI 0.7.0 release notes")
 _INT32_RANGE = (-(1 << 31), (1 << 32) - 1)     # signed or unsigned 32-bit immediates
 _MEMORIES = (MemoryKind.HBM, MemoryKind.SBUF)
 
@@ -68,7 +72,14 @@ class VirtualRegister:
 
     def __bool__(self) -> bool:
         """`while reg:`: a device loop running while the register is nonzero (deprecated in NKI 0.6 for
-        `nl.while_loop`). A shape-only run cannot know the value: it traces the body once."""
+        `nl.while_loop`, removed in 0.7: `WHILE_REG`). A shape-only run cannot know the value: it traces the
+        body once. `nl.while_loop` itself tests registers with `is_nonzero`."""
+        if self.machine.options is not None:
+            WHILE_REG.apply(self.machine.options)
+        return self.is_nonzero()
+
+    def is_nonzero(self) -> bool:
+        """The device loop condition: the register's value is nonzero (unknown: true once, see `__bool__`)."""
         if self.is_unknown:
             self.machine.registers[self.number] = 0
             return True

@@ -27,6 +27,7 @@ from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_v
                                         reduce_cmd)
 from opennki.instructions.ops import activation_fn
 from opennki.instructions.registers import VirtualRegister
+from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same enum objects)
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
 from opennki.sim.program import current

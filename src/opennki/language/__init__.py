@@ -16,8 +16,8 @@ from opennki.instructions.dma import DmaCopy
 from opennki._src import core
 from opennki._src.blocks import declared as _declared
 from opennki._src.constants import tile_size  # noqa: F401
-from opennki._src.control import (affine_range, dynamic_range, fori_loop, num_programs,  # noqa: F401
-                                      program_ndim, sequential_range, static_range, while_loop)
+from opennki._src.control import (affine_range, dynamic_range, fori_loop, no_reorder,  # noqa: F401
+                                  num_programs, program_ndim, sequential_range, static_range, while_loop)
 from opennki._src.control import program_id as _program_id
 from opennki._src.control import unrolled_range as range  # noqa: A004, F401
 from opennki._src.tensor import NkiTensor  # noqa: F401

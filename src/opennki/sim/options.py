@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from opennki.releases import env_api_version, env_compiler_frontend
+
 
 def _env_flag(name: str, default: bool) -> bool:
     value = os.environ.get(name)
@@ -30,6 +32,11 @@ class SimOptions:
         hardware_strict: raise for operations that NKI's simulator accepts but hardware rejects (default
             from `OPENNKI_HARDWARE_STRICT`).
         seed: seed of the random generator behind `rand`, `dropout` and `rng` (`random_seed` reseeds it).
+        api_version: the public NKI release whose rules apply ("0.6", "2.24"; see opennki.releases); None
+            (default, or `$OPENNKI_API_VERSION`) accepts every release, old forms with a DeprecationWarning.
+        compiler_frontend: NKI 0.7's specialization frontend, `$NKI_COMPILER_FRONTEND`: "tracer" (default,
+            Python tracing) or "custom" (the deprecated 0.6 parser: 0.6 rules for the new generation, so
+            dynamic loops still run and NkiScalar APIs are rejected).
     """
 
     target: str | None = None
@@ -37,3 +44,5 @@ class SimOptions:
     shape_only: bool = False
     hardware_strict: bool = field(default_factory=lambda: _env_flag("OPENNKI_HARDWARE_STRICT", False))
     seed: int = 0
+    api_version: str | None = field(default_factory=env_api_version)
+    compiler_frontend: str = field(default_factory=env_compiler_frontend)

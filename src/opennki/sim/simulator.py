@@ -60,6 +60,9 @@ class Simulator:
         self.options = options or SimOptions()
         self.hw = get_target(target if target is not None else self.options.target)
         self.listeners = list(listeners)
+        # signatures (Instruction.signature) of the instructions whose check passed: the check needs no data
+        # and reads only what the signature holds, so it runs once per signature; hw and options are fixed
+        self.checked: set = set()
 
     def emit(self, event) -> None:
         for listener in self.listeners:

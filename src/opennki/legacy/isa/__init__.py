@@ -7,7 +7,7 @@ results, so `buf[...] = nisa.activation(...)` writes `buf` directly. Instruction
 operands the kernel passes (`dma_copy`, `select_reduce`, `tensor_copy_predicated`,
 `tensor_copy_dynamic_dst`, `nc_stream_shuffle`) issue at once and return None. Extra keyword arguments
 are accepted and ignored, as NKI 0.1 does. The enums are `IntEnum`s with the legacy numbering;
-`neuronxcc.nki.isa.constants` is provided as the submodule `constants`.
+`neuronxcc.nki.isa.constants` is the submodule `constants` (the same enum objects).
 
 Decisions: `get_nc_version()` on trn3 reports gen3, the newest generation the legacy enum has, so kernels
 take their newest code path while instructions check the real target. `builtin_custom_op` (a prebuilt
@@ -18,8 +18,6 @@ GpSimd library call whose semantics are undocumented) raises UnsupportedError; t
 from __future__ import annotations
 
 import enum
-import sys
-import types
 
 import numpy as np
 
@@ -96,11 +94,6 @@ def get_nc_version() -> nc_version:
     return target_nc_version(nc_version)
 
 
-# `from neuronxcc.nki.isa.constants import oob_mode` (official samples; spec/isa.md C35)
-constants = types.ModuleType(__name__ + ".constants", "Legacy `nki.isa.constants`: the nisa enums.")
-for _name in ("engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version"):
-    setattr(constants, _name, globals()[_name])
-sys.modules[constants.__name__] = constants
 
 
 def _out(shape, dtype, buffer=core.SBUF):
@@ -448,3 +441,5 @@ __all__ = [
     "nc_stream_shuffle", "activation", "activation_reduce", "nc_matmul", "nc_transpose", "iota", "affine_select",
     "local_gather", "sequence_bounds", "builtin_custom_op",
 ]
+
+from opennki.legacy.isa import constants  # noqa: E402  (the submodule needs the enums above)
