@@ -269,6 +269,10 @@ def _is_tensor_like(v) -> bool:
 
 # ------------------------------------------------------------------------------------------------ kernels
 
+# decorator keywords that set a SimOptions field of the same name
+_CHECK_SWITCHES = {"hardware_strict": bool, "detect_races": bool, "uninitialized": str}
+
+
 class TraceKernel:
     """Base of the per-mode kernel classes (module docstring). `mode="trace"` gives this class itself."""
 
@@ -288,12 +292,14 @@ class TraceKernel:
                           (self.spec.options.target if self.spec.options else None))
 
     def options(self, **changes) -> SimOptions:
-        """The simulator options of this kernel: the decorator's `hardware_strict=` and `api_version=` (if
-        given) over the environment's defaults, then `changes`."""
+        """The simulator options of this kernel: the decorator's check switches (`hardware_strict=`,
+        `detect_races=`, `uninitialized=`) and `api_version=` (if given) over the environment's defaults, then
+        `changes`."""
         base = self.spec.options or SimOptions()
-        strict = self.spec.config.get("hardware_strict")
-        if strict is not None:
-            changes.setdefault("hardware_strict", bool(strict))
+        for name, convert in _CHECK_SWITCHES.items():
+            value = self.spec.config.get(name)
+            if value is not None:
+                changes.setdefault(name, convert(value))
         version = self.spec.config.get("api_version")
         if version is not None:
             release(version, self.generation_name)      # an unknown release is an error at the call

@@ -30,6 +30,7 @@ DType = str
 # dtypes are strings in the new generation
 bool_ = "bool"
 int8, int16, int32 = "int8", "int16", "int32"
+int64 = "int64"     # NKI 0.7: scalar_load / scalar_store widths
 uint8, uint16, uint32 = "uint8", "uint16", "uint32"
 float16, float32, bfloat16, tfloat32 = "float16", "float32", "bfloat16", "tfloat32"
 float8_e4m3, float8_e5m2, float8_e4m3fn, float8_e8m0fnu = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn",

@@ -113,6 +113,8 @@ class LaunchState:
         self.shared: list = []
         self.seq = itertools.count()
         self.loop_ids = itertools.count()
+        self.findings: list = []        # listeners.findings.Finding records of the checks in the programs
+        self.collecting = False         # a findings.collecting() block is open: record findings, don't raise
 
 
 class Program:
@@ -213,10 +215,10 @@ class Program:
         return self.launch.tensor_type.root(storage)
 
     # allocation events (Memory calls these when listeners are attached)
-    def allocated(self, storage, nbytes: int) -> None:
+    def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
         self.sim.emit(TensorAllocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
                                       storage.dtype.name, storage.partitions, storage.placement.address,
-                                      nbytes, storage.location))
+                                      nbytes, storage.location, direct))
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
         self.sim.emit(TensorFreed(storage_id, kind))
