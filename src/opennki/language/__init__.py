@@ -15,7 +15,7 @@ import numpy as np
 from opennki.instructions.dma import DmaCopy
 from opennki._src import core
 from opennki._src.blocks import declared as _declared
-from opennki._src.constants import _TileSize, tile_size  # noqa: F401
+from opennki._src.constants import tile_size  # noqa: F401
 from opennki._src.control import (affine_range, dynamic_range, fori_loop, no_reorder,  # noqa: F401
                                   num_programs, program_ndim, sequential_range, static_range, while_loop)
 from opennki._src.control import program_id as _program_id
@@ -30,6 +30,7 @@ DType = str
 # dtypes are strings in the new generation
 bool_ = "bool"
 int8, int16, int32 = "int8", "int16", "int32"
+int64 = "int64"     # NKI 0.7: scalar_load / scalar_store widths
 uint8, uint16, uint32 = "uint8", "uint16", "uint32"
 float16, float32, bfloat16, tfloat32 = "float16", "float32", "bfloat16", "tfloat32"
 float8_e4m3, float8_e5m2, float8_e4m3fn, float8_e8m0fnu = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn",

@@ -12,7 +12,7 @@ software-DGE transfers (GPSIMD_START plus a cycle per partition, [GAP] chosen).
 
 from __future__ import annotations
 
-from opennki.cost.rules import cost_rule
+from opennki.cost.rules.registry import cost_rule
 from opennki.cost.rules.common import find, inputs, outputs, param_name
 from opennki.cost.rules.descriptors import TRANSPOSE, Split, engine_ns, split
 from opennki.cost.value import Cost, DmaWork
