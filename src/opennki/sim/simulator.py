@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from opennki.errors import KernelError
+from opennki.errors import DtypeError, KernelError
 from opennki.events import LaunchFinished, LaunchStarted, MemoryKind, ProgramFinished, ProgramStarted
 from opennki.hw import get_target
 from opennki.listeners import findings as _findings
@@ -172,6 +172,8 @@ class Simulator:
         storages = []
 
         def wrap(value, name):
+            if isinstance(value, np.generic):
+                return value.item()      # a NumPy scalar (`1 / np.sqrt(d)`) is a scalar argument, like a float
             if is_array_arg(value):
                 view = self._arg_tensor(value, name, launch)
                 storages.append((view.storage, value))
@@ -192,7 +194,13 @@ class Simulator:
         return bound.args, bound.kwargs, storages
 
     def _arg_tensor(self, value, name, launch) -> TensorView:
-        dtype = dtype_of(value.dtype)
+        try:
+            dtype = dtype_of(value.dtype)
+        except TypeError:
+            raise DtypeError(f"kernel argument {name!r} is an array of {value.dtype}, a type NeuronCores lack (no "
+                             "64-bit or complex types)", got=str(value.dtype),
+                             expected="a NeuronCore dtype (float32, bfloat16, int32, ...)",
+                             hint=f"convert it before the call, e.g. {name}.astype(np.float32)") from None
         shape = tuple(int(s) for s in value.shape) or (1,)
         nbytes = math.prod(shape) * dtype.itemsize
         address = launch.hbm.allocate(nbytes, name)
