@@ -132,6 +132,20 @@ def dma_compute(ev, hw) -> Cost:
                     size_bytes=dst.size_bytes * max(1, len(srcs)))
 
 
+@cost_rule("all_to_all_v", "all_gather_v", "all_to_all_v_trigger", "all_gather_v_trigger")
+def variable_collective(ev, hw) -> Cost:
+    """[GAP] chosen (one rank): a copy of the whole source (the moved chunk is known only at run time)."""
+    dst, src = _dst_src(ev)
+    return transfer(ev, hw, dst, [src])
+
+
+@cost_rule("all_to_all_v_prepare", "all_gather_v_prepare")
+def variable_collective_prepare(ev, hw) -> Cost:
+    """[GAP] chosen: the metadata setup is a read of the metadata tensor."""
+    src = inputs(ev)[0]
+    return transfer(ev, hw, src, [src])
+
+
 @cost_rule("sendrecv")
 def sendrecv(ev, hw) -> Cost:
     """[GAP] chosen: an SBUF-to-SBUF copy of `src` to the peer core."""
