@@ -65,6 +65,10 @@ class Environment:
     compiler_frontend: str = _variable(
         "NKI_COMPILER_FRONTEND", "lower", "tracer",
         "NKI 0.7's specialization frontend: tracer or custom (the 0.6 parser) (SimOptions.compiler_frontend)")
+    progress: bool | None = _variable(
+        "OPENNKI_PROGRESS", "flag", None,
+        "a progress line on stderr for long launches: unset decides by whether stderr is a terminal "
+        "(SimOptions.progress)")
     full_traceback: bool = _variable(
         "OPENNKI_FULL_TRACEBACK", "flag", False,
         "keep opennki's own frames in the tracebacks of kernel errors")

@@ -47,6 +47,8 @@ class SimOptions:
         compiler_frontend: NKI 0.7's specialization frontend, `$NKI_COMPILER_FRONTEND`: "tracer" (default,
             Python tracing) or "custom" (the deprecated 0.6 parser: 0.6 rules for the new generation, so
             dynamic loops still run and NkiScalar APIs are rejected).
+        progress: a progress line on stderr for launches running longer than 2 s (sim/progress.py): None
+            (default) when stderr is a terminal, True always, False never (default from `OPENNKI_PROGRESS`).
     """
 
     target: str | None = None
@@ -58,6 +60,7 @@ class SimOptions:
     compiler_frontend: str = from_environment("compiler_frontend")
     detect_races: bool = from_environment("detect_races")
     uninitialized: str = from_environment("uninitialized")
+    progress: bool | None = from_environment("progress")
 
     def __post_init__(self):
         if self.uninitialized not in UNINITIALIZED_MODES:
