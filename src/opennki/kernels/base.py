@@ -24,7 +24,7 @@ import os
 import sys
 from dataclasses import dataclass, field, replace
 
-from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, hide_internal_frames
 from opennki.events import InstructionExecuted
 from opennki.hw import get_target
 from opennki.kernels import arguments
@@ -35,6 +35,7 @@ from opennki.language.tensor import NkiTensor
 from opennki.listeners import Recorder
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
+from opennki.sim.frames import return_lines
 from opennki.sim.options import SimOptions
 from opennki.sim.program import active
 from opennki.sim.simulator import ShapeSpec, Simulator, is_array_arg
@@ -128,8 +129,17 @@ def resolve(spec: LaunchSpec, hw) -> Grid:
     return Grid(sizes, cores_of)
 
 
-def check_outputs(result, generation: Generation, func_name: str) -> None:
-    """Kernel outputs live in HBM (legacy) / in `nl.shared_hbm` (new generation); SBUF/PSUM never."""
+def return_location(func) -> SourceLocation | None:
+    """The kernel's `return` line (the last one, if it has several), which output errors name."""
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    lines = return_lines(code) if code is not None else ()
+    return SourceLocation(code.co_filename, lines[-1], code.co_name) if lines else None
+
+
+def check_outputs(result, generation: Generation, func) -> None:
+    """Kernel outputs live in HBM (legacy) / in `nl.shared_hbm` (new generation); SBUF/PSUM never. The error
+    names the `return` line and where the tensor was created."""
+    func_name = getattr(func, "__name__", "kernel")
     items = result if isinstance(result, (tuple, list)) else (result,)
     for i, out in enumerate(items):
         if not isinstance(out, TensorView):
@@ -138,9 +148,12 @@ def check_outputs(result, generation: Generation, func_name: str) -> None:
         ok = region is MemoryRegion.shared_hbm if generation is Generation.NEW else not out.is_on_chip
         if not ok:
             wanted = "nl.shared_hbm" if generation is Generation.NEW else "HBM (nl.shared_hbm)"
-            raise KernelError(f"kernel {func_name} returns {out.name!r} (output {i}), which is in nl.{region.name}; "
-                              f"kernel outputs must be allocated in {wanted}",
-                              expected=wanted, got=f"nl.{region.name}", location=out.storage.location,
+            where = out.storage.location
+            created = f" (created at {where}: {where.source})" if where is not None else ""
+            raise KernelError(f"kernel {func_name} returns {out.name!r}{created} (output {i}), which is in "
+                              f"nl.{region.name}; kernel outputs must be allocated in {wanted}",
+                              expected=wanted, got=f"nl.{region.name}",
+                              location=return_location(func) or out.storage.location,
                               code="err_unsupported_memory",
                               hint="allocate outputs with nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and copy "
                                    "the result into them")
@@ -261,12 +274,12 @@ class TraceKernel:
 
     def body(self):
         """The kernel function wrapped with the output rules (signature preserved for argument binding)."""
-        func, generation, name = self.spec.func, self.spec.generation, self.spec.name
+        func, generation = self.spec.func, self.spec.generation
 
         @functools.wraps(func)
         def kernel_body(*args, **kwargs):
             result = func(*args, **kwargs)
-            check_outputs(result, generation, name)
+            check_outputs(result, generation, func)
             return result
         return kernel_body
 

@@ -97,6 +97,7 @@ class Storage:
         name: the tensor's name (kernel argument name, `name=` of `nl.ndarray`, or generated).
         location: the kernel line that created it.
         is_kernel_arg: True for tensors that wrap the caller's arrays.
+        read_only: a kernel argument wrapping a read-only NumPy array: instructions may not write it.
         declared: True for tensors the kernel declared (`nl.ndarray`, `nl.zeros`...); False for the result
             tiles of API calls, which the legacy compiler places (and moves) as their consumers need.
         written: set by the first write (used to copy modified inputs back to the caller).
@@ -107,7 +108,7 @@ class Storage:
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "array", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
-                 "declared", "physical", "spilled", "__weakref__")
+                 "declared", "physical", "spilled", "read_only", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -121,6 +122,7 @@ class Storage:
         self.name = name
         self.location = location
         self.is_kernel_arg = False
+        self.read_only = False
         self.written = False
         self.program = program
         self.matmul_written = None   # PSUM only: per-element "last written by nc_matmul" flags
