@@ -26,8 +26,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
+from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
+from opennki.instructions.ops import SIMULATION_ONLY_OPS, op_name
 from opennki.machine.dtypes import SCALAR_TYPES
 from opennki.machine.index import Predicate, mask_array
 from opennki.machine.machine import Machine
@@ -246,6 +247,29 @@ def takes_operands(cls):
             return fn(*args, **kwargs)
         return facade
     return wrap
+
+
+# the parameters that take an ALU operator or activation function
+OPERATOR_FIELDS = frozenset(("op", "op0", "op1", "reduce_op", "comp_op0", "comp_op1", "cmp_op", "dst_rmw_op"))
+
+
+def check_operator_args(instr, hardware_strict: bool = False, names: bool = False) -> None:
+    """A new-generation kernel passes operators as `nl` objects (`nl.add`, `nl.exp`, `nl.bypass`), never by
+    name: `op="add"` is no NKI 0.2+ form. Names are the internal spelling (`nl` compositions use them, so the
+    front doors check this, not the instructions); the legacy front door passes `names=True`: NKI 0.1 took
+    NumPy functions and `nl` callables, and legacy kernels also name tokens legacy `nl` lacks (`"average"`),
+    which is harmless, so names stay accepted there. `divide`, `mod` and
+    `fmod` are in no opcode table (ops.SIMULATION_ONLY_OPS): they run, and raise under hardware-strict.
+    Whether the operator is one the instruction takes is the instruction's check."""
+    for name in OPERATOR_FIELDS & instr._field_names:
+        value = getattr(instr, name)
+        if isinstance(value, str) and not names:
+            raise KernelError(f"'{name}' must be an nl operator such as nl.{value} (not the string {value!r})",
+                              expected="an nl operator", got=repr(value), hint=f"pass {name}=nl.{value}")
+        if hardware_strict and value is not None and op_name(value) in SIMULATION_ONLY_OPS:
+            raise HardwareUnsupportedError(f"'{name}': there is no {op_name(value)} opcode on hardware (it runs "
+                                           "in simulation only)", got=op_name(value),
+                                           hint="multiply by a reciprocal (nisa.reciprocal) instead of dividing")
 
 
 def check_writable(view: TensorView, role: str) -> None:

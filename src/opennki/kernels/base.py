@@ -90,7 +90,9 @@ class LaunchSpec:
         return getattr(self.func, "__name__", "kernel")
 
     def with_grid(self, key) -> "LaunchSpec":
-        return replace(self, grid_key=key)
+        """The spec launched as `kernel[key]`; `kernel[None]` keeps its None as a grid dimension, which the
+        launch rejects (grid_key None means no subscript)."""
+        return replace(self, grid_key=(None,) if key is None else key)
 
 
 @dataclass(frozen=True)

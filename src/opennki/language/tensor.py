@@ -20,6 +20,7 @@ import numpy as np
 from opennki.errors import KernelError, ShapeError, UnsupportedError, expect
 from opennki.instructions.registers import VirtualRegister
 from opennki.language import core
+from opennki.machine.arguments import as_dim, as_int, as_pattern, as_shape
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index
 from opennki.machine.memory import Storage
@@ -226,7 +227,8 @@ class NkiTensor(TensorView):
         return self.subscript(tuple(key))
 
     def permute(self, dims):
-        dims = tuple(int(d) for d in dims)
+        dims = tuple(as_dim(d, self.ndim, "permute dim") for d in (dims if isinstance(dims, (tuple, list)) else
+                                                                    as_shape(dims, "permute dims")))
         expect(sorted(dims) == list(range(self.ndim)), "permute needs a permutation of the dims", got=dims)
         if self.is_on_chip:
             expect(dims[0] == 0, "the partition dim of an on-chip tensor must stay first", got=dims)
@@ -234,6 +236,7 @@ class NkiTensor(TensorView):
         return self._derive(tuple(self.shape[d] for d in dims), amap, self.consts, self.dynamic)
 
     def broadcast(self, dim, size):
+        dim, size = as_dim(dim, self.ndim, "broadcast dim"), as_int(size, "broadcast size", minimum=1)
         expect(self.shape[dim] == 1, "only a size-1 dim can be broadcast", got=self.shape)
         if self.is_on_chip:
             expect(dim != 0, "the partition dim cannot be broadcast by a view", got=dim)
@@ -243,7 +246,7 @@ class NkiTensor(TensorView):
         return self._derive(tuple(shape), amap, self.consts, self.dynamic)
 
     def expand_dim(self, dim):
-        dim = int(dim)
+        dim = as_dim(dim, self.ndim + 1, "expand dim")
         if self.is_on_chip:
             expect(dim != 0, "a new dim cannot go before the partition dim", got=dim)
         shape = self.shape[:dim] + (1,) + self.shape[dim:]
@@ -251,6 +254,7 @@ class NkiTensor(TensorView):
         return self._derive(shape, amap, self.consts, self.dynamic)
 
     def squeeze_dim(self, dim):
+        dim = as_dim(dim, self.ndim, "squeeze dim")
         expect(self.shape[dim] == 1, "only a size-1 dim can be squeezed", got=self.shape)
         if self.is_on_chip:
             expect(dim != 0, "the partition dim cannot be squeezed", got=dim)
@@ -263,7 +267,7 @@ class NkiTensor(TensorView):
             shape = new_shape
         elif args or isinstance(shape, (int, np.integer)):
             shape = (shape,) + args
-        shape = list(int(s) for s in shape)
+        shape = list(as_shape(shape, "reshape shape", wildcard=True))
         if -1 in shape:
             known = math.prod(s for s in shape if s != -1)
             shape[shape.index(-1)] = self.size // max(known, 1)
@@ -281,7 +285,8 @@ class NkiTensor(TensorView):
         return self._from_strides(shape, strides, self.offset)
 
     def reshape_dim(self, dim, shape):
-        shape = list(int(s) for s in shape)
+        dim = as_dim(dim, self.ndim, "reshape dim")
+        shape = list(as_shape(shape, "reshape_dim shape", wildcard=True))
         if -1 in shape:
             shape[shape.index(-1)] = self.shape[dim] // max(math.prod(s for s in shape if s != -1), 1)
         expect(math.prod(shape) == self.shape[dim], "reshape_dim must keep the dim's size",
@@ -366,7 +371,7 @@ class NkiTensor(TensorView):
         """
         same_dtype = dtype is None or dtype_of(dtype) is self.dtype
         base = self if same_dtype else type(self).root(self.storage).view(dtype)
-        pattern = [(int(s), int(n)) for s, n in pattern]
+        pattern = as_pattern(pattern, "access pattern")
         coords = base._flat_coords()
         if (base.is_on_chip and same_dtype and pattern[0][0] != coords[1] and pattern[0][0] == self.free_size
                 and not self.is_root):
@@ -455,12 +460,12 @@ class NkiTensor(TensorView):
 
     # -- legacy tile methods ----------------------------------------------------------------------------
     def broadcast_to(self, shape):
-        return core.broadcast_view(self, tuple(int(s) for s in shape))
+        return core.broadcast_view(self, as_shape(shape, "broadcast_to shape"))
 
     def expand_dims(self, axis):
-        axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+        axes = [axis] if isinstance(axis, (int, np.integer)) else list(as_shape(axis, "expand_dims axes"))
         view = self
-        for a in sorted(int(a) for a in axes):
+        for a in sorted(axes):
             view = view.expand_dim(a)
         return view
 

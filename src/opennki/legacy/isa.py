@@ -34,7 +34,7 @@ from opennki.instructions import vector as _dve
 from opennki.instructions import vector_accumulate as _acc
 from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
-from opennki.instructions.base import takes_operands
+from opennki.instructions.base import check_operator_args, takes_operands
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import activation_fn
 from opennki.language import core
@@ -113,11 +113,15 @@ def _dtype(dtype, default):
 
 
 def _defer(instr, result, api):
-    return current(api).defer(instr, result, api)
+    prog = current(api)
+    check_operator_args(instr, prog.options.hardware_strict, names=True)
+    return prog.defer(instr, result, api)
 
 
 def _issue(instr, api) -> None:
-    current(api).issue(instr, api)
+    prog = current(api)
+    check_operator_args(instr, prog.options.hardware_strict, names=True)
+    prog.issue(instr, api)
 
 
 def _tile(x, role: str, api: str):

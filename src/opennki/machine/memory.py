@@ -265,22 +265,26 @@ class Allocator:
         if start is None:
             start = self._find(0, size)
         if start is None:
-            unit = "per partition " if self.kind.is_on_chip else ""
-            if location is not None:
-                name = f"{name} (created at {location})"
-            raise AllocationError(
-                f"{self.kind.name} overflow while allocating {name!r}: {nbytes} bytes {unit}needed, "
-                f"{self.capacity_bytes - self.used_bytes} of {self.capacity_bytes} bytes {unit}free "
-                f"({len(self.live)} live tensors) on target {self.target}",
-                expected=f"<= {self.capacity_bytes - self.used_bytes} bytes {unit}".strip(),
-                got=f"{nbytes} bytes",
-                hint="allocate big tensors once outside loops, use smaller tiles, or let temporaries go out "
-                     "of scope (opennki frees a tensor when the kernel drops its last reference)")
+            self.overflow(nbytes, name, location)
         self.live[start] = (start + size, name)
         self.cursor = start + size
         self._used += size
         self.peak_bytes = max(self.peak_bytes, self._used)
         return start
+
+    def overflow(self, nbytes: int, name: str, location: SourceLocation | None = None):
+        """Raise the capacity error for a tensor `name` of `nbytes` that does not fit."""
+        unit = "per partition " if self.kind.is_on_chip else ""
+        if location is not None:
+            name = f"{name} (created at {location})"
+        raise AllocationError(
+            f"{self.kind.name} overflow while allocating {name!r}: {nbytes} bytes {unit}needed, "
+            f"{self.capacity_bytes - self.used_bytes} of {self.capacity_bytes} bytes {unit}free "
+            f"({len(self.live)} live tensors) on target {self.target}",
+            expected=f"<= {self.capacity_bytes - self.used_bytes} bytes {unit}".strip(),
+            got=f"{nbytes} bytes",
+            hint="allocate big tensors once outside loops, use smaller tiles, or let temporaries go out "
+                 "of scope (opennki frees a tensor when the kernel drops its last reference)")
 
     def free(self, start: int) -> None:
         span = self.live.pop(start, None)
@@ -339,6 +343,10 @@ class Memory:
                                  expected=f"partition dim <= {pmax}", got=shape,
                                  code="err_num_partition_exceed_arch_limit",
                                  hint="split the tensor into tiles of at most 128 partitions")
+        nbytes = math.prod(shape[1:] if kind.is_on_chip else shape) * dtype.itemsize
+        allocator = self.allocator(kind)
+        if nbytes > allocator.capacity_bytes:         # can never fit: say so before allocating the array
+            allocator.overflow(nbytes, name, location)
         if array is None and not self.shape_only:
             array = new_array(dtype, math.prod(shape), self.precise, fill)
         program = self.program if kind.is_on_chip or region is MemoryRegion.private_hbm else None
