@@ -15,7 +15,7 @@ import cProfile
 import pstats
 import time
 
-from opennki.cost import estimate
+from opennki.perf.estimate import estimate
 from opennki.sim import ShapeSpec, SimOptions
 from opennki.kernels.base import run_kernel
 

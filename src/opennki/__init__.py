@@ -13,11 +13,12 @@ from __future__ import annotations
 
 import warnings
 
-from opennki import collectives, isa, language  # noqa: F401
+from opennki import collectives, compiler, isa, language, typing  # noqa: F401  (the nki module tree)
 from opennki.compile import AUTO, Kernel, kernel_spec
-from opennki.errors import KernelError, OpenNKIError
+from opennki.errors import KernelError, OpenNKIError  # noqa: F401  (opennki.KernelError)
 from opennki.kernel import run_kernel, unwrap  # noqa: F401
 from opennki.kernels.base import Generation
+from opennki.releases import Change
 from opennki.kernels.standalone import SimulateKernel
 from opennki.sim import SimOptions, Simulator
 
@@ -28,17 +29,26 @@ __version__ = "0.1.0"
 dtype = language.DType
 
 
+PLATFORM_TARGET = Change("nki.jit(platform_target=...)", "the NEURON_PLATFORM_TARGET_OVERRIDE environment variable",
+                         removed_in="0.3", source="Migrating from NKI 0.2.0 to NKI 0.3.0: nki.jit(platform_target=...)")
+JIT_MODE = Change("nki.jit(mode=...)", "no mode (the argument types pick the framework; nki.simulate or "
+                  "NKI_SIMULATOR=1 for the CPU simulator)", deprecated_in="0.3",
+                  source="Migrating from NKI 0.2.0 to NKI 0.3.0: nki.jit(mode=...)")
+
+
 def jit(fn=None, **kwargs):
     """`@nki.jit`: a Kernel; the argument types pick NumPy, torch or JAX per call; `kernel[lnc](...)`.
 
-    `mode=` is accepted and ignored (deprecated in NKI 0.3); `platform_target=` is refused (NKI 0.3 reads the
-    target from `NEURON_PLATFORM_TARGET_OVERRIDE`).
+    `api_version=` (an opennki extension, also `$OPENNKI_API_VERSION`) holds the kernel to one public release
+    (opennki.releases); by default every release's forms are accepted. `mode=` is ignored (deprecated in
+    NKI 0.3); `platform_target=` (NKI 0.2) sets the target, removed in NKI 0.3 for
+    `NEURON_PLATFORM_TARGET_OVERRIDE`.
     """
+    options = SimOptions(**{k: kwargs[k] for k in ("api_version", "hardware_strict") if kwargs.get(k) is not None})
     if "platform_target" in kwargs:
-        raise KernelError("nki.jit does not take platform_target; set NEURON_PLATFORM_TARGET_OVERRIDE instead",
-                          got=kwargs["platform_target"])
+        PLATFORM_TARGET.apply(options)
     if kwargs.pop("mode", AUTO) != AUTO:
-        warnings.warn("nki.jit(mode=...) is deprecated and ignored", DeprecationWarning, stacklevel=2)
+        JIT_MODE.apply(options)
     return _decorator(AUTO, fn, kwargs)
 
 
@@ -67,14 +77,19 @@ def profile(func=None, **kwargs):
     return _decorator("profile", func, kwargs)
 
 
-def simulate(kernel):
+def simulate(kernel, api_version=None):
     """`nki.simulate(kernel)(*args)`: run on the CPU simulator. NumPy arrays in -> NumPy out; torch tensors
     in -> torch tensors out (JAX arrays likewise); inputs the kernel modifies are written back. `kernel` may be
-    a jit kernel, `kernel[2]` (LNC=2) or a plain function."""
+    a jit kernel, `kernel[2]` (LNC=2) or a plain function. `api_version=` (opennki extension): as for jit."""
+    if api_version is not None:
+        spec = kernel_spec(kernel, Generation.NEW)
+        kernel = Kernel(spec.func, spec=type(spec)(spec.func, Generation.NEW, spec.grid_key, spec.target, spec.options,
+                                                   spec.listeners, dict(spec.config, api_version=api_version)))
     if isinstance(kernel, Kernel):
         return kernel.resolve(SimulateKernel)
     return SimulateKernel(kernel_spec(kernel, Generation.NEW))
 
 
-__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "collectives", "dtype", "Kernel",
+__all__ = ["jit", "simulate", "baremetal", "benchmark", "profile", "isa", "language", "collectives", "typing",
+           "compiler", "dtype", "Kernel",
            "Simulator", "SimOptions", "OpenNKIError"]

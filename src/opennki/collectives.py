@@ -15,6 +15,7 @@ from opennki.errors import KernelError, ShapeError, UnsupportedError, expect
 from opennki.events import MemoryKind
 from opennki.instructions.dma import DmaCopy
 from opennki.instructions.ops import alu
+from opennki.instructions.registers import RegisterAlloc, VirtualRegister
 from opennki.machine.tensor import TensorView
 from opennki.sim.program import current
 
@@ -125,4 +126,13 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None
     _copy_each(srcs, dsts, api, hbm_only=True)
 
 
-__all__ = ["ReplicaGroup", "all_gather", "all_reduce", "all_to_all", "collective_permute", "reduce_scatter"]
+def rank_id(name=None) -> VirtualRegister:
+    """A register holding this device's rank within the collective group: 0, the one simulated device."""
+    api = "ncc.rank_id"
+    prog = current(api)
+    reg = VirtualRegister(prog.machine)
+    prog.issue(RegisterAlloc(register=reg, value=_RANK, name=name), api)
+    return reg
+
+
+__all__ = ["ReplicaGroup", "rank_id", "all_gather", "all_reduce", "all_to_all", "collective_permute", "reduce_scatter"]

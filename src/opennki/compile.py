@@ -33,7 +33,7 @@ import os
 from opennki.bridges import Framework, call_framework
 from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
 from opennki.kernels.base import Generation, LaunchSpec, TraceKernel, check_signature, in_running_kernel
-from opennki.kernels.framework import JAXKernel, PyTorchKernel, PyTorchXLAKernel
+from opennki.bridges.framework import JAXKernel, PyTorchKernel, PyTorchXLAKernel
 from opennki.kernels.standalone import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel
 
 SIMULATOR_ENV = "NKI_SIMULATOR"

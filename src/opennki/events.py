@@ -191,6 +191,7 @@ class TensorAllocated(Event):
     byte_start: int
     size_bytes: int          # per partition on chip, total in HBM
     location: SourceLocation | None
+    direct: bool = False     # placed where the kernel said (direct allocation), not by the allocator
 
 
 @dataclass(frozen=True, eq=False)
@@ -233,11 +234,28 @@ class LaunchFinished(Event):
 
 @dataclass(frozen=True, eq=False)
 class LoopStarted(Event):
-    """A kernel loop (`affine_range`, `sequential_range`, `static_range`, range) began."""
+    """A kernel loop (`affine_range`, `sequential_range`, `static_range`, range) began.
+
+    `parallel`: its iterations are independent by contract (the legacy generation's `affine_range`), so
+    the compiler may reorder or overlap them. `program`: the SPMD program running it."""
 
     loop_id: int
     kind: str
     trip_count: int
+    location: SourceLocation | None
+    parallel: bool = False
+    program: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, eq=False)
+class ProgramsMet(Event):
+    """Program `program` left an exchange all of `members` took part in (`nisa.core_barrier`,
+    `nisa.sendrecv`, a collective): what each member did before it is ordered before what the others do
+    after it."""
+
+    program: tuple[int, ...]
+    members: tuple[tuple[int, ...], ...]
+    what: str
     location: SourceLocation | None
 
 

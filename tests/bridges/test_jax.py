@@ -17,7 +17,8 @@ import opennki.legacy as nki  # noqa: E402
 from opennki.bridges.jax import neuron_lowering_text  # noqa: E402
 from opennki.compile import compute_mode  # noqa: E402
 from opennki.errors import KernelError  # noqa: E402
-from opennki.kernels import JAXKernel, SimulateKernel  # noqa: E402
+from opennki.bridges.framework import JAXKernel  # noqa: E402
+from opennki.kernels import SimulateKernel  # noqa: E402
 from tests.dispatch import kernels as K  # noqa: E402
 
 

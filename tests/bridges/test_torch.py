@@ -10,7 +10,8 @@ torch = pytest.importorskip("torch")
 import opennki as nki_new  # noqa: E402
 import opennki.legacy as nki  # noqa: E402
 from opennki.errors import KernelError  # noqa: E402
-from opennki.kernels import BaremetalKernel, PyTorchKernel, SimulateKernel  # noqa: E402
+from opennki.bridges.framework import PyTorchKernel  # noqa: E402
+from opennki.kernels import BaremetalKernel, SimulateKernel  # noqa: E402
 from tests.dispatch import kernels as K  # noqa: E402
 
 

@@ -8,7 +8,8 @@ import pytest
 import opennki as nki_new
 import opennki.isa as nisa
 import opennki.language as nl
-from opennki.cost import CostModel, estimate
+from opennki.cost import CostModel
+from opennki.perf.estimate import estimate
 from opennki.events import AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region
 from opennki.hw import TRN2
 from opennki.kernels.base import run_kernel

@@ -13,9 +13,9 @@ import opennki.legacy.language as nl
 from opennki.compile import GenericKernel, _native_mode_map, compute_mode
 from opennki.errors import KernelError
 from opennki.events import ProgramStarted
-from opennki.kernels import (BaremetalKernel, BenchmarkKernel, JAXKernel, ProfileKernel, PyTorchKernel,
-                             SimulateKernel, TraceKernel, observe_calls)
-from opennki.language.spmd import nc
+from opennki._src.spmd import nc
+from opennki.bridges.framework import JAXKernel, PyTorchKernel
+from opennki.kernels import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel, TraceKernel, observe_calls
 from opennki.listeners import Recorder
 from tests.dispatch import kernels as K
 

@@ -47,17 +47,30 @@ def test_lnc2_needs_trn2_or_newer(x, monkeypatch):
 
 
 def test_lnc_must_match_the_logical_core_config(x, monkeypatch):
+    """NKI 0.7: without brackets the kernel takes NEURON_LOGICAL_NC_CONFIG's degree; a bracket degree that
+    differs from the compiler's (NEURON_CC_FLAGS --lnc, else the configuration) is NCC_EVRF066."""
     monkeypatch.setenv("NEURON_LOGICAL_NC_CONFIG", "2")
-    with pytest.raises(KernelError, match="NEURON_LOGICAL_NC_CONFIG=2"):
-        K.lnc_halves(x)
+    np.testing.assert_array_equal(K.lnc_halves(x), -x)
     np.testing.assert_array_equal(K.lnc_halves[2](x), -x)
+    with pytest.raises(KernelError, match="configured with LNC=1, but neuronx-cc is using LNC=2") as exc:
+        K.lnc_halves[1](x)
+    assert exc.value.code == "NCC_EVRF066"
+    with pytest.raises(KernelError, match="configured with LNC=1, but neuronx-cc is using LNC=2"):
+        nki.jit(K.lnc_halves.func, api_version="0.6")(x)        # before 0.7 no brackets meant LNC=1
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--verbose --lnc=1")
+    with pytest.raises(KernelError, match="configured with LNC=2, but neuronx-cc is using LNC=1"):
+        K.lnc_halves(x)
+    monkeypatch.setenv("NEURON_CC_FLAGS", "--lnc 2")
+    np.testing.assert_array_equal(K.lnc_halves(x), -x)
 
 
 def test_new_generation_outputs_must_be_shared_hbm(x):
-    k = nki.jit(K.new_private_output)
-    with pytest.raises(KernelError, match="must be allocated in nl.shared_hbm") as exc:
+    k = nki.jit(K.new_private_output, api_version="0.3")
+    with pytest.raises(KernelError, match="nl.hbm is not accepted by NKI 0.3") as exc:
         k(x)
     assert "nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.hbm)" in str(exc.value)
+    with pytest.warns(DeprecationWarning, match="nl.hbm is removed in NKI 0.3"):
+        np.testing.assert_array_equal(nki.jit(K.new_private_output)(x), x)
 
 
 def test_keyword_only_parameters_are_refused_at_decoration():
@@ -75,10 +88,10 @@ def test_list_arguments_are_refused(x):
         first([x, x])
 
 
-def test_platform_target_is_refused_and_mode_is_ignored(x):
+def test_platform_target_is_refused_from_0_3_and_mode_is_ignored(x):
     with pytest.raises(KernelError, match="NEURON_PLATFORM_TARGET_OVERRIDE"):
-        nki.jit(K.new_private_output, platform_target="trn2")
-    with pytest.warns(DeprecationWarning, match="deprecated and ignored"):
+        nki.jit(K.new_private_output, platform_target="trn2", hardware_strict=True)
+    with pytest.warns(DeprecationWarning, match="mode=...[)] is deprecated in NKI 0.3"):
         k = nki.jit(mode="simulation")(K.new_copy.func)
     assert k.mode == "auto"
     np.testing.assert_array_equal(k(x), x)

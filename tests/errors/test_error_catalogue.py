@@ -21,7 +21,7 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 import opennki.legacy.typing as nt
 from opennki.errors import OpenNKIError
-from opennki.language.tensor import NkiTensor
+from opennki._src.tensor import NkiTensor
 from opennki.sim.options import SimOptions
 from opennki.sim.simulator import Simulator
 

@@ -18,7 +18,7 @@ import sys
 import threading
 
 import opennki.legacy.language as nl
-from opennki.language.tokens import NlOp
+from opennki._src.tokens import NlOp
 
 _NLOP_CALL = NlOp.__call__.__code__
 COVERED: dict[str, set[str]] = {}

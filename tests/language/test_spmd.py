@@ -9,7 +9,7 @@ from opennki.errors import KernelError
 from opennki.events import InstructionExecuted, ProgramStarted
 from opennki.listeners import Recorder
 from opennki.sim.simulator import Simulator
-from opennki.language.tensor import NkiTensor
+from opennki._src.tensor import NkiTensor
 from tests.language.coverage import covers
 from tests.language.helpers import run
 

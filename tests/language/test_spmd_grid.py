@@ -3,7 +3,7 @@
 import pytest
 
 from opennki.errors import KernelError
-from opennki.language.spmd import nc, resolve_grid, spmd_dim
+from opennki._src.spmd import nc, resolve_grid, spmd_dim
 
 
 @pytest.mark.parametrize("key,sizes", [(4, (4,)), ((2, 3), (2, 3)), ((1,), (1,))])

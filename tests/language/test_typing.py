@@ -9,7 +9,7 @@ import opennki.legacy as nki
 import opennki.legacy.language as nl
 import opennki.legacy.typing as nt
 from opennki.errors import KernelError
-from opennki.language.tensor import NkiTensor
+from opennki._src.tensor import NkiTensor
 from opennki.sim.options import SimOptions
 from opennki.sim.simulator import ShapeSpec, Simulator
 

@@ -5,7 +5,7 @@ import pytest
 
 import opennki
 import opennki.legacy as nki
-from opennki.cost import estimate
+from opennki.perf.estimate import estimate
 from opennki.perf import PERCENTILES, NCLatency, benchmark, estimate_call
 from opennki.sim import ShapeSpec
 from tests.cost import kernels as K

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from opennki.cost import estimate
+from opennki.perf.estimate import estimate
 from opennki.perf import html_report
 from tests.cost import kernels as K
 from tests.cost.helpers import spec

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import opennki.legacy as nki
-from opennki.cost import estimate
+from opennki.perf.estimate import estimate
 from opennki.perf import artifact_names, chrome_trace, format_report, hints, write_profile
 from tests.cost import kernels as K
 from tests.cost.helpers import spec

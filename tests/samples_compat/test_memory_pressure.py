@@ -10,7 +10,7 @@ import opennki.legacy as nki
 import opennki.legacy.compiler as ncc
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
-from opennki.cost import estimate
+from opennki.perf.estimate import estimate
 from opennki.events import AccessKind, Engine, InstructionExecuted, MemoryKind, TensorAllocated
 from opennki.legacy.language import par_dim
 from opennki.listeners import Recorder

@@ -155,7 +155,7 @@ def _kernel_for(launch: tuple):
         kernel = None
     if kernel is None:
         from opennki.kernels.base import Generation, LaunchSpec
-        from opennki.kernels.framework import PyTorchKernel
+        from opennki.bridges.framework import PyTorchKernel
         func, generation, grid_key, target, config = launch
         kernel = PyTorchKernel(LaunchSpec(func, Generation(generation), grid_key, target, config=dict(config)))
         try:

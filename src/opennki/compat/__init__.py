@@ -8,7 +8,9 @@ so `from neuronxcc import nki`, `import neuronxcc.nki.language as nl`, `import n
 opennki's modules themselves (`neuronxcc.nki.language is opennki.legacy.language`). Nothing is patched: the
 finder only answers for those names.
 
-A real installation is never shadowed silently: when `neuronxcc` or `nki` is importable from elsewhere,
+A folder of that name without `__init__.py` on `sys.path` (a namespace package, as in a checkout of the
+SDK docs) is no installation: the alias wins over it, as a real installed package would. A real
+installation is never shadowed silently: when `neuronxcc` or `nki` is importable from elsewhere,
 that name is left alone and `install` says so (on stderr); `force=True` (`opennki run --force`,
 `pytest -p opennki.pytest_plugin --opennki-force`) maps it anyway, and says that too.
 `opennki run`, the pytest plugin and user code call this; importing opennki never does.
@@ -80,10 +82,19 @@ def _top(alias: str) -> str:
     return alias.split(".")[0]
 
 
+def _is_namespace(spec) -> bool:
+    """A namespace package: folders of that name without `__init__.py` (a checkout of the SDK docs has `nki/`).
+    The import system only makes one when no regular package of the name exists on the whole path."""
+    return spec is not None and spec.origin in (None, "namespace") and spec.submodule_search_locations is not None \
+        and (spec.loader is None or type(spec.loader).__name__ == "NamespaceLoader")
+
+
 def real_installation(top: str) -> str | None:
-    """Where a real (non-opennki) package `top` is importable from, or None."""
+    """Where a real (non-opennki) package `top` is importable from, or None. A namespace folder is no
+    installation: a real package of that name would win over it, and so does opennki's alias."""
     module = sys.modules.get(top)
-    if module is not None and not getattr(module, "__opennki_stub__", False) and not _is_alias(top, module):
+    if module is not None and not getattr(module, "__opennki_stub__", False) and not _is_alias(top, module) \
+            and not _is_namespace(getattr(module, "__spec__", None)):
         return getattr(module, "__file__", None) or repr(module)
     for finder in sys.meta_path:
         if finder is _finder or not hasattr(finder, "find_spec"):
@@ -92,7 +103,7 @@ def real_installation(top: str) -> str | None:
             spec = finder.find_spec(top, None)
         except (ImportError, ValueError):
             spec = None
-        if spec is not None:
+        if spec is not None and not _is_namespace(spec):
             return spec.origin or next(iter(spec.submodule_search_locations or []), top)
     return None
 
@@ -120,8 +131,9 @@ def install(force: bool = False, names=tuple(ALIASES)) -> dict[str, str]:
             continue
         if where is not None:
             _say(f"'{top}' is installed ({where}) but forced to opennki's {ALIASES[alias]}")
-            for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
-                del sys.modules[name]
+        for name in [n for n in sys.modules if n == top or n.startswith(top + ".")]:
+            if where is not None or _is_namespace(getattr(sys.modules[name], "__spec__", None)):
+                del sys.modules[name]          # a real package forced aside, or a namespace folder imported
         _finder.aliases[alias] = ALIASES[alias]
     if _finder.aliases and _finder not in sys.meta_path:
         sys.meta_path.insert(0, _finder)

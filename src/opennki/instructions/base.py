@@ -5,7 +5,10 @@ its engine family, with:
   * its fields: tensor operands declared with `operand(...)` (role: read, write or accumulate) and plain
     parameters;
   * `check(ctx)`: every documented rule, from shapes, dtypes and buffers only (never data), so a kernel can
-    run shape-only;
+    run shape-only. A check reads `ctx.hw` and `ctx.options`, the plain fields, and of each tensor operand
+    only its memory region, dtype, shape, storage shape and whether it has an operand mask or run-time
+    indices: what `signature()` holds, so a check that passed once passes for every instruction of the same
+    signature and the simulator runs it once per signature (a check reading more must extend `signature`);
   * `run(m)`: its semantics on the `Machine`, reading and writing only through `m.read*` / `m.write`.
 The event an instruction emits is derived from its operand fields (`operands()`) and its plain fields
 (`params()`), so nothing about an instruction is written twice. Its cost lives with the cost model, keyed by
@@ -29,7 +32,7 @@ import numpy as np
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
 from opennki.instructions.ops import SIMULATION_ONLY_OPS, op_name
-from opennki.machine.dtypes import SCALAR_TYPES
+from opennki.machine.dtypes import SCALAR_TYPES, DataType
 from opennki.machine.index import Predicate, mask_array
 from opennki.machine.machine import Machine
 from opennki.machine.tensor import TensorView
@@ -45,6 +48,7 @@ def instruction(cls):
     cls._param_fields = tuple(f.name for f in dataclasses.fields(cls)
                               if "access" not in f.metadata and f.name not in ("mask", "name"))
     cls._field_names = frozenset(f.name for f in dataclasses.fields(cls))
+    cls._key_fields = tuple(f.name for f in cls._operand_field_list) + cls._param_fields
     if cls.opcode in REGISTRY:
         raise RuntimeError(f"instruction {cls.opcode} defined twice")
     REGISTRY[cls.opcode] = cls
@@ -86,6 +90,7 @@ class Instruction:
     _operand_fields: ClassVar[tuple] = ()
     _param_fields: ClassVar[tuple] = ()
     _field_names: ClassVar[frozenset] = frozenset()
+    _key_fields: ClassVar[tuple] = ()
 
     @classmethod
     def operand_fields(cls) -> tuple[dataclasses.Field, ...]:
@@ -128,6 +133,24 @@ class Instruction:
         state.update(changes)
         return new
 
+    def signature(self):
+        """A hashable key of everything `check` reads (module docstring), or None when the instruction has a
+        field the key cannot hold faithfully (run-time indices, a register, an unknown object): then it is
+        checked every time. Built on every issue, so the common field types take one dictionary look-up."""
+        fields = self.__dict__
+        key = [type(self), self.mask is None]
+        for fname in self._key_fields:
+            value = fields[fname]
+            kind = type(value)
+            if kind in _PLAIN_TYPES:
+                key += (kind, value)
+            else:
+                part = _param_key(value)
+                if part is None:
+                    return None
+                key.append(part)
+        return tuple(key)
+
     def params(self) -> dict:
         """The non-tensor fields as plain values (ops by name, enums by name, scalars as numbers)."""
         fields = self.__dict__
@@ -158,6 +181,45 @@ class Instruction:
 
 
 _PLAIN_TYPES = frozenset((type(None), bool, int, float, str))
+
+
+def view_signature(view: TensorView):
+    """What an instruction check may read of a tensor operand (`Instruction.signature`); None for a view
+    with run-time indices. Cached on the (immutable) view."""
+    sig = view._sig
+    if sig is None:
+        if view.dynamic:
+            return None
+        st = view.storage
+        sig = view._sig = (st.region._value_, st.dtype.name, st.shape, view.coords, view.shape,
+                           view.mask is None)
+    return sig
+
+
+def _param_key(value):
+    """A field that is not a plain value, as a key part: tensors by `view_signature`, enums and operators by
+    name, tuples element by element; None for what cannot be keyed faithfully."""
+    if isinstance(value, TensorView):
+        return view_signature(value)
+    kind = type(value)
+    if isinstance(value, enum.Enum):
+        return (kind, value._name_)
+    if isinstance(value, (tuple, list)):
+        parts = []
+        for v in value:
+            part = (type(v), v) if type(v) in _PLAIN_TYPES else _param_key(v)
+            if part is None:
+                return None
+            parts.append(part)
+        return (kind, tuple(parts))
+    if isinstance(value, np.generic):
+        return (kind, value.item())
+    name = getattr(value, "nki_name", None)
+    if isinstance(name, str):
+        return (kind, name)
+    if isinstance(value, (np.ufunc, DataType)):      # never mutated; the key holds them, so ids stay unique
+        return value
+    return None
 
 
 def plain(value):

@@ -26,10 +26,14 @@ from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_v
                                         reduce_cmd)
 from opennki.instructions.base import check_operator_args
 from opennki.instructions.ops import ALU_OPS, activation_fn
+from opennki.instructions import scalars as _scalars
 from opennki.instructions.registers import VirtualRegister
+from opennki.instructions.scalars import NkiScalar
+from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same enum objects)
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
 from opennki.sim.cooperative import core_rank, meet_cores
+from opennki.releases import added_in, uses_custom_frontend
 from opennki.sim.program import current
 
 tensor_engine = engine.tensor
@@ -49,7 +53,7 @@ class dma_engine:
 
 def get_nc_version() -> nc_version:
     """The NeuronCore generation of the current target (`NEURON_PLATFORM_TARGET_OVERRIDE`)."""
-    from opennki.language.constants import _hw
+    from opennki._src.constants import _hw
     return nc_version(_hw().nc_version)
 
 
@@ -391,6 +395,44 @@ def register_alloc(x=None) -> VirtualRegister:
     else:
         _issue(_reg.RegisterAlloc(register=reg, value=x), api)
     return reg
+
+
+# ------------------------------------------------------------------------------- scalars (NKI 0.7)
+
+def _scalar_api(api: str):
+    """The program of a scalar API call; NkiScalars need NKI 0.7's tracer frontend."""
+    prog = current(api)
+    added_in("0.7", api, prog.options)
+    if uses_custom_frontend(prog.options):
+        raise KernelError(f"{api} needs the tracer frontend; NKI_COMPILER_FRONTEND=custom (the parser frontend) "
+                          "rejects it", instruction=api, hint="unset NKI_COMPILER_FRONTEND")
+    return prog
+
+
+def scalar_load(src, name=None) -> NkiScalar:
+    """An NkiScalar holding the one element of src (a 1x1 nl.int32 / nl.int64 tensor in SBUF or HBM)."""
+    api = "nisa.scalar_load"
+    prog = _scalar_api(api)
+    dtype = getattr(src, "dtype", None)
+    result = NkiScalar(prog.machine, dtype if dtype is not None and dtype.kind == "int" else "int32",
+                       prog.issue)
+    _issue(_scalars.ScalarLoad(src=src, result=result, name=name), api)
+    return result
+
+
+def scalar_store(dst, value, name=None) -> None:
+    """dst (a 1x1 tensor of value's width) = value, an NkiScalar."""
+    api = "nisa.scalar_store"
+    _scalar_api(api)
+    _issue(_scalars.ScalarStore(dst=dst, value=value, name=name), api)
+
+
+def scalar_alu(data1, data2, op, name=None):
+    """data1 op data2 for NkiScalars / Python ints (see opennki.instructions.scalars): the operators of
+    NkiScalar call this."""
+    if isinstance(data1, NkiScalar) or isinstance(data2, NkiScalar):
+        _scalar_api("nisa.scalar_alu")
+    return _scalars.scalar_alu(data1, data2, op, name=name)
 
 
 def register_move(dst, src, name=None):

@@ -30,11 +30,12 @@ from opennki.hw import get_target
 from opennki.kernels import arguments
 from opennki.kernels.program import (TracedProgram, instruction_json, mutated_inputs, output_infos,
                                      result_kind)
-from opennki.language.spmd import nc, resolve_grid
-from opennki.language.tensor import NkiTensor
+from opennki._src.spmd import nc, resolve_grid
+from opennki._src.tensor import NkiTensor
 from opennki.listeners import Recorder
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
+from opennki.releases import Change, level_of, release
 from opennki.sim.frames import return_lines
 from opennki.sim.options import SimOptions
 from opennki.sim.program import active
@@ -103,18 +104,50 @@ class Grid:
     cores_of: object = None
 
 
-def resolve(spec: LaunchSpec, hw) -> Grid:
+CC_FLAGS_ENV = "NEURON_CC_FLAGS"
+
+
+def _compiler_lnc() -> int | None:
+    """The graph compiler's LNC degree: `--lnc=N` / `--lnc N` in NEURON_CC_FLAGS, else
+    NEURON_LOGICAL_NC_CONFIG, else unknown (None)."""
+    flags = os.environ.get(CC_FLAGS_ENV, "").split()
+    for i, flag in enumerate(flags):
+        value = flag[len("--lnc="):] if flag.startswith("--lnc=") else (
+            flags[i + 1] if flag == "--lnc" and i + 1 < len(flags) else None)
+        if value is not None and value.strip().isdigit():
+            return int(value)
+    configured = os.environ.get(LNC_ENV, "").strip()
+    return int(configured) if configured.isdigit() else None
+
+
+def new_generation_lnc(spec: LaunchSpec, options=None) -> int:
+    """The LNC degree of a new-generation launch (spec/entrypoints.md; NKI 0.7 LNC overview).
+
+    `kernel[lnc]` gives it; without brackets NKI 0.7 takes NEURON_LOGICAL_NC_CONFIG (earlier releases
+    launched LNC=1 and refused a configuration of 2). Either way it must equal the graph compiler's degree
+    (NEURON_CC_FLAGS `--lnc`, else NEURON_LOGICAL_NC_CONFIG): NCC_EVRF066."""
+    key = spec.grid_key
+    if key is not None and (isinstance(key, tuple) or not isinstance(key, int) or isinstance(key, bool)):
+        raise KernelError("a new-generation kernel is launched as kernel[lnc] with one integer (1 or 2)", got=key)
+    compiler = _compiler_lnc()
+    configured = os.environ.get(LNC_ENV, "").strip()
+    if key is None and configured.isdigit() and level_of(options, "new") >= release("0.7"):
+        lnc = int(configured)
+    else:
+        lnc = 1 if key is None else key
+    if compiler is not None and compiler != lnc:
+        raise KernelError(f"NKI kernel '{spec.name}' is configured with LNC={lnc}, but neuronx-cc is using "
+                          f"LNC={compiler}", expected=compiler, got=lnc, code="NCC_EVRF066",
+                          hint=f"set {LNC_ENV} to the degree you want and launch the kernel without brackets "
+                               "(or with that degree)")
+    return lnc
+
+
+def resolve(spec: LaunchSpec, hw, options=None) -> Grid:
     """The launch grid of `spec` on target `hw` (legacy SPMD grid or new-generation LNC degree)."""
     key = spec.grid_key
     if spec.generation is Generation.NEW:
-        lnc = 1 if key is None else key
-        if isinstance(lnc, tuple) or not isinstance(lnc, int) or isinstance(lnc, bool):
-            raise KernelError("a new-generation kernel is launched as kernel[lnc] with one integer (1 or 2)",
-                              got=key)
-        configured = os.environ.get(LNC_ENV)
-        if configured and configured.strip() != str(lnc):
-            raise KernelError(f"kernel[{lnc}] launched with {LNC_ENV}={configured}; the launch LNC must equal "
-                              "the logical NeuronCore configuration", expected=configured, got=lnc)
+        lnc = new_generation_lnc(spec, options)
         if lnc == 1:
             return Grid()
         if lnc != 2:
@@ -131,6 +164,11 @@ def resolve(spec: LaunchSpec, hw) -> Grid:
     return Grid(sizes, cores_of)
 
 
+HBM_OUTPUTS = Change("a kernel output in nl.hbm", "nl.shared_hbm for outputs (nl.ndarray(..., buffer=nl.shared_hbm))",
+                     removed_in="0.3", code="err_unsupported_memory",
+                     source="Migrating from NKI 0.2.0 to NKI 0.3.0: Output tensors must use nl.shared_hbm")
+
+
 def return_location(func) -> SourceLocation | None:
     """The kernel's `return` line (the last one, if it has several), which output errors name."""
     code = getattr(inspect.unwrap(func), "__code__", None)
@@ -138,9 +176,10 @@ def return_location(func) -> SourceLocation | None:
     return SourceLocation(code.co_filename, lines[-1], code.co_name) if lines else None
 
 
-def check_outputs(result, generation: Generation, func) -> None:
-    """Kernel outputs live in HBM (legacy) / in `nl.shared_hbm` (new generation); SBUF/PSUM never. The error
-    names the `return` line and where the tensor was created."""
+def check_outputs(result, generation: Generation, func, options=None) -> None:
+    """Kernel outputs live in HBM (legacy) / in `nl.shared_hbm` (new generation); SBUF/PSUM never. A new-
+    generation output in `nl.hbm` (private HBM) was accepted before NKI 0.3 (`HBM_OUTPUTS`). The error names
+    the `return` line and where the tensor was created."""
     func_name = getattr(func, "__name__", "kernel")
     items = result if isinstance(result, (tuple, list)) else (result,)
     for i, out in enumerate(items):
@@ -148,6 +187,9 @@ def check_outputs(result, generation: Generation, func) -> None:
             continue
         region = out.storage.region
         ok = region is MemoryRegion.shared_hbm if generation is Generation.NEW else not out.is_on_chip
+        if not ok and generation is Generation.NEW and region is MemoryRegion.private_hbm and options is not None:
+            HBM_OUTPUTS.apply(options, location=return_location(func) or out.storage.location)
+            continue
         if not ok:
             wanted = "nl.shared_hbm" if generation is Generation.NEW else "HBM (nl.shared_hbm)"
             where = out.storage.location
@@ -242,6 +284,10 @@ def _is_tensor_like(v) -> bool:
 
 # ------------------------------------------------------------------------------------------------ kernels
 
+# decorator keywords that set a SimOptions field of the same name
+_CHECK_SWITCHES = {"hardware_strict": bool, "detect_races": bool, "uninitialized": str}
+
+
 class TraceKernel:
     """Base of the per-mode kernel classes (module docstring). `mode="trace"` gives this class itself."""
 
@@ -261,12 +307,18 @@ class TraceKernel:
                           (self.spec.options.target if self.spec.options else None))
 
     def options(self, **changes) -> SimOptions:
-        """The simulator options of this kernel: the decorator's `hardware_strict=` (if given) over the
-        environment's defaults, then `changes`."""
+        """The simulator options of this kernel: the decorator's check switches (`hardware_strict=`,
+        `detect_races=`, `uninitialized=`) and `api_version=` (if given) over the environment's defaults, then
+        `changes`."""
         base = self.spec.options or SimOptions()
-        strict = self.spec.config.get("hardware_strict")
-        if strict is not None:
-            changes.setdefault("hardware_strict", bool(strict))
+        for name, convert in _CHECK_SWITCHES.items():
+            value = self.spec.config.get(name)
+            if value is not None:
+                changes.setdefault(name, convert(value))
+        version = self.spec.config.get("api_version")
+        if version is not None:
+            release(version, self.generation_name)      # an unknown release is an error at the call
+            changes.setdefault("api_version", str(version))
         return replace(base, **changes) if changes else base
 
     @property
@@ -281,7 +333,8 @@ class TraceKernel:
         @functools.wraps(func)
         def kernel_body(*args, **kwargs):
             result = func(*args, **kwargs)
-            check_outputs(result, generation, func)
+            prog = active()
+            check_outputs(result, generation, func, prog.options if prog is not None else None)
             return result
         return kernel_body
 
@@ -323,7 +376,7 @@ class TraceKernel:
         """
         options = options or self.options()
         hw = get_target(self.spec.target) if self.spec.target is not None else get_target(options.target)
-        grid = resolve(self.spec, hw)
+        grid = resolve(self.spec, hw, options)
         return run_kernel(self.body(), args, kwargs, grid=grid.sizes, target=hw, options=options,
                           listeners=self.spec.listeners + tuple(listeners), cores_of=grid.cores_of,
                           before_program=before_program, after_program=after_program,
@@ -369,7 +422,7 @@ class TraceKernel:
         args, kwargs = arguments.call_args(self.spec.func, template,
                                            [ShapeSpec(i.shape, i.dtype) for i in infos])
         options = self.options(shape_only=True)
-        grid = resolve(self.spec, hw)
+        grid = resolve(self.spec, hw, options)
         result = run_kernel(self.body(), args, kwargs, grid=grid.sizes, target=hw, options=options,
                             listeners=(recorder,), cores_of=grid.cores_of, kernel_name=self.spec.name,
                             generation=self.generation_name)

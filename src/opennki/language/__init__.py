@@ -2,7 +2,7 @@
 
 Creation APIs take `buffer=nl.sbuf` (the `MemoryRegion` enum), dtypes are strings, and the functional math
 ops of NKI 0.3+ return new tensors without `mask=`; comparisons keep the input dtype (1 / 0 values). All of
-them are signature adapters over `opennki.language.core`, the compositions the legacy generation uses too.
+them are signature adapters over `opennki._src.core`, the compositions the legacy generation uses too.
 """
 
 from __future__ import annotations
@@ -13,15 +13,15 @@ from typing import Any
 import numpy as np
 
 from opennki.instructions.dma import DmaCopy
-from opennki.language import core
-from opennki.language.blocks import declared as _declared
-from opennki.language.constants import _TileSize, tile_size  # noqa: F401
-from opennki.language.control import (affine_range, dynamic_range, fori_loop, num_programs,  # noqa: F401
-                                      program_ndim, sequential_range, static_range, while_loop)
-from opennki.language.control import program_id as _program_id
-from opennki.language.control import unrolled_range as range  # noqa: A004, F401
-from opennki.language.tensor import NkiTensor  # noqa: F401
-from opennki.language.tokens import NlOp
+from opennki._src import core
+from opennki._src.blocks import declared as _declared
+from opennki._src.constants import _TileSize, tile_size  # noqa: F401
+from opennki._src.control import (affine_range, dynamic_range, fori_loop, no_reorder,  # noqa: F401
+                                  num_programs, program_ndim, sequential_range, static_range, while_loop)
+from opennki._src.control import program_id as _program_id
+from opennki._src.control import unrolled_range as range  # noqa: A004, F401
+from opennki._src.tensor import NkiTensor  # noqa: F401
+from opennki._src.tokens import NlOp
 from opennki.machine.index import ds  # noqa: F401
 from opennki.machine.memory import MemoryRegion
 
@@ -30,6 +30,7 @@ DType = str
 # dtypes are strings in the new generation
 bool_ = "bool"
 int8, int16, int32 = "int8", "int16", "int32"
+int64 = "int64"     # NKI 0.7: scalar_load / scalar_store widths
 uint8, uint16, uint32 = "uint8", "uint16", "uint32"
 float16, float32, bfloat16, tfloat32 = "float16", "float32", "bfloat16", "tfloat32"
 float8_e4m3, float8_e5m2, float8_e4m3fn, float8_e8m0fnu = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn",
@@ -142,7 +143,7 @@ def empty_like(x, dtype=None, buffer=None, name=""):
 def shared_constant(constant):
     """A `shared_hbm` tensor holding `constant`: a NumPy array, or the path of a `.npy` file (new-generation
     form, spec/language.md §5.1); created once per launch and seen by every core."""
-    from opennki.language import movement
+    from opennki._src import movement
     if isinstance(constant, (str, os.PathLike)):
         constant = np.load(constant)
     return movement.shared_constant(constant, api="nl.shared_constant")
@@ -151,7 +152,7 @@ def shared_constant(constant):
 def shared_identity_matrix(n, dtype=uint8, dst=None):
     """The n x n identity in SBUF (new-generation rule: usable directly as an operand), DMA-copied from the
     shared constant identity of `dtype`; with `dst=` it is written there (and `dst` returned)."""
-    from opennki.language import movement
+    from opennki._src import movement
     ident = movement.shared_identity_matrix(n, dtype, api="nl.shared_identity_matrix")
     if dst is None:
         dst = core.alloc(ident.shape, ident.dtype, sbuf)

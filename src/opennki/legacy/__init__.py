@@ -12,9 +12,10 @@ and benchmark / profile ask the cost model.
 from __future__ import annotations
 
 from opennki.compile import GenericKernel, kernel_spec
-from opennki.kernels import FrameworkKernel  # noqa: F401  (NKI's integration contract)
+from opennki.bridges.framework import FrameworkKernel  # noqa: F401  (NKI's integration contract)
 from opennki.kernels.standalone import SimulateKernel
-from opennki.legacy import compiler, isa, language, typing  # noqa: F401  (nki.compiler.*, nki.typing.*)
+from opennki._src.tensor import NkiTensor as tensor  # `nki.tensor`: the tile type (annotations, isinstance)
+from opennki.legacy import compile, compiler, isa, language, meta, typing  # noqa: F401,A004  (the module tree)
 
 
 def _decorator(mode: str, func, config: dict):
@@ -67,4 +68,4 @@ def simulate_kernel(kernel, *args, **kwargs):
 
 
 __all__ = ["jit", "baremetal", "benchmark", "profile", "trace", "simulate_kernel", "GenericKernel",
-           "FrameworkKernel", "isa", "language"]
+           "FrameworkKernel", "tensor", "isa", "language", "compiler", "typing", "compile", "meta"]

@@ -19,7 +19,7 @@ partitions; 0 or 64 for 33-64; 0, 32, 64 or 96 up to 32), byte addresses aligned
 (or the bank), PSUM start partition and byte address 0. Blocks placed at the same spot share one physical
 tile, and tensors declared over overlapping bytes alias each other as on hardware, in any dtypes
 (machine/physical.py): a declaration starts with the bytes its range holds. Placements made inside an
-`affine_range` / `sequential_range` body are decided once, as NKI traces the body once (language/blocks.py).
+`affine_range` / `sequential_range` body are decided once, as NKI traces the body once (_src/blocks.py).
 
 A kernel that places tensors directly is an "allocated kernel": it may not mix in automatically placed
 SBUF/PSUM declarations, give initial values to its on-chip tensors, transpose on the Tensor Engine
@@ -43,7 +43,7 @@ import math
 from opennki.errors import AllocationError, KernelError
 from opennki.events import Engine
 from opennki.instructions.tensor_engine import NcTranspose
-from opennki.language import core
+from opennki._src import core
 from opennki.machine.memory import MemoryRegion
 from opennki.sim.program import PROGRAM_SETUP, Observer
 

@@ -1,7 +1,7 @@
 """Front door (legacy generation): `neuronxcc.nki.language`, the functional tile API of NKI 0.1.
 
 Imports the language layer. Every function here is a signature adapter over the shared compositions
-(`opennki.language.core` and its sibling modules): the legacy defaults are applied (comparisons give `bool`
+(`opennki._src.core` and its sibling modules): the legacy defaults are applied (comparisons give `bool`
 tiles, creation defaults to SBUF, `mask=` everywhere, NumPy broadcasting including the partition dim) and
 the composition runs. Dtype constants are NumPy / ml_dtypes objects, as the legacy generation has them.
 All 125 public names of the SDK 2.26 stub are here (spec/language.md §1).
@@ -12,12 +12,12 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from opennki.language import collectives, composites, core, debug, movement, rng
-from opennki.language.blocks import create, par_dim
-from opennki.language.constants import tile_size
-from opennki.language.control import LoopRange, loop_reduce, num_programs, program_id, program_ndim
-from opennki.language.spmd import nc, spmd_dim
-from opennki.language.tokens import NlOp
+from opennki._src import collectives, composites, core, debug, movement, rng
+from opennki._src.blocks import create, par_dim
+from opennki._src.constants import tile_size
+from opennki._src.control import LoopRange, loop_reduce, num_programs, program_id, program_ndim
+from opennki._src.spmd import nc, spmd_dim
+from opennki._src.tokens import NlOp
 from opennki.legacy import typing as _typing  # noqa: F401  (registers the parameter rules)
 from opennki.machine import dtypes as _dt
 from opennki.machine.index import arange, ds, mgrid

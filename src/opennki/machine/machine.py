@@ -36,10 +36,13 @@ class Machine:
         rng: random generator for `rand`, `dropout` and `rng` instructions.
         registers: virtual register values by register number (None: never written; instructions/registers.py).
         offsets: flat offsets of indirect accesses made by the current instruction, keyed by view id.
+        options: the program's SimOptions (None outside a launch): register-driven control flow asks them which
+            API release's rules apply (`while reg:`, opennki.releases).
     """
 
-    def __init__(self, hw, memory: Memory, precise: bool, seed: int = 0):
+    def __init__(self, hw, memory: Memory, precise: bool, seed: int = 0, options=None):
         self.hw = hw
+        self.options = options
         self.memory = memory
         self.precise = precise
         lanes = hw.memory.partitions
@@ -48,6 +51,22 @@ class Machine:
         self.rng = np.random.default_rng(seed)
         self.registers: dict[int, int | float | None] = {}
         self.offsets: dict[int, np.ndarray] = {}
+
+    # -- hidden engine state ------------------------------------------------------------------------------
+    def hidden_state(self) -> tuple:
+        """A snapshot of the state instructions keep outside tensors (accumulators, random generator,
+        registers), for running an instruction a second time without its side effects."""
+        return (self.act_acc.copy(), self.dve_acc.copy(), self.rng, self.rng.bit_generator.state,
+                dict(self.registers))
+
+    def restore_hidden_state(self, state: tuple) -> None:
+        act, dve, rng, rng_state, registers = state
+        self.act_acc[...] = act
+        self.dve_acc[...] = dve
+        self.rng = rng
+        rng.bit_generator.state = rng_state
+        self.registers.clear()
+        self.registers.update(registers)
 
     # -- masks ---------------------------------------------------------------------------------------
     @staticmethod

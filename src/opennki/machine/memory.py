@@ -359,7 +359,7 @@ class Memory:
                     self._images.setdefault(kind.value, PhysicalImage(kind, self.hw.memory.partitions))
                 storage.physical.join(storage)
             if self.emit is not None:
-                self.emit.allocated(storage, self.footprint(storage))
+                self.emit.allocated(storage, self.footprint(storage), direct=True)
         elif not (lazy and kind.is_on_chip):
             self.place(storage)
         return storage

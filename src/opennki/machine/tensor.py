@@ -101,7 +101,7 @@ class TensorView:
     # `_geo`, `_extent`, `_free`, `_inb` and `_np` cache values derived from the (immutable) view; see
     # `_geometry`
     __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np", "_inb", "_geo",
-                 "_extent", "_free")
+                 "_extent", "_free", "_sig")
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
@@ -116,6 +116,7 @@ class TensorView:
         self._geo = None
         self._extent = None
         self._free = None
+        self._sig = None     # instructions.base.view_signature
 
     @classmethod
     def root(cls, storage: Storage):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from opennki.cost.estimate import estimate
+from opennki.perf.estimate import estimate
 from opennki.cost.result import CostResult
 
 PERCENTILES = (0, 1, 10, 25, 50, 90, 99, 100)

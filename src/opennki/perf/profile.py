@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import os
 
-from opennki.cost.estimate import estimate
+from opennki.perf.estimate import estimate
 from opennki.perf.html import write_html_report
 from opennki.perf.report import format_report
 from opennki.perf.trace import instruction_args, write_chrome_trace

@@ -1,6 +1,6 @@
 """Simulator layer: the SPMD programs of one launch running as cooperating threads (for collectives).
 
-Imports errors only (it drives `Simulator.run_program`). Programs normally run one after the other. A
+Imports errors and events only (it drives `Simulator.run_program`). Programs normally run one after the other. A
 collective such as the legacy `nl.all_reduce` needs a value from every program of its group at once, so the
 first collective call switches the launch to cooperation: the programs not started yet are adopted and each
 gets its own thread. Exactly one program runs at any time: a baton passes between them in grid order, so
@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import threading
 
-from opennki.errors import KernelError
+from opennki.errors import KernelError, user_location
+from opennki.events import ProgramsMet
 
 
 class _Aborted(BaseException):
@@ -91,6 +92,8 @@ class Cooperation:
             raise KernelError(f"{what}: programs {gone} finished without making this call",
                               hint="every core named in the call must make it, the same number of times")
         self.wait(ids, lambda: all(m in posts for m in members), what)
+        if self.sim.listeners:
+            self.sim.emit(ProgramsMet(ids, tuple(members), what, user_location()))
         return posts
 
     def _raise_if_failed(self) -> None:

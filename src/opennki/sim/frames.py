@@ -141,6 +141,69 @@ def _stores_into_subscript(code, lasti: int) -> bool:
     return False
 
 
+# -- where a deferred result goes ---------------------------------------------------------------------------
+# Stack effects of the instructions a subscript key is made of (`t[i, j:k] = value`): (pops, pushes).
+_KEY_POPS = {"BUILD_SLICE": None, "BUILD_TUPLE": None, "BUILD_LIST": None,   # pops oparg
+             "BINARY_OP": 2, "BINARY_SUBSCR": 2, "BINARY_SLICE": 3, "UNARY_NEGATIVE": 1, "UNARY_INVERT": 1,
+             "UNARY_NOT": 1, "UNARY_POSITIVE": 1, "COPY": 0}
+_ATTR_LOADS = ("LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR")
+
+
+def result_use(frame) -> tuple[str, object, str | None]:
+    """What the running statement of the user's `frame` does with the value the expression being evaluated
+    now (a call or an operator) produces, read from the bytecode: `("temporary", frame, None)` when the value
+    only lives on the evaluation stack until it is the value of `t[key] = value` or the right operand of
+    `x op= value`; `("local", frame, name)` when it is bound straight to the local variable `name`; otherwise
+    `("held", frame, None)` (passed on, put in a container, a global...). A value a helper function returns
+    is followed into the user frame that called the helper."""
+    while True:
+        kind, name = _result_use(frame.f_code, frame.f_lasti)
+        caller = frame.f_back
+        if kind != "return" or caller is None or is_internal(caller.f_code.co_filename):
+            return ("held" if kind == "return" else kind), frame, name
+        frame = caller
+
+
+@functools.lru_cache(maxsize=4096)
+def _result_use(code, lasti: int) -> tuple[str, str | None]:
+    instructions = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
+    at = max((k for k, ins in enumerate(instructions) if ins.offset <= lasti), default=None)
+    if at is None:
+        return "held", None
+    depth = 0                           # values pushed above the result
+    for ins in instructions[at + 1:]:
+        op = ins.opname
+        if op == "NOP":
+            continue
+        if depth == 0:
+            if op in ("STORE_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"):
+                name = ins.argval[0] if isinstance(ins.argval, tuple) else ins.argval
+                return "local", name
+            if op == "RETURN_VALUE":
+                return "return", None
+            if (op == "BINARY_OP" and ins.argrepr.endswith("=")) or op.startswith("INPLACE_"):
+                return "temporary", None            # `x op= value`: the result is the right operand
+        if op == "STORE_SUBSCR":
+            return ("temporary" if depth == 2 else "held"), None
+        if op == "STORE_SLICE":
+            return ("temporary" if depth == 3 else "held"), None
+        if op.startswith("LOAD_") and op not in _ATTR_LOADS:
+            pops, pushes = 0, dis.stack_effect(ins.opcode, ins.arg) if ins.opcode >= dis.HAVE_ARGUMENT \
+                else dis.stack_effect(ins.opcode)
+        elif op in _ATTR_LOADS:
+            pops = 1
+            pushes = 1 + dis.stack_effect(ins.opcode, ins.arg)
+        elif op in _KEY_POPS:
+            pops = ins.arg if _KEY_POPS[op] is None else _KEY_POPS[op]
+            pushes = 1
+        else:
+            return "held", None
+        if pops > depth:
+            return "held", None     # the result itself is consumed by something else
+        depth += pushes - pops
+    return "held", None
+
+
 @functools.lru_cache(maxsize=256)
 def return_lines(code) -> tuple[int, ...]:
     """The lines of `code`'s `return <value>` statements (not the implicit `return None`), in order: where

@@ -13,6 +13,9 @@ instruction. If the next thing the kernel does is assign that tile into a destin
 (`buf[...] = nl.exp(x)`, `acc += nl.matmul(...)`), the instruction is retargeted to write there directly,
 as NKI's compiler does, instead of costing an extra copy. Any other issue first flushes the deferred
 instruction, so program order is kept exactly.
+
+A retarget changes only which instructions the listeners (the cost model) see, never a value the kernel can
+observe: the result tile keeps the value Python semantics give it (`Program.retarget`).
 """
 
 from __future__ import annotations
@@ -30,7 +33,8 @@ from opennki.instructions.base import check_operand_types
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
-from opennki.sim.frames import frame_locals, peek_variable, pending_store_target, read_later, user_frame
+from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
+                                user_frame)
 
 _TENSOR, _PSUM = Engine.TENSOR, MemoryKind.PSUM     # bound once: class lookups of members are slow (3.11)
 
@@ -77,10 +81,15 @@ class Observer:
 
 @dataclasses.dataclass
 class Deferred:
+    """A checked instruction waiting for its result tile to be consumed. `use`: what the kernel statement
+    does with the result (`frames.result_use`: "temporary", "local" with `frame` and `name`, or "held")."""
     instr: object
     result: TensorView
     location: SourceLocation | None
     api: str | None
+    use: str = "held"
+    frame: object = None
+    name: str | None = None
 
 
 class LaunchState:
@@ -104,6 +113,8 @@ class LaunchState:
         self.shared: list = []
         self.seq = itertools.count()
         self.loop_ids = itertools.count()
+        self.findings: list = []        # listeners.findings.Finding records of the checks in the programs
+        self.collecting = False         # a findings.collecting() block is open: record findings, don't raise
 
 
 class Program:
@@ -119,7 +130,7 @@ class Program:
         listening = bool(sim.listeners)
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None)
-        self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed)
+        self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
         self.pending: Deferred | None = None
         self.shared_count = 0
         self.loops: list = []   # language.control.LoopFrame of each loop running, outermost first
@@ -179,10 +190,10 @@ class Program:
         return self.launch.tensor_type.root(storage)
 
     # allocation events (Memory calls these when listeners are attached)
-    def allocated(self, storage, nbytes: int) -> None:
+    def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
         self.sim.emit(TensorAllocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
                                       storage.dtype.name, storage.partitions, storage.placement.address,
-                                      nbytes, storage.location))
+                                      nbytes, storage.location, direct))
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
         self.sim.emit(TensorFreed(storage_id, kind))
@@ -212,7 +223,9 @@ class Program:
         self.flush()
         location = user_location()
         self._check(instr, location, api, result.storage)
-        self.pending = Deferred(instr, result, location, api)
+        frame = user_frame()
+        use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
+        self.pending = Deferred(instr, result, location, api, use, frame, name)
         return result
 
     def take_pending(self, result) -> Deferred | None:
@@ -223,9 +236,53 @@ class Program:
             return p
         return None
 
-    def retarget(self, deferred: Deferred, **changes) -> None:
-        """Issue a claimed deferred instruction with some fields replaced (usually `dst`)."""
+    def retarget(self, deferred: Deferred, **changes) -> bool:
+        """Issue a claimed deferred instruction with some fields replaced (usually `dst`), if that keeps every
+        value the kernel can observe; False (nothing issued) if not, and the caller then issues the
+        instruction as it is and copies its result.
+
+        The decision (issue of record: a retarget once left `e` unwritten in `b1[...] = e; b2[...] = e`):
+        - the result is a temporary of the statement (`buf[...] = nl.exp(x)`, `acc += nl.matmul(...)`, or
+          returned by a helper into such a statement): nothing else can read it, so the instruction simply
+          writes the destination;
+        - the result is bound to a local variable the kernel's bytecode never reads again
+          (`m = nl.matmul(...); acc += m`): the cost model sees the retargeted instruction, as a compiler's
+          liveness analysis would give it; the result tile still gets its value, computed without an event
+          (`_shadow_run`), so an alias made meanwhile (`tiles.append(m)`) reads the right numbers;
+        - otherwise (the variable is read later, or the result went anywhere else): no retarget; the result
+          is written as the plain path writes it, then copied (an instruction the cost model sees).
+        """
+        if deferred.use == "local":
+            frame = deferred.frame
+            deferred.frame = None
+            if read_later(frame, deferred.name) or not self._shadow_run(deferred, changes):
+                return False
+        elif deferred.use != "temporary":
+            return False
         self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+        return True
+
+    def _shadow_run(self, deferred: Deferred, changes: dict) -> bool:
+        """Compute a deferred instruction's result tile as the plain path would, emitting nothing and leaving
+        the engines' hidden state (accumulators, random generator, registers) as it was, so the retargeted
+        instruction that follows sees the same state. False if the instruction writes anything besides the
+        operands the retarget moves (a second run would write it twice)."""
+        instr = deferred.instr
+        for fname, access in instr._operand_fields:
+            if access is not AccessKind.READ and fname not in changes and getattr(instr, fname) is not None:
+                return False
+        if self.options.shape_only:
+            return True
+        machine = self.machine
+        state = machine.hidden_state()
+        try:
+            instr.run(machine)
+        except OpenNKIError as e:
+            raise _located(e, instr, deferred.location, deferred.api)
+        finally:
+            machine.restore_hidden_state(state)
+            machine.offsets.clear()
+        return True
 
     def flush(self) -> None:
         p = self.pending
@@ -242,13 +299,23 @@ class Program:
         destination (a retargeted instruction writes elsewhere)."""
         try:
             check_operand_types(instr)
-            instr.check(self)
+            self.check_instruction(instr)
             check_static_bounds(instr)
             for observer in self.observers:
                 observer.check(self, instr)
             self._place_operands(instr, unplaced)
         except OpenNKIError as e:
             raise _located(e, instr, location, api)
+
+    def check_instruction(self, instr) -> None:
+        """The instruction's own check, run once per signature (Instruction.signature): a signature whose
+        check passed before passes again."""
+        key = instr.signature()
+        checked = self.sim.checked
+        if key is None or key not in checked:
+            instr.check(self)
+            if key is not None:
+                checked.add(key)
 
     def _place_operands(self, instr, unplaced=None) -> None:
         """On-chip tensors get their addresses when an instruction first touches them (Memory.place)."""

@@ -18,6 +18,8 @@ import numpy as np
 from opennki.errors import KernelError
 from opennki.events import LaunchFinished, LaunchStarted, MemoryKind, ProgramFinished, ProgramStarted
 from opennki.hw import get_target
+from opennki.listeners import findings as _findings
+from opennki.listeners.races import RaceChecker
 from opennki.machine.dtypes import convert, dtype_of, to_public
 from opennki.machine.memory import Allocator, MemoryRegion, Placement, Storage
 from opennki.machine.tensor import TensorView
@@ -60,6 +62,10 @@ class Simulator:
         self.options = options or SimOptions()
         self.hw = get_target(target if target is not None else self.options.target)
         self.listeners = list(listeners)
+        self.findings: list = []    # what the checks found in this simulator's launches (listeners/findings.py)
+        # signatures (Instruction.signature) of the instructions whose check passed: the check needs no data
+        # and reads only what the signature holds, so it runs once per signature; hw and options are fixed
+        self.checked: set = set()
 
     def emit(self, event) -> None:
         for listener in self.listeners:
@@ -85,8 +91,21 @@ class Simulator:
         kwargs = dict(kwargs or {})
         grid = tuple(int(g) for g in grid)
         name = kernel_name or getattr(fn, "__name__", "kernel")
+        checker = RaceChecker() if self.options.detect_races else None
+        if checker is not None:
+            self.listeners.append(checker)
+        try:
+            return self._launch(fn, args, kwargs, grid, tensor_type, name, cores_of, before_program,
+                                after_program, generation, checker)
+        finally:
+            if checker is not None:
+                self.listeners.remove(checker)
+
+    def _launch(self, fn, args, kwargs, grid, tensor_type, name, cores_of, before_program, after_program,
+                generation, checker):
         hbm = Allocator(MemoryKind.HBM, self.hw.memory.hbm_bytes, HBM_ALIGN_BYTES, self.hw.name)
         launch = LaunchState(self, hbm, tensor_type, grid, name, fn=fn, generation=generation)
+        launch.collecting = _findings.collector() is not None
         bound_args, bound_kwargs, arg_storages = self._bind(fn, args, kwargs, launch)
         launch.body = lambda: fn(*bound_args, **bound_kwargs)
         launch.args = (bound_args, bound_kwargs)
@@ -108,10 +127,23 @@ class Simulator:
         except BaseException:
             if launch.cooperation is not None:
                 launch.cooperation.abort()
+            self._report(launch, checker, raising=False)
             raise
         self.emit(LaunchFinished(name, ran))
         self._write_back(arg_storages)
+        self._report(launch, checker)
         return self._outputs(result)
+
+    def _report(self, launch, checker, raising: bool = True) -> None:
+        """Hand on what the checks found in the launch (listeners/findings.py): into the open `collecting()`
+        list, else raise the first finding (unless the launch already failed)."""
+        found = launch.findings + (checker.report() if checker is not None else [])
+        if not found:
+            return
+        found = [_findings.with_kernel(f, launch.kernel_name) for f in _findings.unique(found)]
+        self.findings.extend(found)
+        if raising or launch.collecting:
+            _findings.report(found)
 
     def run_program(self, launch, ids):
         """Run the kernel body as the program `ids` of `launch` and return what it returned."""

@@ -12,7 +12,7 @@ import numpy as np
 from opennki.errors import ShapeError
 from opennki.instructions.vector import Memset, TensorCopy, TensorScalar
 from opennki.instructions.vector_move import TensorCopyPredicated
-from opennki.language import core
+from opennki._src import core
 from opennki.machine.dtypes import dtype_of, float32, promote, scalar_dtype
 
 

@@ -33,7 +33,7 @@ from opennki.instructions.ops import alu
 from opennki.machine.machine import Machine
 from opennki.sim.program import Observer
 
-STATE = "opennki.language.dependencies"
+STATE = "opennki._src.dependencies"
 
 
 class _Write:

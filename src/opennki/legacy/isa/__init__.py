@@ -7,7 +7,7 @@ results, so `buf[...] = nisa.activation(...)` writes `buf` directly. Instruction
 operands the kernel passes (`dma_copy`, `select_reduce`, `tensor_copy_predicated`,
 `tensor_copy_dynamic_dst`, `nc_stream_shuffle`) issue at once and return None. Extra keyword arguments
 are accepted and ignored, as NKI 0.1 does. The enums are `IntEnum`s with the legacy numbering;
-`neuronxcc.nki.isa.constants` is provided as the submodule `constants`.
+`neuronxcc.nki.isa.constants` is the submodule `constants` (the same enum objects).
 
 Decisions: `get_nc_version()` on trn3 reports gen3, the newest generation the legacy enum has, so kernels
 take their newest code path while instructions check the real target. `builtin_custom_op` (a prebuilt
@@ -18,8 +18,6 @@ GpSimd library call whose semantics are undocumented) raises UnsupportedError; t
 from __future__ import annotations
 
 import enum
-import sys
-import types
 
 import numpy as np
 
@@ -37,7 +35,7 @@ from opennki.instructions import vector_stats as _stats
 from opennki.instructions.base import check_operator_args, takes_operands
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import activation_fn
-from opennki.language import core
+from opennki._src import core
 from opennki.machine.dtypes import dtype_of, float32, promote, uint32
 from opennki.machine.index import Index, Predicate
 from opennki.sim.program import current
@@ -93,15 +91,10 @@ class fp32:
 def get_nc_version() -> nc_version:
     """The NeuronCore generation of the current target: gen2 on trn1/inf2, gen3 on trn2 and on trn3 (the
     newest generation the legacy API knows)."""
-    from opennki.language.constants import _hw
+    from opennki._src.constants import _hw
     return nc_version(min(_hw().nc_version, 3))
 
 
-# `from neuronxcc.nki.isa.constants import oob_mode` (official samples; spec/isa.md C35)
-constants = types.ModuleType(__name__ + ".constants", "Legacy `nki.isa.constants`: the nisa enums.")
-for _name in ("engine", "reduce_cmd", "dge_mode", "oob_mode", "nc_version"):
-    setattr(constants, _name, globals()[_name])
-sys.modules[constants.__name__] = constants
 
 
 def _out(shape, dtype, buffer=core.SBUF):
@@ -478,3 +471,5 @@ __all__ = [
     "nc_stream_shuffle", "activation", "activation_reduce", "nc_matmul", "nc_transpose", "iota", "affine_select",
     "local_gather", "sequence_bounds", "builtin_custom_op",
 ]
+
+from opennki.legacy.isa import constants  # noqa: E402  (the submodule needs the enums above)

@@ -23,7 +23,7 @@ from opennki.machine.memory import Memory
 from opennki.machine.tensor import TensorView
 from opennki.sim.program import PROGRAM_SETUP, Observer
 
-STATE = "opennki.language.rules"
+STATE = "opennki._src.rules"
 
 
 class LanguageRules(Observer):

@@ -27,7 +27,7 @@ import operator
 
 from opennki.errors import KernelError, ShapeError
 from opennki.events import MemoryKind
-from opennki.language import dependencies
+from opennki._src import dependencies
 from opennki.machine.arguments import as_shape
 from opennki.sim.frames import user_frame
 
@@ -145,7 +145,7 @@ class par_dim(int):
         return f"par_dim({int(self)})"
 
 
-STATE = "opennki.language.blocks"   # key of this module's per-program state (Program.state)
+STATE = "opennki._src.blocks"   # key of this module's per-program state (Program.state)
 
 
 def split_shape(shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
@@ -163,7 +163,7 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
     """A new legacy tensor: a plain tensor, or a BlockTensor when the shape has block dims. `buffer` is a
     memory region or a direct-allocation object (`nki.compiler.sbuf.mod_alloc(...)`); `fill` initialises it
     (zeros / ones / full)."""
-    from opennki.language import core
+    from opennki._src import core
     prog = core.current(api)
     region = core.region_of(buffer)
     blocks, tile_shape = split_shape(shape)
@@ -229,14 +229,14 @@ def declared(t):
 def _filled(t, fill, api):
     if fill is not None:
         from opennki.instructions.vector import Memset
-        from opennki.language import core
+        from opennki._src import core
         core.current(api).issue(Memset(dst=t, value=fill), api)
     return t
 
 
 def _forced_auto(prog) -> bool:
     """`@nki.compiler.force_auto_alloc` kernels ignore their direct allocations."""
-    from opennki.language import core
+    from opennki._src import core
     flags = getattr(core.kernel_function(prog), "__opennki_compiler__", {})
     return bool(flags.get("force_auto_alloc"))
 
@@ -256,7 +256,7 @@ def _check_allocation_mode(prog, direct: bool, api: str) -> None:
 
 def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
     """tile_of for a directly allocated tensor: one storage per distinct physical placement."""
-    from opennki.language import core
+    from opennki._src import core
     allocator.install(prog)
     P = tile_shape[0]
     fbytes = math.prod(tile_shape[1:]) * dt.itemsize
@@ -309,7 +309,7 @@ def _traced_placements(prog, n_blocks: int) -> list:
     iterations of the enclosing `static_range` loops (which NKI unrolls), and how many times the same path was
     already declared in the current iteration of the traced-once loops (Python loops inside a body are
     unrolled too). Its first execution computes the placement; later iterations reuse it."""
-    from opennki.language import core
+    from opennki._src import core
     if not any(frame.is_scope for frame in prog.loops):
         return []
     kernel_code = getattr(core.kernel_function(prog), "__code__", None)

@@ -23,7 +23,7 @@ from opennki.errors import KernelError
 from opennki.instructions.dma import DmaCopy
 from opennki.instructions.ops import alu
 from opennki.instructions.vector import TensorTensor
-from opennki.language import core
+from opennki._src import core
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.memory import MemoryRegion
 from opennki.sim.cooperative import Cooperation

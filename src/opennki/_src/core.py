@@ -24,7 +24,7 @@ from opennki.instructions.scalar import Activation
 from opennki.instructions.tensor_engine import NcMatmul, NcTranspose
 from opennki.instructions.vector import (Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor,
                                          normalize_axes, reduced_shape)
-from opennki.language import rules
+from opennki._src import rules
 from opennki.machine.arguments import as_shape
 from opennki.machine.dtypes import SCALAR_TYPES, DataType, dtype_of, float32, promote, scalar_dtype
 from opennki.machine.machine import Machine
@@ -437,8 +437,8 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
     deferred = prog.take_pending(value)
     if deferred is not None:
         changes = _retarget_changes(deferred, dst)
-        if value.shape == dst.shape and _retargetable(prog, deferred, changes):
-            prog.retarget(deferred, **changes)
+        if value.shape == dst.shape and _retargetable(prog, deferred, changes) and prog.retarget(deferred,
+                                                                                                 **changes):
             return
         prog.execute(deferred.instr, deferred.location, deferred.api)
     copy_into(dst, value, api)
@@ -452,7 +452,7 @@ def _retarget_changes(deferred, dst) -> dict:
 
 def _retargetable(prog, deferred, changes) -> bool:
     try:
-        deferred.instr.replace(**changes).check(prog)
+        prog.check_instruction(deferred.instr.replace(**changes))
     except OpenNKIError:
         return False
     return True
@@ -484,7 +484,12 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
         deferred = prog.take_pending(value)
         if deferred is not None:
             if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
-                prog.retarget(deferred, dst=dst, accumulate=not Machine.is_unwritten(dst))
+                changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
+                if not prog.retarget(deferred, **changes):
+                    # the product is read again: it is computed where it is, and a second matmul accumulates
+                    # (adding one PSUM tile into another is no engine's operation)
+                    prog.execute(deferred.instr, deferred.location, deferred.api)
+                    prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
                 return
             prog.execute(deferred.instr, deferred.location, deferred.api)
     if is_tensor(value) and value.shape != dst.shape:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from opennki.instructions.rng import Dropout, Rand2, Rng, SetRngSeed
 from opennki.instructions.vector import TensorScalar
-from opennki.language import core
+from opennki._src import core
 from opennki.machine.dtypes import dtype_of, float32, uint32
 
 _MANTISSA_BITS = 24   # an fp32 holds every multiple of 2^-24 in [0, 1) exactly

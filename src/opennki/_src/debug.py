@@ -11,7 +11,7 @@ import sys
 import numpy as np
 
 from opennki.errors import HardwareUnsupportedError, KernelError
-from opennki.language import core
+from opennki._src import core
 from opennki.machine.dtypes import to_public
 from opennki.machine.machine import Machine
 

@@ -16,7 +16,7 @@ from opennki.instructions.dma import DmaCopy, DmaTranspose
 from opennki.instructions.gpsimd import NcNGather
 from opennki.instructions.ops import alu
 from opennki.instructions.vector import Memset, TensorCopy
-from opennki.language import core
+from opennki._src import core
 from opennki.machine.dtypes import convert, dtype_of
 from opennki.machine.memory import MemoryRegion
 

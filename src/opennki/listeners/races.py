@@ -1,0 +1,356 @@
+"""Listeners layer: the race and hazard checker. Imports events and listeners.findings only.
+
+The simulator runs what hardware runs in parallel one thing after another, so it gets the right answer
+where hardware may not. This listener looks for the accesses whose order the kernel does not fix:
+
+* **Loop-carried hazards in `affine_range`** (legacy generation; `LoopStarted.parallel`): the compiler may
+  reorder or overlap the iterations, so a read-after-write, write-after-read or write-after-write between
+  two iterations of one affine loop on the same elements is a bug. Exempt is accumulation, which NKI
+  allows across iterations: matmul accumulating into PSUM, DMA read-modify-writes and element-wise updates
+  `acc = op(acc, x)` with an associative `op` (`acc += x`, `nl.loop_reduce`), as long as every access of
+  the elements by the other iteration is such an accumulation with the same operator. Iterations of
+  `sequential_range`, `static_range`, `range` and device loops are ordered, as are the accesses of one
+  iteration; tensors created inside an iteration are new storage each time, so they never conflict.
+* **Races between programs** (SPMD grids, LNC cores): two programs touching the same bytes, one of them
+  writing, with no exchange between them that orders the two (`ProgramsMet`: `core_barrier`, `sendrecv`,
+  collectives). The order is a happens-before relation, not the order the simulator happened to run
+  them in: for programs A and B, an access of A after its k-th exchange with B and an access of B after
+  its k-th exchange with A (and before the next) may run at the same time on hardware.
+
+Accesses are compared per storage (tensor), first by a bounding box (partitions x bytes from the
+allocator's regions, relative to the tensor's address so relocation does not matter), then, when the boxes
+overlap, exactly by element offsets (masks and run-time indices honoured). Each bug is reported once per
+pair of kernel lines. The checker observes and reports (`report()`); it never changes results.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from opennki.events import (AccessKind, Event, InstructionExecuted, LoopFinished, LoopIteration, LoopStarted,
+                            MemoryKind, Operand, ProgramsMet, ProgramStarted, TensorAllocated)
+from opennki.listeners.findings import Finding, FindingKind
+
+# operators whose repeated application in any order gives the same result (accumulation across iterations)
+ASSOCIATIVE_OPS = frozenset({"add", "multiply", "maximum", "minimum", "max", "min", "bitwise_and",
+                             "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor", "abs_max",
+                             "abs_min"})
+# core_barrier orders accesses and touches no data; PSUM spills and reloads are the compiler's own copies
+_SKIPPED_OPCODES = frozenset({"core_barrier", "psum_spill", "psum_reload"})
+_CHUNK_SHIFT = 10                                   # bytes per index bucket: 1 KiB
+_WIDE_CHUNKS = 64
+
+
+class _Access:
+    """One operand access, as the checker keeps it (values only: no tensors)."""
+
+    __slots__ = ("writes", "reads", "accumulate", "p0", "p1", "b0", "b1", "operand", "mask", "location",
+                 "loops", "program", "sync", "seq", "_offsets")
+
+    def __init__(self, operand: Operand, base: int, writes: bool, reads: bool, accumulate, mask, event, loops,
+                 sync):
+        r = operand.region
+        self.writes, self.reads, self.accumulate = writes, reads, accumulate
+        self.p0, self.p1 = r.partition_start, r.partition_start + r.partition_count
+        self.b0, self.b1 = r.byte_start - base, r.byte_end - base
+        self.operand, self.mask, self.location = operand, mask, event.location
+        self.loops, self.program, self.sync, self.seq = loops, event.program, sync, event.seq
+        self._offsets = None
+
+    def boxes_overlap(self, other: "_Access") -> bool:
+        return (self.b0 < other.b1 and other.b0 < self.b1 and self.p0 < other.p1 and other.p0 < self.p1)
+
+    def offsets(self) -> np.ndarray:
+        """Sorted unique element offsets (into the tensor) the access touches."""
+        if self._offsets is None:
+            op = self.operand
+            if op.offsets is not None:
+                offs = op.offsets
+            elif op.strides is None:
+                offs = np.arange(0)        # an indirect access without recorded offsets (shape-only run)
+            else:
+                offs = op.element_offsets()
+                if self.mask is not None:
+                    offs = offs[self.mask]
+            self._offsets = np.unique(offs)
+        return self._offsets
+
+
+class _Index:
+    """The accesses to one tensor, bucketed by byte range so that a lookup sees only nearby ones."""
+
+    __slots__ = ("chunks", "wide")
+
+    def __init__(self):
+        self.chunks: dict[int, list[_Access]] = {}
+        self.wide: list[_Access] = []
+
+    def add(self, acc: _Access) -> None:
+        lo, hi = acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
+        if hi - lo >= _WIDE_CHUNKS:
+            self.wide.append(acc)
+            return
+        for c in range(lo, hi + 1):
+            self.chunks.setdefault(c, []).append(acc)
+
+    def near(self, acc: _Access):
+        yield from self.wide
+        lo, hi = acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
+        if hi - lo >= _WIDE_CHUNKS:
+            lists = list(self.chunks.values())
+        else:
+            lists = [self.chunks[c] for c in range(lo, hi + 1) if c in self.chunks]
+        if len(lists) == 1:
+            yield from lists[0]
+            return
+        seen = set()
+        for found in lists:
+            for other in found:
+                if id(other) not in seen:
+                    seen.add(id(other))
+                    yield other
+
+
+class _Tensor:
+    """Reads and writes of one tensor (reads need comparing with writes only)."""
+
+    __slots__ = ("reads", "writes")
+
+    def __init__(self):
+        self.reads, self.writes = _Index(), _Index()
+
+
+class _Loop:
+    __slots__ = ("loop_id", "parallel", "iteration", "location", "kind")
+
+    def __init__(self, event: LoopStarted):
+        self.loop_id, self.parallel, self.location, self.kind = (event.loop_id, event.parallel, event.location,
+                                                                 event.kind)
+        self.iteration = None
+
+
+class RaceChecker:
+    """Listener: finds loop-carried hazards in affine loops and races between programs (module docstring).
+
+    `report()` gives the findings (a list of `Finding`s, each bug once)."""
+
+    def __init__(self):
+        self.findings: list[Finding] = []
+        self._reported: set = set()
+        self._bases: dict[int, int] = {}                    # storage id -> its current address
+        self._direct: set[int] = set()                      # storages the kernel placed itself
+        self._created: dict[int, object] = {}               # storage id -> the line that created it
+        self._loops: dict[tuple, list[_Loop]] = {}          # program -> loops running, outermost first
+        self._loop_program: dict[int, tuple] = {}           # loop id -> program
+        self._in_loops: dict[tuple, dict[int, _Tensor]] = {}  # program -> tensors accessed in affine loops
+        self._shared: dict[int, _Tensor] = {}               # HBM tensors accessed by the programs of a grid
+        self._sync: dict[tuple, dict] = {}                  # program -> {other program: exchanges with it}
+        self._programs: set = set()
+        self._multi = False
+
+    # -- events ---------------------------------------------------------------------------------------------
+    def on_event(self, event: Event) -> None:
+        if isinstance(event, InstructionExecuted):
+            self._instruction(event)
+        elif isinstance(event, LoopIteration):
+            program = self._loop_program.get(event.loop_id)
+            if program is not None:
+                self._loops[program][-1].iteration = event.iteration
+        elif isinstance(event, LoopStarted):
+            self._loops.setdefault(event.program, []).append(_Loop(event))
+            self._loop_program[event.loop_id] = event.program
+        elif isinstance(event, LoopFinished):
+            program = self._loop_program.pop(event.loop_id, None)
+            if program is not None:
+                stack = self._loops[program]
+                stack[:] = [f for f in stack if f.loop_id != event.loop_id]
+                if not any(f.parallel for f in stack):
+                    self._in_loops.pop(program, None)
+        elif isinstance(event, TensorAllocated):
+            self._bases[event.storage_id] = event.byte_start
+            self._created.setdefault(event.storage_id, event.location)
+            if event.direct:
+                self._direct.add(event.storage_id)
+        elif isinstance(event, ProgramsMet):
+            counts = dict(self._sync.get(event.program, {}))
+            for member in event.members:
+                if member != event.program:
+                    counts[member] = counts.get(member, 0) + 1
+            self._sync[event.program] = counts
+        elif isinstance(event, ProgramStarted):
+            self._programs.add(event.program)
+            self._multi = bool(event.grid)
+
+    def report(self) -> list[Finding]:
+        return list(self.findings)
+
+    # -- accesses -------------------------------------------------------------------------------------------
+    def _instruction(self, event: InstructionExecuted) -> None:
+        if event.opcode in _SKIPPED_OPCODES:
+            return
+        program = event.program
+        stack = self._loops.get(program)
+        loops = ()
+        if stack:
+            # a loop whose first iteration has not begun yet is not running (the instruction deferred before
+            # the loop is issued after the loop started)
+            loops = tuple((f.loop_id, f.iteration, f.parallel) for f in stack if f.iteration is not None)
+        in_affine = any(parallel for _, _, parallel in loops)
+        if not in_affine and not self._multi:
+            return
+        sync = self._sync.get(program, {})
+        for acc, storage_id in self._accesses(event, loops, sync):
+            if in_affine and storage_id not in self._direct:
+                tensors = self._in_loops.setdefault(program, {})
+                self._check(tensors.setdefault(storage_id, _Tensor()), acc, self._loop_conflict)
+            if self._multi and acc.operand.kind is MemoryKind.HBM:
+                self._check(self._shared.setdefault(storage_id, _Tensor()), acc, self._program_conflict)
+
+    def _accesses(self, event: InstructionExecuted, loops, sync):
+        """The instruction's operand accesses; an element-wise update `dst = op(dst, x)` with an associative
+        operator is one accumulation of dst (its read of dst is part of it)."""
+        operands = event.operands
+        params = event.params
+        acc_op = None
+        if event.opcode == "nc_matmul":
+            acc_op = "matmul"
+        elif params.get("dst_rmw_op") is not None:
+            acc_op = str(params["dst_rmw_op"])
+        elif event.opcode in ("tensor_tensor", "tensor_scalar"):
+            op = params.get("op") if event.opcode == "tensor_tensor" else params.get("op0")
+            if str(op) in ASSOCIATIVE_OPS:
+                acc_op = str(op)
+        absorbed = set()
+        out = []
+        mask = event.mask
+        for o in operands:
+            if o.access is AccessKind.READ:
+                continue
+            accumulate = None
+            if acc_op == "matmul":
+                accumulate = "matmul" if o.kind is MemoryKind.PSUM else None
+            elif acc_op is not None and o.role == "dst":
+                if params.get("dst_rmw_op") is not None:
+                    accumulate = acc_op
+                else:
+                    same = [r for r in operands if r.access is AccessKind.READ and r.region == o.region
+                            and r.strides == o.strides and r.offset == o.offset]
+                    if same:
+                        accumulate = acc_op
+                        absorbed.update(id(r) for r in same)
+            out.append((o, True, accumulate is not None or o.access is AccessKind.ACCUMULATE, accumulate))
+        for o in operands:
+            if o.access is AccessKind.READ and id(o) not in absorbed:
+                out.append((o, False, True, None))
+        for o, writes, reads, accumulate in out:
+            m = None
+            if mask is not None and o.offsets is None and mask.shape == o.shape:
+                m = mask
+            sid = o.region.storage_id
+            yield _Access(o, self._bases.get(sid, 0), writes, reads, accumulate, m, event, loops, sync), sid
+
+    def _check(self, tensor: _Tensor, acc: _Access, conflict) -> None:
+        candidates = list(tensor.writes.near(acc))
+        if acc.writes:
+            candidates += tensor.reads.near(acc)
+        for other in candidates:
+            if other.program == acc.program and other.seq == acc.seq:
+                continue
+            if not acc.boxes_overlap(other):
+                continue
+            if acc.accumulate is not None and acc.accumulate == other.accumulate:
+                continue
+            if not (acc.writes or other.writes):
+                continue
+            found = conflict(other, acc)
+            if found is None:
+                continue
+            key = (found[0], other.location, acc.location, acc.operand.region.storage_id)
+            if key in self._reported:
+                continue
+            common = np.intersect1d(other.offsets(), acc.offsets(), assume_unique=True)
+            if common.size:
+                self._reported.add(key)
+                self.findings.append(found[1](other, acc, int(common.size)))
+        (tensor.writes if acc.writes else tensor.reads).add(acc)
+
+    # -- the two orders -------------------------------------------------------------------------------------
+    def _loop_conflict(self, first: _Access, second: _Access):
+        """Two accesses of one program: unordered when the outermost loop whose iteration differs between
+        them is an affine loop they are both in."""
+        if first.program != second.program:
+            return None
+        for (lid_a, it_a, parallel), (lid_b, it_b, _) in zip(first.loops, second.loops):
+            if lid_a != lid_b:
+                return None
+            if it_a != it_b:
+                if not parallel:
+                    return None
+                loop = next((f for f in self._loops.get(second.program, ()) if f.loop_id == lid_a), None)
+                rule = "affine_loop_carried_" + _hazard(first, second).lower()
+                return rule, lambda a, b, n: self._loop_finding(rule, loop, it_a, it_b, a, b, n)
+        return None
+
+    def _program_conflict(self, first: _Access, second: _Access):
+        if first.program == second.program:
+            return None
+        if first.sync.get(second.program, 0) != second.sync.get(first.program, 0):
+            return None
+        rule = "program_race_" + _hazard(first, second).lower()
+        return rule, lambda a, b, n: self._program_finding(rule, a, b, n)
+
+    # -- findings -------------------------------------------------------------------------------------------
+    def _name(self, acc: _Access) -> str:
+        """The tensor's name, and the line that created it when known."""
+        created = self._created.get(acc.operand.region.storage_id)
+        where = f" (created at line {created.lineno})" if created is not None else ""
+        return f"'{acc.operand.tensor_name}'{where}"
+
+    def _loop_finding(self, rule, loop, it_a, it_b, first, second, count) -> Finding:
+        hazard = _hazard(first, second)
+        name = self._name(second)
+        where = f" at line {loop.location.lineno}" if loop is not None and loop.location else ""
+        message = (f"{hazard} between iterations {it_a} and {it_b} of the nl.affine_range loop{where}: "
+                   f"iteration {it_b} {_verb(second)} {count} element(s) of {name} that iteration {it_a} "
+                   f"{_verb(first, past=True)}")
+        return Finding(FindingKind.RACE, rule, message, _lines(first, second),
+                       (first.operand.region, second.operand.region), (it_a, it_b), (second.program,),
+                       why="NKI's compiler treats affine_range iterations as independent and may reorder or "
+                           "overlap them, so on hardware the two accesses can happen in either order; the "
+                           "simulator runs iterations in order and hides this",
+                       fix="use nl.sequential_range for this loop, or give each iteration its own buffer "
+                           "(allocate the tensor inside the loop, or index a different slice per iteration)")
+
+    def _program_finding(self, rule, first, second, count) -> Finding:
+        hazard = _hazard(first, second)
+        name = self._name(second)
+        message = (f"{hazard} between programs {list(first.program)} and {list(second.program)}: program "
+                   f"{list(second.program)} {_verb(second)} {count} element(s) of {name} that program "
+                   f"{list(first.program)} {_verb(first, past=True)}, with no barrier or exchange between them")
+        return Finding(FindingKind.RACE, rule, message, _lines(first, second),
+                       (first.operand.region, second.operand.region), (), (first.program, second.program),
+                       why="SPMD programs and LNC cores run at the same time on hardware; the simulator runs "
+                           "one after the other and hides which access comes first",
+                       fix="give each program its own slice of the tensor, or order the accesses with "
+                           "nisa.core_barrier (LNC cores) / a collective")
+
+
+def _hazard(first: _Access, second: _Access) -> str:
+    if first.writes and second.writes:
+        return "WAW"
+    return "RAW" if first.writes else "WAR"
+
+
+def _verb(acc: _Access, past: bool = False) -> str:
+    if acc.accumulate is not None:
+        return "accumulated into" if past else "accumulates into"
+    if acc.writes:
+        return "wrote" if past else "writes"
+    return "read" if past else "reads"
+
+
+def _lines(first: _Access, second: _Access) -> tuple:
+    return tuple(loc for loc in (first.location, second.location) if loc is not None)
+
+
+__all__ = ["RaceChecker", "ASSOCIATIVE_OPS"]
