@@ -15,7 +15,7 @@ import numpy as np
 from opennki.instructions.dma import DmaCopy
 from opennki._src import core
 from opennki._src.blocks import declared as _declared
-from opennki._src.constants import _TileSize, tile_size  # noqa: F401
+from opennki._src.constants import tile_size  # noqa: F401
 from opennki._src.control import (affine_range, dynamic_range, fori_loop, no_reorder,  # noqa: F401
                                   num_programs, program_ndim, sequential_range, static_range, while_loop)
 from opennki._src.control import program_id as _program_id

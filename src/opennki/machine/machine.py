@@ -87,7 +87,8 @@ class Machine:
             m = own if m is None else (m & own)
         return None if m is None else np.broadcast_to(m, view.shape)
 
-    def _dynamic_values(self, view: TensorView) -> list[np.ndarray]:
+    def dynamic_values(self, view: TensorView) -> list[np.ndarray]:
+        """The run-time index values of an indirect view, one array (broadcast to the view) per DynamicTerm."""
         values = []
         for term in view.dynamic:
             idx = self.read(term.index).astype(np.int64)
@@ -102,7 +103,7 @@ class Machine:
         m = self.effective_mask(view, mask)
         if not view.dynamic and view.in_bounds():
             return view.np_view()
-        dyn = self._dynamic_values(view) if view.dynamic else None
+        dyn = self.dynamic_values(view) if view.dynamic else None
         view.check_bounds(m, dyn)
         offs = view.flat_offsets(dyn)
         arr = view.storage.array
@@ -151,7 +152,7 @@ class Machine:
             if st.physical is not None:
                 st.physical.written(st, *view.extent())
             return
-        dyn = self._dynamic_values(view) if view.dynamic else None
+        dyn = self.dynamic_values(view) if view.dynamic else None
         view.check_bounds(m, dyn)
         offs = view.flat_offsets(dyn)
         vals = np.broadcast_to(vals, view.shape)

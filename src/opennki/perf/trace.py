@@ -14,6 +14,7 @@ import json
 import os
 
 from opennki.cost.result import Row, location_key
+from opennki.perf.estimate import estimate
 
 MAX_DMA_LANES = 16
 
@@ -131,6 +132,5 @@ def write_chrome_trace(result, path: str) -> str:
 def write_trace(kernel, args, kwargs, path: str, **config) -> str:
     """The service behind `baremetal(save_trace_name=...)`: estimate the call and write its trace at
     `trace_path(path)`; returns the file written."""
-    from opennki.perf.estimate import estimate
     result = estimate(kernel, args, kwargs, target=config.get("target"))
     return write_chrome_trace(result, trace_path(path))

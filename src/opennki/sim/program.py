@@ -33,6 +33,7 @@ from opennki.instructions.base import check_operand_types
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
+from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
                                 user_frame)
 
@@ -160,6 +161,31 @@ class Program:
     @property
     def grid(self) -> tuple[int, ...]:
         return self.launch.grid
+
+    @property
+    def core_rank(self) -> int:
+        """This program's core rank in a new-generation LNC launch (grid `(lnc,)`; 0 when LNC=1)."""
+        return self.ids[0] if self.grid else 0
+
+    def meet_cores(self, kind: str, tag, ranks, value, what: str) -> dict:
+        """Cross-core rendezvous of an LNC launch: the program of each core rank in `ranks` makes its k-th
+        `kind` call with this `tag`; each posts `value` and waits for the others. Returns {rank: value}. A
+        rank the launch does not have is a KernelError."""
+        cores = self.grid[0] if len(self.grid) == 1 else 1
+        for rank in ranks:
+            if not 0 <= rank < cores:
+                raise KernelError(f"{what}: core rank {rank} does not exist in an LNC={cores} launch",
+                                  expected=f"a rank below {cores}", got=rank,
+                                  hint="launch the kernel as kernel[2] for two cores (LNC=2)")
+        me = self.core_rank
+        if set(ranks) == {me}:
+            return {me: value}
+        calls = self.launch.shared_state.setdefault("core_meetings", {})
+        number = calls[(self.ids, kind, tag)] = calls.get((self.ids, kind, tag), 0) + 1
+        members = sorted({(r,) for r in ranks} | {self.ids})
+        posts = Cooperation.of(self).rendezvous(self.ids, (kind, tag, number), members, value,
+                                                f"{what} (call {number})")
+        return {ids[0]: v for ids, v in posts.items()}
 
     def finish(self, result) -> None:
         """The kernel body returned: flush, then let the observers check the end-of-kernel rules."""

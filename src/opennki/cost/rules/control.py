@@ -7,7 +7,7 @@ MIN_II cycles of the engine that runs it, plus a pass over the data it moves whe
 
 from __future__ import annotations
 
-from opennki.cost.rules import cost_rule
+from opennki.cost.rules.registry import cost_rule
 from opennki.cost.rules.common import elems, engine_spec, main_input, main_output, schedulable_engine
 from opennki.cost.value import Cost
 

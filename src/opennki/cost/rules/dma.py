@@ -12,7 +12,7 @@ GpSimd also generates the descriptors of software-DGE transfers (GPSIMD_START pl
 
 from __future__ import annotations
 
-from opennki.cost.rules import cost_rule
+from opennki.cost.rules.registry import cost_rule
 from opennki.cost.rules.common import find, inputs, outputs, param_name
 from opennki.cost.value import Cost, DmaWork
 from opennki.events import Engine, MemoryKind
