@@ -173,6 +173,10 @@ class Instruction:
         return None
 
     # -- the rules -------------------------------------------------------------------------------------
+    def check_operands(self) -> None:
+        """What every operand field holds, before `check` reads `.shape` / `.dtype` (check_operand_types)."""
+        check_operand_types(self)
+
     def check(self, ctx) -> None:
         raise NotImplementedError
 

@@ -189,7 +189,7 @@ def check_outputs(result, generation: Generation, func, options=None) -> None:
         region = out.storage.region
         ok = region is MemoryRegion.shared_hbm if generation is Generation.NEW else not out.is_on_chip
         if not ok and generation is Generation.NEW and region is MemoryRegion.private_hbm and options is not None:
-            HBM_OUTPUTS.apply(options, location=return_location(func) or out.storage.location)
+            HBM_OUTPUTS.apply(options, location=out.storage.location)
             continue
         if not ok:
             wanted = "nl.shared_hbm" if generation is Generation.NEW else "HBM (nl.shared_hbm)"

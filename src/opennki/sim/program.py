@@ -29,7 +29,6 @@ import itertools
 from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed)
-from opennki.instructions.base import check_operand_types
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
@@ -324,7 +323,7 @@ class Program:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
         destination (a retargeted instruction writes elsewhere)."""
         try:
-            check_operand_types(instr)
+            instr.check_operands()
             self.check_instruction(instr)
             check_static_bounds(instr)
             for observer in self.observers:
