@@ -436,6 +436,8 @@ class Program:
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
         machine.offsets.clear()
+        if self.sim.progress is not None:
+            self.sim.progress.instruction(location)
 
     def _event(self, instr, location) -> InstructionExecuted:
         operands = tuple(operand_record(role, view, access, self.machine.offsets.get(id(view)))
