@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field, replace
 
 from opennki.environment import VARIABLES, setting
-from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, hide_internal_frames
 from opennki.events import InstructionExecuted
 from opennki.hw import get_target
 from opennki.kernels import arguments
@@ -37,6 +37,7 @@ from opennki.listeners import Recorder
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
 from opennki.releases import Change, level_of, release
+from opennki.sim.frames import return_lines
 from opennki.sim.options import SimOptions
 from opennki.sim.program import active
 from opennki.sim.simulator import ShapeSpec, Simulator, is_array_arg
@@ -91,7 +92,9 @@ class LaunchSpec:
         return getattr(self.func, "__name__", "kernel")
 
     def with_grid(self, key) -> "LaunchSpec":
-        return replace(self, grid_key=key)
+        """The spec launched as `kernel[key]`; `kernel[None]` keeps its None as a grid dimension, which the
+        launch rejects (grid_key None means no subscript)."""
+        return replace(self, grid_key=(None,) if key is None else key)
 
 
 @dataclass(frozen=True)
@@ -163,9 +166,18 @@ HBM_OUTPUTS = Change("a kernel output in nl.hbm", "nl.shared_hbm for outputs (nl
                      source="Migrating from NKI 0.2.0 to NKI 0.3.0: Output tensors must use nl.shared_hbm")
 
 
-def check_outputs(result, generation: Generation, func_name: str, options=None) -> None:
+def return_location(func) -> SourceLocation | None:
+    """The kernel's `return` line (the last one, if it has several), which output errors name."""
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    lines = return_lines(code) if code is not None else ()
+    return SourceLocation(code.co_filename, lines[-1], code.co_name) if lines else None
+
+
+def check_outputs(result, generation: Generation, func, options=None) -> None:
     """Kernel outputs live in HBM (legacy) / in `nl.shared_hbm` (new generation); SBUF/PSUM never. A new-
-    generation output in `nl.hbm` (private HBM) was accepted before NKI 0.3 (`HBM_OUTPUTS`)."""
+    generation output in `nl.hbm` (private HBM) was accepted before NKI 0.3 (`HBM_OUTPUTS`). The error names
+    the `return` line and where the tensor was created."""
+    func_name = getattr(func, "__name__", "kernel")
     items = result if isinstance(result, (tuple, list)) else (result,)
     for i, out in enumerate(items):
         if not isinstance(out, TensorView):
@@ -177,9 +189,12 @@ def check_outputs(result, generation: Generation, func_name: str, options=None) 
             continue
         if not ok:
             wanted = "nl.shared_hbm" if generation is Generation.NEW else "HBM (nl.shared_hbm)"
-            raise KernelError(f"kernel {func_name} returns {out.name!r} (output {i}), which is in nl.{region.name}; "
-                              f"kernel outputs must be allocated in {wanted}",
-                              expected=wanted, got=f"nl.{region.name}", location=out.storage.location,
+            where = out.storage.location
+            created = f" (created at {where}: {where.source})" if where is not None else ""
+            raise KernelError(f"kernel {func_name} returns {out.name!r}{created} (output {i}), which is in "
+                              f"nl.{region.name}; kernel outputs must be allocated in {wanted}",
+                              expected=wanted, got=f"nl.{region.name}",
+                              location=return_location(func) or out.storage.location,
                               code="err_unsupported_memory",
                               hint="allocate outputs with nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and copy "
                                    "the result into them")
@@ -309,13 +324,13 @@ class TraceKernel:
 
     def body(self):
         """The kernel function wrapped with the output rules (signature preserved for argument binding)."""
-        func, generation, name = self.spec.func, self.spec.generation, self.spec.name
+        func, generation = self.spec.func, self.spec.generation
 
         @functools.wraps(func)
         def kernel_body(*args, **kwargs):
             result = func(*args, **kwargs)
             prog = active()
-            check_outputs(result, generation, name, prog.options if prog is not None else None)
+            check_outputs(result, generation, func, prog.options if prog is not None else None)
             return result
         return kernel_body
 
