@@ -15,7 +15,7 @@ import math
 
 import numpy as np
 
-from opennki.errors import DtypeError, KernelError
+from opennki.errors import KernelError
 from opennki.events import LaunchFinished, LaunchStarted, MemoryKind, ProgramFinished, ProgramStarted
 from opennki.hw import get_target
 from opennki.listeners import findings as _findings
@@ -194,13 +194,7 @@ class Simulator:
         return bound.args, bound.kwargs, storages
 
     def _arg_tensor(self, value, name, launch) -> TensorView:
-        try:
-            dtype = dtype_of(value.dtype)
-        except TypeError:
-            raise DtypeError(f"kernel argument {name!r} is an array of {value.dtype}, a type NeuronCores lack (no "
-                             "64-bit or complex types)", got=str(value.dtype),
-                             expected="a NeuronCore dtype (float32, bfloat16, int32, ...)",
-                             hint=f"convert it before the call, e.g. {name}.astype(np.float32)") from None
+        dtype = dtype_of(value.dtype, f"kernel argument {name!r}")
         shape = tuple(int(s) for s in value.shape) or (1,)
         nbytes = math.prod(shape) * dtype.itemsize
         address = launch.hbm.allocate(nbytes, name)
@@ -215,6 +209,7 @@ class Simulator:
                 array = array.copy()
         storage = Storage(MemoryRegion.shared_hbm, dtype, shape, array, Placement(0, address), name, None)
         storage.is_kernel_arg = True
+        storage.read_only = isinstance(value, np.ndarray) and not value.flags.writeable
         return launch.tensor_type.root(storage)
 
     def _write_back(self, arg_storages) -> None:
