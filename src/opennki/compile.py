@@ -30,12 +30,8 @@ from __future__ import annotations
 import functools
 
 from opennki.bridges import bridge
-<<<<<<< HEAD
-from opennki.errors import KernelError, OpenNKIError, public_error
-=======
 from opennki.environment import VARIABLES, setting
-from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
->>>>>>> main
+from opennki.errors import KernelError, OpenNKIError, public_error
 from opennki.kernels.base import Generation, LaunchSpec, TraceKernel, check_signature, in_running_kernel
 from opennki.kernels.frameworks import Framework, call_framework
 from opennki.bridges.framework import JAXKernel, PyTorchKernel, PyTorchXLAKernel

@@ -23,12 +23,8 @@ import inspect
 import sys
 from dataclasses import dataclass, field, replace
 
-<<<<<<< HEAD
-from opennki.errors import KernelError, OpenNKIError, public_error
-=======
 from opennki.environment import VARIABLES, setting
-from opennki.errors import KernelError, OpenNKIError, SourceLocation, hide_internal_frames
->>>>>>> main
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, public_error
 from opennki.events import InstructionExecuted
 from opennki.hw import get_target
 from opennki.kernels import arguments

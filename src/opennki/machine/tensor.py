@@ -22,12 +22,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-<<<<<<< HEAD
 from opennki.errors import IndirectIndexError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError
-=======
-from opennki.errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from opennki.machine.arguments import as_int
->>>>>>> main
 from opennki.events import MemoryKind
 from opennki.machine.index import DynamicIndex, Index, NonAffineIndex, Predicate, _is_int
 from opennki.machine.memory import Storage
