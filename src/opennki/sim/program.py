@@ -261,10 +261,11 @@ class Program:
             return p
         return None
 
-    def retarget(self, deferred: Deferred, **changes) -> bool:
-        """Issue a claimed deferred instruction with some fields replaced (usually `dst`), if that keeps every
-        value the kernel can observe; False (nothing issued) if not, and the caller then issues the
-        instruction as it is and copies its result.
+    def retarget(self, deferred: Deferred, changes: dict, retargeted=None) -> bool:
+        """Issue a claimed deferred instruction with the fields `changes` replaced (usually `dst`), if that
+        keeps every value the kernel can observe; False (nothing issued) if not, and the caller then issues
+        the instruction as it is and copies its result. `retargeted`: that instruction, already made and
+        checked by the caller (`check_instruction`), so it is not checked again.
 
         The decision (issue of record: a retarget once left `e` unwritten in `b1[...] = e; b2[...] = e`):
         - the result is a temporary of the statement (`buf[...] = nl.exp(x)`, `acc += nl.matmul(...)`, or
@@ -284,7 +285,10 @@ class Program:
                 return False
         elif deferred.use != "temporary":
             return False
-        self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+        if retargeted is None:
+            self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+        else:
+            self.execute(retargeted, deferred.location, deferred.api, checked=True)
         return True
 
     def _shadow_run(self, deferred: Deferred, changes: dict) -> bool:
@@ -315,15 +319,18 @@ class Program:
             self.pending = None
             self._run_and_emit(p.instr, p.location, p.api)
 
-    def execute(self, instr, location: SourceLocation | None, api: str | None) -> None:
-        self._check(instr, location, api)
+    def execute(self, instr, location: SourceLocation | None, api: str | None, checked: bool = False) -> None:
+        """Check (the instruction's own check only if not `checked` already), run and report `instr`."""
+        self._check(instr, location, api, checked=checked)
         self._run_and_emit(instr, location, api, placed=True)
 
-    def _check(self, instr, location, api, unplaced=None) -> None:
+    def _check(self, instr, location, api, unplaced=None, checked: bool = False) -> None:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
-        destination (a retargeted instruction writes elsewhere)."""
+        destination (a retargeted instruction writes elsewhere). `checked`: the instruction's own check has
+        passed already; the bounds, the language rules and placement still run."""
         try:
-            self.check_instruction(instr)
+            if not checked:
+                self.check_instruction(instr)
             check_static_bounds(instr)
             for observer in self.observers:
                 observer.check(self, instr)
