@@ -13,16 +13,19 @@ from __future__ import annotations
 
 import warnings
 
-from opennki import collectives, compiler, isa, language, typing  # noqa: F401  (the nki module tree)
+from opennki import collectives, compiler, isa, language, perf, typing  # noqa: F401  (the nki module tree)
 from opennki.compile import AUTO, Kernel, kernel_spec
 from opennki.errors import KernelError, OpenNKIError  # noqa: F401  (opennki.KernelError)
 from opennki.kernel import run_kernel, unwrap  # noqa: F401
 from opennki.kernels.base import Generation
+from opennki.kernels.standalone import SimulateKernel, provide_services
 from opennki.releases import Change
-from opennki.kernels.standalone import SimulateKernel
 from opennki.sim import SimOptions, Simulator
 
 __version__ = "0.1.0"
+
+# the benchmark, profile and baremetal kernels of the dispatch layer ask the cost model through these
+provide_services(perf.SERVICES)
 
 # `nki.dtype`: the type of new-generation dtype values (strings such as nl.float32 == "float32"). NKI Library
 # kernels use it only to annotate dtype parameters (`index_dtype: nki.dtype = nl.int32`); NKI documents no more.

@@ -30,9 +30,10 @@ from __future__ import annotations
 import functools
 import os
 
-from opennki.bridges import Framework, call_framework
+from opennki.bridges import bridge
 from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
 from opennki.kernels.base import Generation, LaunchSpec, TraceKernel, check_signature, in_running_kernel
+from opennki.kernels.frameworks import Framework, call_framework
 from opennki.bridges.framework import JAXKernel, PyTorchKernel, PyTorchXLAKernel
 from opennki.kernels.standalone import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel
 
@@ -64,7 +65,6 @@ def simulator_forced() -> bool:
 
 
 def _has_tracer(args, kwargs) -> bool:
-    from opennki.bridges import bridge
     is_tracer = bridge(Framework.JAX).is_tracer
 
     def walk(v):

@@ -18,7 +18,7 @@ from opennki.bridges.jax import neuron_lowering_text  # noqa: E402
 from opennki.compile import compute_mode  # noqa: E402
 from opennki.errors import KernelError  # noqa: E402
 from opennki.bridges.framework import JAXKernel  # noqa: E402
-from opennki.kernels import SimulateKernel  # noqa: E402
+from opennki.kernels.standalone import SimulateKernel  # noqa: E402
 from tests.dispatch import kernels as K  # noqa: E402
 
 

@@ -11,7 +11,7 @@ import opennki as nki_new  # noqa: E402
 import opennki.legacy as nki  # noqa: E402
 from opennki.errors import KernelError  # noqa: E402
 from opennki.bridges.framework import PyTorchKernel  # noqa: E402
-from opennki.kernels import BaremetalKernel, SimulateKernel  # noqa: E402
+from opennki.kernels.standalone import BaremetalKernel, SimulateKernel  # noqa: E402
 from tests.dispatch import kernels as K  # noqa: E402
 
 

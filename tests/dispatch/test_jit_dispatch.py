@@ -15,7 +15,8 @@ from opennki.errors import KernelError
 from opennki.events import ProgramStarted
 from opennki._src.spmd import nc
 from opennki.bridges.framework import JAXKernel, PyTorchKernel
-from opennki.kernels import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel, TraceKernel, observe_calls
+from opennki.kernels import TraceKernel, observe_calls
+from opennki.kernels.standalone import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel
 from opennki.listeners import Recorder
 from tests.dispatch import kernels as K
 

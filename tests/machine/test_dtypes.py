@@ -83,10 +83,15 @@ def test_ml_dtypes_and_strings_compare_equal_to_datatypes():
     assert np.zeros(2, dt.bfloat16).dtype == ml_dtypes.bfloat16
 
 
-@pytest.mark.parametrize("bad", [np.float64, np.int64, "complex64", "nonsense"])
+@pytest.mark.parametrize("bad", [np.float64, np.uint64, "complex64", "nonsense"])
 def test_64_bit_and_unknown_dtypes_rejected(bad):
     with pytest.raises(TypeError):
         dt.dtype_of(bad)
+
+
+def test_int64_is_the_nki_0_7_scalar_width():
+    """NKI 0.7's scalar_load / scalar_store move nl.int64 values, so int64 tensors exist from 0.7."""
+    assert dt.dtype_of(np.int64) is dt.dtype_of("int64") is dt.int64 and dt.int64.itemsize == 8
 
 
 def test_poison_values():

@@ -6,7 +6,7 @@ import pytest
 import opennki
 import opennki.legacy as nki
 from opennki.perf.estimate import estimate
-from opennki.perf import PERCENTILES, NCLatency, benchmark, estimate_call
+from opennki.perf import PERCENTILES, SERVICES, NCLatency, estimate_call, run_benchmark
 from opennki.sim import ShapeSpec
 from tests.cost import kernels as K
 
@@ -84,10 +84,14 @@ def test_gridded_benchmark_result_lands_on_both_kernels(a):
     assert child.benchmark_result.estimate.programs == 2
 
 
-def test_perf_benchmark_is_also_the_decorator(a):
-    bench = benchmark(warmup=1, iters=3)(K.scale_fresh)
+def test_the_benchmark_service_is_what_the_decorator_runs(a, capsys):
+    bench = nki.benchmark(warmup=1, iters=3)(K.scale_fresh)
     bench(a)
-    assert bench.benchmark_result.iters == 3
+    assert SERVICES["benchmark"] is run_benchmark
+    direct = run_benchmark(K.scale_fresh, (a,), None, warmup=1, iters=3, echo=False)
+    assert bench.benchmark_result.iters == direct.iters == 3
+    assert direct.nc_latency.samples_us == bench.benchmark_result.nc_latency.samples_us
+    assert direct.estimate.latency_ns == estimate(K.scale_fresh, (a,)).latency_ns > 0
 
 
 def test_estimate_call_for_tools(a):

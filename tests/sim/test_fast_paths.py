@@ -1,5 +1,5 @@
 """The simulator's fast paths give what the plain computations give: cached view geometry and extents,
-`Instruction.replace`, and the whole-tile branches of PSUM accumulation."""
+`Instruction.replace`, and the whole-tile branches of PSUM accumulation, the in-place fp32 accumulate and late poisoning."""
 
 import dataclasses
 
@@ -14,6 +14,7 @@ from opennki.instructions.dma import DmaCopy
 from opennki.instructions.tensor_engine import NcMatmul
 from opennki.instructions.vector import TensorScalar
 from opennki.machine.dtypes import bfloat16, float32
+from opennki.machine.machine import Machine
 from opennki.machine.memory import Allocator, Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
 from tests.isa.helpers import rand, run
@@ -120,3 +121,37 @@ def test_accumulate_none_with_a_partly_closed_group_mixes_overwrite_and_accumula
     ref = s.astype(np.float64).T @ m.astype(np.float64)
     np.testing.assert_allclose(got[:, :20], ref[:, :20], rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(got[:, 20:], 2 * ref[:, 20:], rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [float32, bfloat16])
+def test_in_place_accumulate_stores_what_read_add_write_stores(rng, dtype):
+    hw = get_target("trn2")
+    for key in [Ellipsis, (slice(0, 16), slice(8, 40))]:       # the whole tile, and a strided corner of it
+        fast, plain = (_root(MemoryRegion.psum, (32, 64), dtype) for _ in range(2))
+        init = rng.standard_normal((32, 64)).astype(np.float32)
+        for t in (fast, plain):
+            Machine(hw, None, precise=True).write(t, init)
+        fast, plain = fast.subscript(key), plain.subscript(key)
+        values = rng.standard_normal(fast.shape).astype(np.float32)
+        m = Machine(hw, None, precise=True)
+        m.accumulate(fast, values)
+        m.write(plain, m.read_f32(plain) + values)                # the plain path: read, add in fp32, write
+        np.testing.assert_array_equal(m.read(fast), m.read(plain))
+        assert fast.storage.written
+
+
+def test_poison_is_made_when_first_needed_and_never_for_a_tile_written_whole(rng):
+    hw = get_target("trn2")
+    mem = Memory(hw, Allocator(MemoryKind.HBM, 1 << 30, 64, hw.name), precise=True, shape_only=False, program=())
+    m = Machine(hw, mem, precise=True)
+    whole, part, untouched = (TensorView.root(mem.new_storage(MemoryRegion.sbuf, float32, (16, 8), "t", None))
+                              for _ in range(3))
+    values = rand(rng, 16, 8)
+    m.write(whole, values)
+    m.write(part.subscript((slice(0, 8), slice(None))), values[:8])
+    np.testing.assert_array_equal(m.read(whole), values)
+    got = m.read(part)
+    np.testing.assert_array_equal(got[:8], values[:8])
+    assert np.isnan(got[8:]).all()                                 # the rest is still poison
+    assert untouched.storage._array is None                        # nothing made for a tile never touched
+    assert np.isnan(m.read(untouched)).all()

@@ -12,9 +12,18 @@ from opennki.hw import get_target
 from opennki.sim.program import active
 
 
-def _hw():
+def current_target():
+    """The HwConfig of the running kernel, or outside a kernel the one `NEURON_PLATFORM_TARGET_OVERRIDE`
+    selects."""
     prog = active()
     return prog.hw if prog is not None else get_target()
+
+
+def target_nc_version(versions):
+    """The current target's NeuronCore generation as a member of `versions` (a facade's `nc_version` enum);
+    a generation newer than the enum knows reads as its newest member (legacy kernels on trn3 see gen3 and
+    take their newest code path, while instructions check the real target)."""
+    return versions(min(current_target().nc_version, max(versions)))
 
 
 class _TileSize:
@@ -22,65 +31,65 @@ class _TileSize:
 
     @property
     def pmax(self) -> int:
-        return _hw().tiles.pmax
+        return current_target().tiles.pmax
 
     @property
     def psum_fmax(self) -> int:
-        return _hw().tiles.psum_fmax
+        return current_target().tiles.psum_fmax
 
     psum_bank_fmax = psum_fmax
 
     @property
     def psum_bank_fmax_bytes(self) -> int:
-        return _hw().memory.psum_bank_bytes
+        return current_target().memory.psum_bank_bytes
 
     psum_fmax_bytes = psum_bank_fmax_bytes
 
     @property
     def psum_num_banks(self) -> int:
         """8 PSUM banks; 7 when NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE=true reserves bank 7 (trn2+)."""
-        hw = _hw()
+        hw = current_target()
         reserved = os.environ.get("NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE", "").lower() == "true"
         return hw.memory.psum_banks - (1 if reserved and hw.nc_version >= 3 else 0)
 
     @property
     def gemm_stationary_fmax(self) -> int:
-        return _hw().tiles.gemm_stationary_fmax
+        return current_target().tiles.gemm_stationary_fmax
 
     @property
     def gemm_moving_fmax(self) -> int:
-        return _hw().tiles.gemm_moving_fmax
+        return current_target().tiles.gemm_moving_fmax
 
     @property
     def bn_stats_fmax(self) -> int:
-        return _hw().tiles.bn_stats_fmax
+        return current_target().tiles.bn_stats_fmax
 
     @property
     def psum_min_align(self) -> int:
-        return _hw().tiles.psum_min_align
+        return current_target().tiles.psum_min_align
 
     @property
     def sbuf_min_align(self) -> int:
-        return _hw().tiles.sbuf_min_align
+        return current_target().tiles.sbuf_min_align
 
     @property
     def total_available_sbuf_size(self) -> int:
         """Usable SBUF bytes per partition (not the total, despite the name)."""
-        return _hw().memory.sbuf_usable_bytes_per_partition
+        return current_target().memory.sbuf_usable_bytes_per_partition
 
     sbuf_fmax_bytes = total_available_sbuf_size
 
     @property
     def sbuf_fmax(self) -> int:
-        return _hw().memory.sbuf_usable_bytes_per_partition // 4
+        return current_target().memory.sbuf_usable_bytes_per_partition // 4
 
     @property
     def sbuf_size_bytes(self) -> int:
-        mem = _hw().memory
+        mem = current_target().memory
         return mem.sbuf_bytes_per_partition * mem.partitions
 
     def __repr__(self) -> str:
-        return f"nl.tile_size(target={_hw().name})"
+        return f"nl.tile_size(target={current_target().name})"
 
 
 tile_size = _TileSize()

@@ -16,10 +16,11 @@ import operator
 from opennki.errors import KernelError, ShapeError, user_location
 from opennki.events import LoopFinished, LoopIteration, LoopStarted
 from opennki.instructions.ops import alu
-from opennki.instructions.registers import VirtualRegister
+from opennki.instructions.registers import RuntimeInt, VirtualRegister
+from opennki.instructions.scalars import NkiScalar
 from opennki.instructions.vector import TensorTensor
 from opennki._src import core, dependencies
-from opennki.releases import Change
+from opennki.releases import Change, level_of, release
 from opennki.sim.frames import peek_variable, pending_store_target, stores_into_subscript, user_frame
 from opennki.sim.program import active, current
 
@@ -153,23 +154,29 @@ def unrolled_range(*args, **kwargs) -> LoopRange:
 class DeviceRange(LoopRange):
     """`nl.dynamic_range` / `nl.fori_loop`: a device loop, run by the sequencers rather than unrolled.
 
-    `start` / `stop` are ints or `VirtualRegister`s, read when the loop starts (as the sequencer does);
-    `step` is a positive compile-time int. The loop variable is a read-only register (a new one per loop)
-    holding the iteration value, never a Python int: a kernel uses it as a register (a bound, a scalar
-    offset, `register_store`). A shape-only run knows no register value: with a register bound it traces
-    the body once."""
+    `start` / `stop` are ints, `VirtualRegister`s or (NKI 0.7) 32-bit `NkiScalar`s, read when the loop starts
+    (as the sequencer does); `step` is a positive compile-time int. The loop variable is a read-only run-time
+    integer (a new one per loop) holding the iteration value, never a Python int: a `VirtualRegister` for
+    `dynamic_range`, and for `fori_loop` from NKI 0.7 an int32 `NkiScalar` unless a bound is a
+    VirtualRegister (docs: nki.language.fori_loop, v2.33). A shape-only run knows no run-time value: with
+    such a bound it traces the body once."""
 
     def __init__(self, kind: str, start, stop=None, step=1):
         if stop is None:
             start, stop = 0, start
         for role, bound in (("start", start), ("stop", stop)):
-            if not isinstance(bound, VirtualRegister):
+            if isinstance(bound, NkiScalar):
+                if bound.dtype.itemsize != 4:
+                    raise KernelError(f"nl.{kind} {role} must be 32-bit: the loop's trip-count comparison has no "
+                                      "64-bit form", got=f"{bound.nki_name} ({bound.dtype.name})",
+                                      hint="compute 64-bit values inside the body and use them as offsets there")
+            elif not isinstance(bound, RuntimeInt):
                 try:
                     operator.index(bound)
                 except TypeError:
-                    raise KernelError(f"nl.{kind} {role} must be an int or a VirtualRegister",
+                    raise KernelError(f"nl.{kind} {role} must be an int, a VirtualRegister or an NkiScalar",
                                       got=type(bound).__name__) from None
-        if isinstance(step, VirtualRegister) or not isinstance(step, int) or step <= 0:
+        if isinstance(step, RuntimeInt) or not isinstance(step, int) or step <= 0:
             raise KernelError(f"nl.{kind} step must be a positive compile-time int", got=step)
         self.kind, self.legacy, self.location = kind, False, user_location()
         self.bounds = (start, stop, step)
@@ -177,16 +184,23 @@ class DeviceRange(LoopRange):
     def __len__(self):
         raise TypeError(f"nl.{self.kind} is a device loop: its trip count is known only when it runs")
 
+    def loop_variable(self, prog):
+        """A new read-only run-time integer for the loop's iteration value (class docstring)."""
+        start, stop, _ = self.bounds
+        scalar = (self.kind == "fori_loop" and level_of(prog.options, "new") >= release("0.7")
+                  and not any(isinstance(b, VirtualRegister) for b in (start, stop)))
+        return NkiScalar(prog.machine, "int32", prog.issue) if scalar else VirtualRegister(prog.machine, frozen=True)
+
     def trips(self, prog):
         if prog is None:
             raise KernelError(f"nl.{self.kind} is a device loop: it runs inside a kernel")
         _outside_no_reorder(f"nl.{self.kind}")
-        self.register = VirtualRegister(prog.machine, frozen=True)
+        self.register = self.loop_variable(prog)
         start, stop, step = self.bounds
-        self.known = not any(isinstance(b, VirtualRegister) and b.is_unknown for b in (start, stop))
+        self.known = not any(isinstance(b, RuntimeInt) and b.is_unknown for b in (start, stop))
         if not self.known:
             return range(1)
-        start, stop = (b.index(f"nl.{self.kind} bound") if isinstance(b, VirtualRegister) else operator.index(b)
+        start, stop = (b.index(f"nl.{self.kind} bound") if isinstance(b, RuntimeInt) else operator.index(b)
                        for b in (start, stop))
         return range(start, stop, step)
 
@@ -228,11 +242,24 @@ def while_loop(init, body_fun) -> None:
     register."""
     _outside_no_reorder("nl.while_loop")
     cond = init
-    while cond.is_nonzero() if isinstance(cond, VirtualRegister) else cond:
+    while _nonzero(cond):
         cond = body_fun(cond)
-        if not isinstance(cond, VirtualRegister):
+        if not isinstance(cond, RuntimeInt):
             raise KernelError("nl.while_loop body_fun must return the next condition register",
                               got=type(cond).__name__)
+
+
+def _nonzero(cond) -> bool:
+    """A while_loop condition: a register's or (NKI 0.7) a scalar's value is nonzero (unknown in a
+    shape-only run: true once)."""
+    if isinstance(cond, VirtualRegister):
+        return cond.is_nonzero()
+    if isinstance(cond, NkiScalar):
+        if cond.is_unknown:
+            cond.machine.registers[cond.number] = 0
+            return True
+        return cond.value("nl.while_loop") != 0
+    raise KernelError("nl.while_loop's condition is a VirtualRegister or an NkiScalar", got=type(cond).__name__)
 
 
 _no_reorder_depth = contextvars.ContextVar("opennki_no_reorder_depth", default=0)

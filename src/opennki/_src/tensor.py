@@ -17,8 +17,9 @@ import math
 
 import numpy as np
 
-from opennki.errors import KernelError, ShapeError, UnsupportedError, expect
-from opennki.instructions.registers import VirtualRegister
+from opennki.errors import DtypeError, KernelError, ShapeError, UnsupportedError, expect
+from opennki.instructions.registers import RuntimeInt
+from opennki.instructions.scalars import NkiScalar
 from opennki._src import core
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index
@@ -353,7 +354,7 @@ class NkiTensor(TensorView):
         hardware only that way (the spec documents `.ap` on whole tensors).
 
         Run-time offsets (spec/language.md §7.1) make the view indirect: `scalar_offset` (a [1, 1] integer
-        tile) adds its value times `prod(shape[indirect_dim + 1:])` elements; a `VirtualRegister` offset (a
+        tile) adds its value times `prod(shape[indirect_dim + 1:])` elements; a `VirtualRegister` or NKI 0.7 `NkiScalar` offset (a
         device loop's variable, say) does the same with the register's value when the pattern is made, which
         is when the statement making it issues its instruction (a shape-only run, knowing no value, uses 0);
         `vector_offset` (an integer tile with one value per row of the pattern, `indirect_dim=0` only)
@@ -379,7 +380,11 @@ class NkiTensor(TensorView):
         expect(scalar_offset is None or vector_offset is None, "an access pattern takes at most one of "
                "scalar_offset and vector_offset", error=UnsupportedError)
         dynamic = ()
-        if isinstance(scalar_offset, VirtualRegister):
+        if isinstance(scalar_offset, RuntimeInt):
+            if isinstance(scalar_offset, NkiScalar) and base.is_on_chip:
+                expect(scalar_offset.dtype.itemsize == 4, "on an SBUF or PSUM operand a scalar_offset must be "
+                       "nl.int32 (a 64-bit offset is rejected, not narrowed)", got=scalar_offset.dtype,
+                       error=DtypeError)
             off += (0 if scalar_offset.is_unknown else scalar_offset.index("scalar_offset")) \
                 * base._offset_step(indirect_dim)
         elif scalar_offset is not None:

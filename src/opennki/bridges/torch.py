@@ -21,11 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import ml_dtypes
 import numpy as np
 import torch
 
 from opennki.errors import KernelError
+from opennki.kernels.base import Generation, LaunchSpec
+from opennki.kernels.frameworks import TORCH_DTYPES, torch_numpy_dtype
 from opennki.kernels.program import ResultKind, TracedProgram
 from opennki.machine.dtypes import dtype_of
 from opennki.sim.simulator import ShapeSpec
@@ -33,31 +34,14 @@ from opennki.sim.simulator import ShapeSpec
 SHARES_MEMORY = True            # CPU tensors and the simulator's NumPy views share memory
 LEAF = "__opennki_tensor__"     # marks where a tensor was in a call template (a plain, Dynamo-constant tuple)
 
-_NUMPY_OF = {
-    torch.float32: np.dtype(np.float32), torch.float16: np.dtype(np.float16),
-    torch.bfloat16: np.dtype(ml_dtypes.bfloat16), torch.int8: np.dtype(np.int8), torch.int16: np.dtype(np.int16),
-    torch.int32: np.dtype(np.int32), torch.uint8: np.dtype(np.uint8), torch.bool: np.dtype(np.bool_),
-    torch.float8_e4m3fn: np.dtype(ml_dtypes.float8_e4m3fn), torch.float8_e5m2: np.dtype(ml_dtypes.float8_e5m2),
-}
-for _name, _np in (("uint16", np.uint16), ("uint32", np.uint32)):
-    if hasattr(torch, _name):
-        _NUMPY_OF[getattr(torch, _name)] = np.dtype(_np)
+_NUMPY_OF = {getattr(torch, name): np_dtype for name, np_dtype in TORCH_DTYPES.items() if hasattr(torch, name)}
 _TORCH_OF = {v: k for k, v in _NUMPY_OF.items()}
 # dtypes NumPy cannot hand to torch directly: moved as integers of the same width, bit for bit
 _BITS_AS = {torch.bfloat16: (torch.int16, np.int16), torch.float8_e4m3fn: (torch.uint8, np.uint8),
             torch.float8_e5m2: (torch.uint8, np.uint8)}
 
 
-def numpy_dtype(dtype) -> np.dtype:
-    """The NumPy / ml_dtypes dtype of a torch dtype (error for the 64-bit and complex types)."""
-    if isinstance(dtype, str):
-        dtype = getattr(torch, dtype.removeprefix("torch."))
-    found = _NUMPY_OF.get(dtype)
-    if found is None:
-        hint = "use torch.int32" if dtype in (torch.int64,) else "use torch.float32 or torch.bfloat16"
-        raise KernelError(f"{dtype} is not a NeuronCore dtype and cannot be passed to an NKI kernel",
-                          got=str(dtype), hint=hint)
-    return found
+numpy_dtype = torch_numpy_dtype
 
 
 def torch_dtype(nki_name: str) -> torch.dtype:
@@ -123,7 +107,7 @@ def _fill(template, leaves):
 @torch.compiler.assume_constant_result
 def plan(launch: tuple, template: tuple, shapes: tuple) -> str:
     """The id of the plan for this call, made (traced shape-only) on first use. A constant to Dynamo, which
-    therefore never traces the simulator; `launch` is `launch_key(spec)`, constants only."""
+    therefore never traces the simulator; `launch` is `launch_key(kernel)`, constants only."""
     key = (launch, template, shapes)
     try:
         found = _plan_ids.get(key)
@@ -142,9 +126,11 @@ def plan(launch: tuple, template: tuple, shapes: tuple) -> str:
     return plan_id
 
 
-def launch_key(spec) -> tuple:
-    """A kernel's launch configuration as plain constants (what Dynamo can pass to `plan`)."""
-    return (spec.func, spec.generation.value, spec.grid_key, spec.target, tuple(sorted(spec.config.items())))
+def launch_key(kernel) -> tuple:
+    """A kernel's class and launch configuration as plain constants (what Dynamo can pass to `plan`)."""
+    spec = kernel.spec
+    return (type(kernel), spec.func, spec.generation.value, spec.grid_key, spec.target,
+            tuple(sorted(spec.config.items())))
 
 
 def _kernel_for(launch: tuple):
@@ -154,10 +140,8 @@ def _kernel_for(launch: tuple):
     except TypeError:
         kernel = None
     if kernel is None:
-        from opennki.kernels.base import Generation, LaunchSpec
-        from opennki.bridges.framework import PyTorchKernel
-        func, generation, grid_key, target, config = launch
-        kernel = PyTorchKernel(LaunchSpec(func, Generation(generation), grid_key, target, config=dict(config)))
+        cls, func, generation, grid_key, target, config = launch
+        kernel = cls(LaunchSpec(func, Generation(generation), grid_key, target, config=dict(config)))
         try:
             _kernels[launch] = kernel
         except TypeError:
@@ -225,7 +209,7 @@ def call(kernel, args, kwargs):
             raise KernelError(f"opennki runs kernels on the CPU simulator; kernel {kernel.spec.name} got a tensor "
                               f"on device {t.device}", got=str(t.device), hint="move it with tensor.cpu() first")
     shapes = tuple((tuple(int(s) for s in t.shape), str(t.dtype)) for t in tensors)
-    plan_id = plan(launch_key(kernel.spec), template, shapes)
+    plan_id = plan(launch_key(kernel), template, shapes)
     outs = _OPS[is_mutating(plan_id)](tensors, plan_id)
     kind = result_kind(plan_id)
     if kind == ResultKind.NONE.value:

@@ -2,7 +2,7 @@
 
 from opennki.hw.config import KIB, HwConfig, MemorySpec, TileLimits
 from opennki.hw.cost import (DMA_EFFICIENCY_CURVE, CostParams, DmaCost, EngineCost, GpSimdCost, ScalarCost,
-                             TensorEngineCost, VectorCost)
+                             TensorEngineCost, VectorCost, setup_ns_from_curve)
 
 TRN3 = HwConfig(
     name="trn3",
@@ -72,8 +72,10 @@ TRN3 = HwConfig(
             queues_per_engine=16,
             partitions_per_engine=8,
             engine_bandwidth_bytes_per_ns=33.0,  # §6.2 table 33 B/ns (528 GB/s per NC); [CONTRA] 38.4 GB/s text
-            fixed_latency_ns=1300.0,        # §10 "[GAP] assume same" as v3
+            fixed_latency_ns=setup_ns_from_curve(DMA_EFFICIENCY_CURVE, 33.0),  # ~595 ns (§6.3)
+                                            # [CONTRA] §6.4 ~1300 ns (docs/cost-model.md)
             efficiency_curve=DMA_EFFICIENCY_CURVE,  # §6.3 [OBS]
+            descriptor_ns=2.2,              # the v3 bound kept ([GAP])
             trigger_cycles=64,
             hwdge_issue_ns=600.0,           # §6.4 (v3 figure, kept)
             dge_instances=2,                # §6.1 (v3 figure, kept)

@@ -32,15 +32,9 @@ def _check_dge(ctx, mode: dge_mode) -> None:
 
 def _in_bounds(m, view, mask) -> np.ndarray:
     """For oob_mode=skip: the elements of an indirect view whose run-time index is in range (and active)."""
-    active = np.ones(view.shape, bool)
+    active = view.in_range(m.dynamic_values(view))
     if mask is not None:
         active &= np.broadcast_to(m.effective_mask(view, mask), view.shape)
-    values = m._dynamic_values(view)
-    for d, dim_size in enumerate(view.coords):
-        pos = view._dim_values(d)
-        for term, v in zip(view.dynamic, values):
-            pos = pos + term.coeffs[d] * v
-        active &= (pos >= 0) & (pos < dim_size)
     return active
 
 
@@ -124,7 +118,7 @@ def scatter_add(m, dst, values: np.ndarray, mask=None) -> None:
     """dst += values in fp32 with np.add.at semantics: every contribution to the same destination element
     (duplicate run-time indices) is summed, and the destination is rounded once."""
     current = m.read_f32(dst, mask)
-    offsets = dst.flat_offsets(m._dynamic_values(dst) if dst.dynamic else None)
+    offsets = dst.flat_offsets(m.dynamic_values(dst) if dst.dynamic else None)
     active = Machine.effective_mask(dst, mask)
     on = np.ones(dst.shape, bool) if active is None else active
     unique, inverse = np.unique(offsets[on], return_inverse=True)

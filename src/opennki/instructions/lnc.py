@@ -1,9 +1,10 @@
 """ISA layer: the cross-core instructions of an LNC=2 launch, `sendrecv` and `core_barrier` (spec/isa.md §7.4).
 
-Imports machine, events, errors and the instruction base. Both exist from NeuronCore-v3 on. An instruction
-of one core only sees tensors: pairing the calls of the two cores (same `pipe_id` / same `cores`, in call
-order) and waiting for the peer is the simulator's business (the `nisa` facade does it with
-`Cooperation.rendezvous`), so that `SendRecv.src` is already the sending core's tile when it runs.
+Imports machine, events, errors and the instruction base. Both exist from NeuronCore-v3 on. `check` and
+`run` see one core's tensors only; `issue_on(prog, api)` (what the `nisa` facade calls) pairs the calls of
+the cores (same `pipe_id` / same `cores`, in call order) through the program's `meet_cores` rendezvous and
+issues the instruction, so that `SendRecv.src` is already the sending core's tile when it runs.
+Shape-only runs (benchmark, profile) have no data to exchange and issue both locally.
 """
 
 from __future__ import annotations
@@ -72,6 +73,26 @@ class SendRecv(Instruction):
     def run(self, m) -> None:
         m.write(self.dst, m.read(self.src), raw=True)
 
+    def issue_on(self, prog, api: str) -> None:
+        """Issue on `prog`'s core with the peer's src; neither core goes on before both transfers are done
+        (so each may reuse its src afterwards)."""
+        if prog.options.shape_only:     # no data moves: the local src stands for the peer's (same shape, dtype)
+            prog.issue(self, api)
+            return
+        check_core_rank(self.send_to_rank, "send_to_rank")
+        check_core_rank(self.recv_from_rank, "recv_from_rank")
+        me = prog.core_rank
+        ranks = {me, self.send_to_rank, self.recv_from_rank}
+        what = f"{api} pipe_id={self.pipe_id}"
+        posts = prog.meet_cores("sendrecv", self.pipe_id, ranks, (self.src, self.send_to_rank), what)
+        peer_src, peer_target = posts[self.recv_from_rank]
+        if peer_target != me:
+            raise KernelError(f"{what}: core {me} receives from core {self.recv_from_rank}, which sends to core "
+                              f"{peer_target}", expected=f"send_to_rank={me} on core {self.recv_from_rank}",
+                              got=peer_target, instruction=api)
+        prog.issue(self.replace(src=peer_src), api)
+        prog.meet_cores("sendrecv done", self.pipe_id, ranks, None, what)
+
 
 @instruction
 class CoreBarrier(Instruction):
@@ -104,6 +125,16 @@ class CoreBarrier(Instruction):
 
     def run(self, m) -> None:
         return None
+
+    def issue_on(self, prog, api: str) -> None:
+        """Issue, then wait until every core of `cores` has issued its barrier (not in shape-only runs)."""
+        prog.issue(self, api)
+        if not prog.options.shape_only:
+            me = prog.core_rank
+            if me not in self.cores:
+                raise KernelError(f"{api}: core {me} waits at a barrier of cores {list(self.cores)}",
+                                  expected=f"a core of {list(self.cores)}", got=me, instruction=api)
+            prog.meet_cores("core_barrier", tuple(sorted(set(self.cores))), self.cores, None, api)
 
 
 __all__ = ["SendRecv", "CoreBarrier", "check_core_rank"]

@@ -29,26 +29,26 @@ _INT32_RANGE = (-(1 << 31), (1 << 32) - 1)     # signed or unsigned 32-bit immed
 _MEMORIES = (MemoryKind.HBM, MemoryKind.SBUF)
 
 
-class VirtualRegister:
-    """`nisa.VirtualRegister`: a 32-bit sequencer register of one program (see the module docstring).
+class RuntimeInt:
+    """An integer known only when the kernel runs, held in `Machine.registers[number]`: a `VirtualRegister`
+    or an NKI 0.7 `NkiScalar` (instructions/scalars.py). Loop bounds and `.ap` offsets take either.
 
     Attributes:
-        machine: the program state holding the value (`Machine.registers[number]`).
-        number: the register's number within its program.
-        frozen: a device loop's induction variable, which the kernel may read but not write.
+        machine: the program state holding the value.
+        number: the value's slot within its program.
     """
 
-    __slots__ = ("machine", "number", "frozen")
+    __slots__ = ("machine", "number")
+    prefix = "r"
 
-    def __init__(self, machine, frozen: bool = False):
+    def __init__(self, machine):
         self.machine = machine
         self.number = len(machine.registers)
-        self.frozen = frozen
         machine.registers[self.number] = None
 
     @property
     def nki_name(self) -> str:
-        return f"r{self.number}"
+        return f"{self.prefix}{self.number}"
 
     @property
     def is_unknown(self) -> bool:
@@ -56,7 +56,7 @@ class VirtualRegister:
         return self.machine.registers[self.number] is None and self.machine.memory.shape_only
 
     def value(self, role: str = "a register read"):
-        """The current value (an int or a float); reading a register nothing wrote is an error."""
+        """The current value (an int or a float); reading one nothing wrote is an error."""
         v = self.machine.registers[self.number]
         if v is None:
             raise UninitializedReadError(f"{role} reads register {self.nki_name}, which was never written",
@@ -69,6 +69,20 @@ class VirtualRegister:
         if not isinstance(v, int):
             raise KernelError(f"{role} needs an integer register", got=f"{self.nki_name} = {v!r}")
         return v
+
+
+class VirtualRegister(RuntimeInt):
+    """`nisa.VirtualRegister`: a 32-bit sequencer register of one program (see the module docstring).
+
+    Attributes (besides RuntimeInt's):
+        frozen: a device loop's induction variable, which the kernel may read but not write.
+    """
+
+    __slots__ = ("frozen",)
+
+    def __init__(self, machine, frozen: bool = False):
+        super().__init__(machine)
+        self.frozen = frozen
 
     def __bool__(self) -> bool:
         """`while reg:`: a device loop running while the register is nonzero (deprecated in NKI 0.6 for
@@ -138,11 +152,11 @@ class RegisterMove(Instruction):
 
     def check(self, ctx) -> None:
         _check_writable(self.register, "dst")
-        if not isinstance(self.src, VirtualRegister):
+        if not isinstance(self.src, RuntimeInt):
             _check_immediate(self.src, "src")
 
     def run(self, m) -> None:
-        src = self.src.value("register_move") if isinstance(self.src, VirtualRegister) else int(self.src)
+        src = self.src.value("register_move") if isinstance(self.src, RuntimeInt) else int(self.src)
         m.registers[self.register.number] = src
 
 
@@ -175,7 +189,7 @@ class RegisterStore(Instruction):
     register: object = None
 
     def check(self, ctx) -> None:
-        expect(isinstance(self.register, VirtualRegister), "src must be a VirtualRegister",
+        expect(isinstance(self.register, RuntimeInt), "src must be a VirtualRegister or an NkiScalar",
                got=type(self.register).__name__, error=KernelError)
         _check_element(self.dst, "dst")
 
@@ -184,4 +198,4 @@ class RegisterStore(Instruction):
         m.write(self.dst, np.full(self.dst.shape, value, np.float64 if isinstance(value, float) else np.int64))
 
 
-__all__ = ["RegisterAlloc", "RegisterLoad", "RegisterMove", "RegisterStore", "VirtualRegister"]
+__all__ = ["RuntimeInt", "RegisterAlloc", "RegisterLoad", "RegisterMove", "RegisterStore", "VirtualRegister"]

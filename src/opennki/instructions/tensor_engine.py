@@ -178,11 +178,12 @@ def write_psum(m, dst, result: np.ndarray, accumulate, out_mask=None) -> None:
     else:
         add = bool(accumulate)
     if add is True:
-        result = flat(m.read_f32(dst)).reshape(result.shape) + result
-    elif add is not False:
-        current = flat(m.read_f32(dst)).reshape(result.shape)
-        result = np.where(add, current + result, result)
-    m.write(dst, result.reshape(dst.shape), out_mask)
+        m.accumulate(dst, result.reshape(dst.shape), out_mask)
+    else:
+        if add is not False:
+            current = flat(m.read_f32(dst)).reshape(result.shape)
+            result = np.where(add, current + result, result)
+        m.write(dst, result.reshape(dst.shape), out_mask)
     if out_mask is None:
         flags[...] = True
     else:

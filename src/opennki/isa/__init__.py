@@ -10,6 +10,7 @@ dtype (official samples pass it to `tensor_copy`). Signatures follow NKI 0.6 (SD
 from __future__ import annotations
 
 from opennki.errors import DtypeError, KernelError
+from opennki._src.constants import target_nc_version
 from opennki.instructions import dma as _dma
 from opennki.instructions import gpsimd as _pool
 from opennki.instructions import lnc as _lnc
@@ -25,11 +26,13 @@ from opennki.instructions import vector_stats as _stats
 from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
                                         reduce_cmd)
 from opennki.instructions.ops import activation_fn
+from opennki.instructions import scalars as _scalars
 from opennki.instructions.registers import VirtualRegister
+from opennki.instructions.scalars import NkiScalar
 from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same enum objects)
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
-from opennki.sim.cooperative import core_rank, meet_cores
+from opennki.releases import added_in, uses_custom_frontend
 from opennki.sim.program import current
 
 tensor_engine = engine.tensor
@@ -49,8 +52,7 @@ class dma_engine:
 
 def get_nc_version() -> nc_version:
     """The NeuronCore generation of the current target (`NEURON_PLATFORM_TARGET_OVERRIDE`)."""
-    from opennki._src.constants import _hw
-    return nc_version(_hw().nc_version)
+    return target_nc_version(nc_version)
 
 
 def _issue(instr, api: str) -> None:
@@ -342,38 +344,16 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
     LNC=2); the calls of the cores with one pipe_id complete together: neither core goes on before both
     transfers are done (so each may reuse its src afterwards)."""
     api = "nisa.sendrecv"
-    prog = current(api)
-    instr = _lnc.SendRecv(dst=dst, src=src, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank,
-                          pipe_id=pipe_id, dma_engine=dma_engine, name=name)
-    if prog.options.shape_only:     # no data moves: the local src stands for the peer's (same shape, dtype)
-        _issue(instr, api)
-        return
-    _lnc.check_core_rank(send_to_rank, "send_to_rank")
-    _lnc.check_core_rank(recv_from_rank, "recv_from_rank")
-    me, ranks = core_rank(prog), {core_rank(prog), send_to_rank, recv_from_rank}
-    what = f"{api} pipe_id={pipe_id}"
-    posts = meet_cores(prog, "sendrecv", pipe_id, ranks, (src, send_to_rank), what)
-    peer_src, peer_target = posts[recv_from_rank]
-    if peer_target != me:
-        raise KernelError(f"{what}: core {me} receives from core {recv_from_rank}, which sends to core "
-                          f"{peer_target}", expected=f"send_to_rank={me} on core {recv_from_rank}",
-                          got=peer_target, instruction=api)
-    _issue(instr.replace(src=peer_src), api)
-    meet_cores(prog, "sendrecv done", pipe_id, ranks, None, what)
+    _lnc.SendRecv(dst=dst, src=src, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank, pipe_id=pipe_id,
+                  dma_engine=dma_engine, name=name).issue_on(current(api), api)
 
 
 def core_barrier(data, cores, engine=engine.gpsimd, name=None):
     """No core of `cores` (ranks of an LNC=2 launch) goes on before all of them arrived (NeuronCore-v3+);
     `data` is the shared HBM tensor the barrier guards."""
     api = "nisa.core_barrier"
-    prog = current(api)
     ranks = (cores,) if isinstance(cores, int) else tuple(cores)
-    _issue(_lnc.CoreBarrier(data=data, cores=ranks, engine=engine, name=name), api)
-    if not prog.options.shape_only:
-        if core_rank(prog) not in ranks:
-            raise KernelError(f"{api}: core {core_rank(prog)} waits at a barrier of cores {list(ranks)}",
-                              expected=f"a core of {list(ranks)}", got=core_rank(prog), instruction=api)
-        meet_cores(prog, "core_barrier", tuple(sorted(set(ranks))), ranks, None, api)
+    _lnc.CoreBarrier(data=data, cores=ranks, engine=engine, name=name).issue_on(current(api), api)
 
 
 # ------------------------------------------------------------------------------------------- registers
@@ -389,6 +369,44 @@ def register_alloc(x=None) -> VirtualRegister:
     else:
         _issue(_reg.RegisterAlloc(register=reg, value=x), api)
     return reg
+
+
+# ------------------------------------------------------------------------------- scalars (NKI 0.7)
+
+def _scalar_api(api: str):
+    """The program of a scalar API call; NkiScalars need NKI 0.7's tracer frontend."""
+    prog = current(api)
+    added_in("0.7", api, prog.options)
+    if uses_custom_frontend(prog.options):
+        raise KernelError(f"{api} needs the tracer frontend; NKI_COMPILER_FRONTEND=custom (the parser frontend) "
+                          "rejects it", instruction=api, hint="unset NKI_COMPILER_FRONTEND")
+    return prog
+
+
+def scalar_load(src, name=None) -> NkiScalar:
+    """An NkiScalar holding the one element of src (a 1x1 nl.int32 / nl.int64 tensor in SBUF or HBM)."""
+    api = "nisa.scalar_load"
+    prog = _scalar_api(api)
+    dtype = getattr(src, "dtype", None)
+    result = NkiScalar(prog.machine, dtype if dtype is not None and dtype.kind == "int" else "int32",
+                       prog.issue)
+    _issue(_scalars.ScalarLoad(src=src, result=result, name=name), api)
+    return result
+
+
+def scalar_store(dst, value, name=None) -> None:
+    """dst (a 1x1 tensor of value's width) = value, an NkiScalar."""
+    api = "nisa.scalar_store"
+    _scalar_api(api)
+    _issue(_scalars.ScalarStore(dst=dst, value=value, name=name), api)
+
+
+def scalar_alu(data1, data2, op, name=None):
+    """data1 op data2 for NkiScalars / Python ints (see opennki.instructions.scalars): the operators of
+    NkiScalar call this."""
+    if isinstance(data1, NkiScalar) or isinstance(data2, NkiScalar):
+        _scalar_api("nisa.scalar_alu")
+    return _scalars.scalar_alu(data1, data2, op, name=name)
 
 
 def register_move(dst, src, name=None):

@@ -28,6 +28,7 @@ from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
 from opennki.events import InstructionExecuted
 from opennki.hw import get_target
 from opennki.kernels import arguments
+from opennki.kernels.frameworks import to_shape_spec
 from opennki.kernels.program import (TracedProgram, instruction_json, mutated_inputs, output_infos,
                                      result_kind)
 from opennki._src.spmd import nc, resolve_grid
@@ -232,7 +233,6 @@ class KernelCall:
 
     def shape_args(self):
         """(args, kwargs) with every tensor replaced by a ShapeSpec (enough for a shape-only cost estimate)."""
-        from opennki.bridges import to_shape_spec
 
         def conv(v):
             if isinstance(v, (tuple, list)):
@@ -379,7 +379,6 @@ class TraceKernel:
         return _is_tensor_like(value)
 
     def leaf_info(self, leaf, name) -> arguments.LeafInfo:
-        from opennki.bridges import to_shape_spec
         spec = to_shape_spec(leaf)
         return arguments.LeafInfo(name, spec.shape, spec.dtype.name)
 

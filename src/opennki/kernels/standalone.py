@@ -1,7 +1,7 @@
 """Dispatch layer: kernels run standalone with NumPy arrays — simulation, baremetal, benchmark, profile.
 
-Imports the kernel base, bridges (for framework tensors in simulation) and errors; the cost model
-(`opennki.perf`) is imported when a benchmark or profile runs. There is no Neuron device and no compiler
+Imports the kernel base, bridges (for framework tensors in simulation) and errors; the cost model's
+services (`opennki.perf`, which sits above this layer) are plugged in by the front door (`provide_services`). There is no Neuron device and no compiler
 here: every class runs the kernel on the simulator.
 
   * `NumpyKernel`: NumPy in, NumPy out; a framework tensor is a clear error (modes that NKI runs without a
@@ -26,9 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
-from opennki.bridges import Framework, call_framework, eager_call
+from opennki.bridges import eager_call
 from opennki.errors import KernelError, UnsupportedError
 from opennki.kernels.base import TraceKernel
+from opennki.kernels.frameworks import Framework, call_framework
 from opennki.kernels.program import ResultKind, TracedProgram
 from opennki.machine.dtypes import dtype_of, poison_value
 
@@ -54,6 +55,11 @@ class SimulateKernel(TraceKernel):
     """`mode="simulation"`: runs on the simulator; NumPy, torch or JAX tensors in, the same type out."""
 
     mode = "simulation"
+
+    def __getitem__(self, key) -> "SimulateKernel":
+        """`nki.simulate(kernel)[lnc](...)` (new generation) / `simulate(kernel)[grid]`: the same kernel on a
+        launch grid; equal to `nki.simulate(kernel[lnc])`."""
+        return type(self)(self.spec.with_grid(key))
 
     def call(self, args, kwargs):
         return eager_call(self, args, kwargs)
@@ -149,23 +155,22 @@ def undefined_outputs(program: TracedProgram):
 
 
 def perf_service(name: str):
-    """A cost-model service of `opennki.perf` (issue 4): `benchmark(kernel, args, kwargs, **config)`,
-    `profile(kernel, args, kwargs, **config)`, `write_trace(kernel, args, kwargs, path)`. Each gets the
-    TraceKernel, whose `launch(args, kwargs, options=, listeners=)` runs it (shape-only for estimates)."""
-    override = _SERVICES.get(name)
-    if override is not None:
-        return override
-    try:
-        from opennki import perf
-    except ImportError:
-        perf = None
-    service = getattr(perf, name, None)
+    """A cost-model service: `benchmark(kernel, args, kwargs, **config)`, `profile(kernel, args, kwargs,
+    **config)`, `write_trace(kernel, args, kwargs, path)`. Each gets the TraceKernel, whose
+    `launch(args, kwargs, options=, listeners=)` runs it (shape-only for estimates)."""
+    service = _SERVICES.get(name) or _PROVIDED.get(name)
     if service is None:
-        raise UnsupportedError(f"{name} needs opennki's cost model (opennki.perf.{name}), which this build lacks")
+        raise UnsupportedError(f"{name} needs opennki's cost model (opennki.perf), which this build lacks")
     return service
 
 
-_SERVICES: dict = {}
+_PROVIDED: dict = {}        # the cost model's services (opennki.perf.SERVICES), given by the front door
+_SERVICES: dict = {}        # stand-ins that tests and tools plug in over them
+
+
+def provide_services(services: dict) -> None:
+    """The front door gives the cost model's services here (the dispatch layer does not import perf)."""
+    _PROVIDED.update(services)
 
 
 def use_services(**services):
@@ -180,4 +185,4 @@ def use_services(**services):
 
 
 __all__ = ["NumpyKernel", "SimulateKernel", "BaremetalKernel", "BenchmarkKernel", "ProfileKernel",
-           "undefined_outputs", "perf_service", "use_services"]
+           "undefined_outputs", "perf_service", "provide_services", "use_services"]

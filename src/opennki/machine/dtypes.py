@@ -106,6 +106,9 @@ int32 = _int("int32", np.int32, INT)
 uint8 = _int("uint8", np.uint8, UINT)
 uint16 = _int("uint16", np.uint16, UINT)
 uint32 = _int("uint32", np.uint32, UINT)
+# NKI 0.7: 64-bit integer tensors hold what nisa.scalar_load / scalar_store move (64-bit scalars, offsets beyond a
+# 32-bit byte offset's 4 GB); the compute engines have no 64-bit integer arithmetic.
+int64 = _int("int64", np.int64, INT)
 # Booleans are bytes holding 0/1 on the hardware; stored as uint8 so fresh memory can hold the poison value.
 bool_ = DataType("bool", BOOL, 1, np.dtype(np.uint8), public=np.dtype(np.bool_))
 # MX packed words: four fp8 values in 32 bits, or four fp4 values in 16 bits (NeuronCore-v4 only).
@@ -114,7 +117,7 @@ float8_e4m3fn_x4 = DataType("float8_e4m3fn_x4", PACKED, 4, np.dtype(np.uint32), 
 float4_e2m1fn_x4 = DataType("float4_e2m1fn_x4", PACKED, 2, np.dtype(np.uint16), public="float4_e2m1fn_x4")
 
 ALL = (float32, float16, bfloat16, float8_e4m3, float8_e5m2, float8_e4m3fn, float8_e8m0fnu, tfloat32,
-       int8, int16, int32, uint8, uint16, uint32, bool_, float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4)
+       int8, int16, int32, int64, uint8, uint16, uint32, bool_, float8_e5m2_x4, float8_e4m3fn_x4, float4_e2m1fn_x4)
 
 _BY_NAME: dict[str, DataType] = {dt.name: dt for dt in ALL}
 _BY_NAME.update({"bool_": bool_, "fp32": float32, "bf16": bfloat16, "fp16": float16, "tf32": tfloat32,

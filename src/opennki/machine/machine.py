@@ -91,7 +91,8 @@ class Machine:
             m = own if m is None else (m & own)
         return None if m is None else np.broadcast_to(m, view.shape)
 
-    def _dynamic_values(self, view: TensorView) -> list[np.ndarray]:
+    def dynamic_values(self, view: TensorView) -> list[np.ndarray]:
+        """The run-time index values of an indirect view, one array (broadcast to the view) per DynamicTerm."""
         values = []
         for term in view.dynamic:
             idx = self.read(term.index).astype(np.int64)
@@ -109,7 +110,7 @@ class Machine:
             if st.initialized is not None:
                 self._check_initialized(view, None, self._read_mask(view, mask, m))
             return view.np_view()
-        dyn = self._dynamic_values(view) if view.dynamic else None
+        dyn = self.dynamic_values(view) if view.dynamic else None
         view.check_bounds(m, dyn)
         offs = view.flat_offsets(dyn)
         arr = st.array
@@ -172,13 +173,16 @@ class Machine:
         """Write `values` (broadcast to the view) into `view`, rounding to its dtype unless `raw` (values
         already in the storage format: bit-exact copies). Masked-off elements are left untouched."""
         m = self.effective_mask(view, mask)
-        arr = view.storage.array
+        st = view.storage
+        if m is None and st._array is None and _covers_all(view):
+            arr = st.fresh_array()            # every element is written: no poison needed first
+        else:
+            arr = st.array
         vals = np.asarray(values)
         if not raw:
             vals = convert(vals, view.dtype, self.precise)
         elif vals.dtype != arr.dtype:
             vals = vals.astype(arr.dtype)
-        st = view.storage
         st.written = True
         if st.base is not None:
             st.base.written = True    # a reinterpreting view (`t.view(dtype)`) writes its owner's memory
@@ -189,6 +193,7 @@ class Machine:
                 dst[...] = vals
             else:
                 np.copyto(dst, np.broadcast_to(vals, view.shape), where=np.broadcast_to(m, view.shape))
+<<<<<<< HEAD
             if st.initialized is not None:
                 written = _flag_view(view, st.initialized)
                 if m is None:
@@ -203,8 +208,11 @@ class Machine:
                     fresh[np.broadcast_to(m, view.shape)] = False
             if st.physical is not None:
                 st.physical.written(st, *view.extent())
+=======
+            self._wrote_direct(view, m)
+>>>>>>> main
             return
-        dyn = self._dynamic_values(view) if view.dynamic else None
+        dyn = self.dynamic_values(view) if view.dynamic else None
         view.check_bounds(m, dyn)
         offs = view.flat_offsets(dyn)
         vals = np.broadcast_to(vals, view.shape)
@@ -222,8 +230,34 @@ class Machine:
         if st.physical is not None:
             st.physical.written(st, *view.extent())
 
+    def _wrote_direct(self, view: TensorView, m) -> None:
+        """The bookkeeping of a write through the NumPy view of an in-bounds direct view (`m`: the effective
+        mask or None): PSUM "unwritten" flags and the physical image of directly placed tensors."""
+        st = view.storage
+        if st.kind is _PSUM:
+            fresh = self._unwritten_flags(view)
+            if m is None:
+                fresh[...] = False
+            else:
+                fresh[np.broadcast_to(m, view.shape)] = False
+        if st.physical is not None:
+            st.physical.written(st, *view.extent())
+
     def accumulate(self, view: TensorView, values_f32: np.ndarray, mask=None) -> None:
-        """Read-add-write in fp32 (PSUM accumulation, DMA accumulate), rounding once on the write."""
+        """Read-add-write in fp32 (PSUM accumulation, DMA accumulate), rounding once on the write. An fp32
+        destination without mask or run-time indices is added to in place: the fp32 sum is what the write
+        would store (rounding to fp32 is the identity), without the temporary."""
+        st = view.storage
+        arr = st.array
+        if (mask is None and view.mask is None and arr.dtype == np.float32 and st.dtype.mant_bits == 23
+                and not view.dynamic and view.in_bounds()):
+            dst = view.np_view()
+            np.add(dst, values_f32, out=dst)
+            st.written = True
+            if st.base is not None:
+                st.base.written = True
+            self._wrote_direct(view, None)
+            return
         current = self.read_f32(view, mask)
         self.write(view, current + values_f32, mask)
 
@@ -260,6 +294,19 @@ class Machine:
         """A non-matmul access ends the accumulation group of the elements it touches."""
         if view.storage.matmul_written is not None and not view.dynamic and view.in_bounds():
             Machine.matmul_flags(view)[...] = False
+
+
+def _covers_all(view: TensorView) -> bool:
+    """True if the direct view addresses every element of its storage exactly once, in row-major order."""
+    st = view.storage
+    if view.dynamic or view.offset or view.size != st.size or not view.in_bounds():
+        return False
+    expect = 1
+    for n, s in zip(reversed(view.shape), reversed(view.strides)):
+        if n != 1 and s != expect:
+            return False
+        expect *= n
+    return True
 
 
 def _flag_view(view: TensorView, flags: np.ndarray) -> np.ndarray:

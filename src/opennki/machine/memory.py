@@ -92,7 +92,9 @@ class Storage:
         region: the MemoryRegion it was allocated in.
         dtype: element type.
         shape: logical shape at creation (dim 0 is the partition dim on chip).
-        array: flat NumPy array of all elements in row-major order, or None in shape-only mode.
+        array: flat NumPy array of all elements in row-major order, or None in shape-only mode. A poisoned
+            storage gets it on first use (`poison_later`): a result tile that is retargeted is never
+            touched, and one whose first write covers it whole is never poisoned (Machine.write).
         placement: partition and byte address from the allocator.
         name: the tensor's name (kernel argument name, `name=` of `nl.ndarray`, or generated).
         location: the kernel line that created it.
@@ -108,7 +110,7 @@ class Storage:
             an initial value, directly placed tensors, which start with the bytes earlier tensors left).
     """
 
-    __slots__ = ("id", "region", "kind", "dtype", "shape", "array", "placement", "name", "location",
+    __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
                  "declared", "physical", "spilled", "initialized", "__weakref__")
 
@@ -119,7 +121,8 @@ class Storage:
         self.kind = region.kind
         self.dtype = dtype
         self.shape = shape
-        self.array = array
+        self._array = array
+        self._poison = None          # (dtype, size, precise) while the poisoned array is not made yet
         self.placement = placement
         self.name = name
         self.location = location
@@ -134,6 +137,30 @@ class Storage:
         self.physical = None         # directly placed on chip: the PhysicalImage whose bytes it shares
         self.spilled = False         # PSUM only: its range was given back under pressure (Memory._spill)
         self.initialized = None      # uninitialized="raise": per-element "written" flags (None: not tracked)
+
+    @property
+    def array(self):
+        arr = self._array
+        if arr is None and self._poison is not None:
+            arr = self._array = new_array(*self._poison)
+            self._poison = None
+        return arr
+
+    @array.setter
+    def array(self, value) -> None:
+        self._array = value
+        self._poison = None
+
+    def poison_later(self, precise: bool) -> None:
+        """Make the poisoned array only when something first reads or partly writes it."""
+        self._poison = (self.dtype, math.prod(self.shape), precise)
+
+    def fresh_array(self):
+        """For a write covering every element: the array, made without poisoning if not made yet."""
+        if self._array is None and self._poison is not None:
+            self._array = np.empty(self._poison[1], self.dtype.storage_dtype(self._poison[2]))
+            self._poison = None
+        return self._array
 
     @property
     def size(self) -> int:
@@ -346,12 +373,17 @@ class Memory:
                                  code="err_num_partition_exceed_arch_limit",
                                  hint="split the tensor into tiles of at most 128 partitions")
         fresh = array is None and fill is None
-        if array is None and not self.shape_only:
-            array = new_array(dtype, math.prod(shape), self.precise, self.fresh_fill if fill is None else fill)
+        if fresh and self.fresh_fill is not None:
+            fill = self.fresh_fill                      # uninitialized="zero"
+        poison = array is None and not self.shape_only and fill is None
+        if array is None and not self.shape_only and fill is not None:
+            array = new_array(dtype, math.prod(shape), self.precise, fill)
         program = self.program if kind.is_on_chip or region is MemoryRegion.private_hbm else None
         storage = Storage(region, dtype, shape, array, None, name, location, program)
-        if fresh and self.track_initialized and array is not None and address is None:
-            storage.initialized = np.zeros(array.size, bool)
+        if poison:
+            storage.poison_later(self.precise)
+        if fresh and self.track_initialized and not self.shape_only and address is None:
+            storage.initialized = np.zeros(math.prod(shape), bool)
         if address is not None:
             partition, start = address
             storage.placement = Placement(int(partition), int(start))

@@ -362,6 +362,23 @@ class TensorView:
                 out = out + (np.arange(n, dtype=np.int64) * c).reshape(sh)
         return out
 
+    def dim_positions(self, d: int, dynamic_values=None) -> np.ndarray:
+        """Every element's position along storage dim d: the affine part plus the run-time index terms
+        (`dynamic_values`: one array per DynamicTerm, as `Machine.dynamic_values` gives them)."""
+        vals = self._dim_values(d)
+        for term, v in zip(self.dynamic, dynamic_values or ()):
+            if term.coeffs[d]:
+                vals = vals + term.coeffs[d] * v
+        return vals
+
+    def in_range(self, dynamic_values=None) -> np.ndarray:
+        """Which elements lie inside the tensor on every storage dim (bool, the view's shape)."""
+        inside = np.ones(self.shape, bool)
+        for d, dim_size in enumerate(self.coords):
+            pos = self.dim_positions(d, dynamic_values)
+            inside &= (pos >= 0) & (pos < dim_size)
+        return inside
+
     def check_bounds(self, mask: np.ndarray | None = None, dynamic_values=None) -> None:
         """Raise OutOfBoundsError (err_tensor_access_out_of_bound) if an active element is outside the
         tensor. `dynamic_values` are the run-time index values, one array per DynamicTerm."""
@@ -369,10 +386,7 @@ class TensorView:
             return
         for d, dim_size in enumerate(self.coords):
             if self.dynamic:
-                vals = self._dim_values(d)
-                for term, v in zip(self.dynamic, dynamic_values or ()):
-                    if term.coeffs[d]:
-                        vals = vals + term.coeffs[d] * v
+                vals = self.dim_positions(d, dynamic_values)
                 if mask is not None:
                     vals = vals[np.broadcast_to(mask, self.shape)]
                 if vals.size == 0:

@@ -1,5 +1,5 @@
 """Front-door services: `benchmark` answered by the cost model (spec/entrypoints.md §5). Imports the cost
-layer; the dispatch layer's front doors are imported when `benchmark` is used as a decorator.
+layer and the estimate driver; the decorator forms (`nki.benchmark`) belong to the front doors.
 
 There is no device: one shape-only estimate gives the latency of an execution, and `iters` synthetic
 samples around it stand in for the measured runs (the cost model is deterministic, so the spread is a fixed
@@ -113,16 +113,6 @@ def run_benchmark(kernel, args, kwargs=None, *, warmup: int = 10, iters: int = 1
     if echo:
         print(latency.console_block())
     return BenchmarkResult(latency, result, warmup, iters)
-
-
-def benchmark(kernel=None, args=None, kwargs=None, /, **config):
-    """`nki.benchmark`: as a decorator or wrapper (`benchmark(warmup=5, iters=10)(f)`, `benchmark(f, ...)`)
-    it returns the front door's benchmark kernel, whose calls set `.benchmark_result`; called by the
-    dispatch layer as `benchmark(kernel, args, kwargs, **config)` it runs the estimate (`run_benchmark`)."""
-    if args is None:
-        from opennki.legacy import benchmark as front_door
-        return front_door(kernel, **config) if kernel is not None else front_door(**config)
-    return run_benchmark(kernel, args, kwargs, **config)
 
 
 def estimate_call(fn, args=(), kwargs=None, *, grid=None, target=None, keep_instructions: bool = True) -> CostResult:

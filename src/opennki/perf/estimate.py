@@ -1,5 +1,5 @@
-"""Cost layer: run a kernel shape-only with the cost model attached. Imports sim, hw and the cost layer; the
-dispatch layer (which launches kernels) is imported when an estimate runs, since it sits above this one.
+"""Front-door services: run a kernel shape-only with the cost model attached. Imports the dispatch layer
+(which launches kernels), hw and the cost layer; the cost layer itself only listens to the run's events.
 
 The estimate needs no data (NKI's benchmark ignores input values too), so array arguments, framework tensors
 and `nt.tensor[...]` placeholders all become `ShapeSpec`s and the kernel runs with
@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from opennki.compile import kernel_spec
 from opennki.cost.result import CostResult
 from opennki.cost.scheduler import CostModel
 from opennki.hw import get_target
+from opennki.kernels.base import TraceKernel
+from opennki.kernels.frameworks import to_shape_spec
 from opennki.sim.simulator import ShapeSpec
 
 
@@ -28,15 +31,12 @@ def as_shape_spec(value):
     if getattr(value, "shape", None) is None or getattr(value, "dtype", None) is None \
             or isinstance(value, (np.generic, type)):
         return value
-    from opennki.bridges import to_shape_spec
     return to_shape_spec(value)
 
 
 def trace_kernel(kernel, grid=None):
     """The dispatch layer's TraceKernel for a plain function, a jit kernel or a gridded one (`k[4]`, a
     new-generation `k[2]`), with `grid` (a launch subscript) replacing the kernel's own when given."""
-    from opennki.compile import kernel_spec
-    from opennki.kernels.base import TraceKernel
     spec = kernel_spec(kernel)
     if grid is not None:
         spec = spec.with_grid(grid)
@@ -57,7 +57,6 @@ def estimate(kernel, args=(), kwargs=None, *, grid=None, target=None, keep_instr
     Returns:
         the CostResult, with `.outputs` holding the kernel's outputs as ShapeSpecs.
     """
-    from opennki.kernels.base import TraceKernel
     tk = kernel if isinstance(kernel, TraceKernel) and grid is None else trace_kernel(kernel, grid)
     own = tk.spec.target
     hw = get_target(own if own is not None else target)

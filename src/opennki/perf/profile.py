@@ -115,14 +115,4 @@ def run_profile(kernel, args, kwargs=None, *, working_directory=None, save_neff_
     return result
 
 
-def profile(func=None, args=None, kwargs=None, /, **config):
-    """`nki.profile`: as a decorator (`profile(working_directory=...)(f)`, `profile(f, ...)`) it returns the
-    front door's profile kernel; called by the dispatch layer as `profile(kernel, args, kwargs, **config)`
-    it writes the profile (`run_profile`)."""
-    if args is None:
-        from opennki.legacy import profile as front_door
-        return front_door(func, **config) if func is not None else front_door(**config)
-    return run_profile(func, args, kwargs, **config)
-
-
-__all__ = ["profile", "run_profile", "write_profile", "artifact_names", "traced_executions", "json_report"]
+__all__ = ["run_profile", "write_profile", "artifact_names", "traced_executions", "json_report"]

@@ -14,6 +14,7 @@ import json
 import os
 
 from opennki.cost.result import Row, location_key
+from opennki.perf.estimate import estimate
 
 MAX_DMA_LANES = 16
 
@@ -51,7 +52,8 @@ def instruction_args(rec) -> dict:
     if cost.flops:
         args["flops"] = cost.flops
     if cost.dma is not None:
-        args.update(bytes=cost.dma.size_bytes, descriptor_bytes=cost.dma.descriptor_bytes,
+        args.update(bytes=cost.dma.size_bytes, descriptors=cost.dma.descriptors,
+                    descriptor_bytes=round(cost.dma.descriptor_bytes, 3), dma_path=cost.dma.path,
                     efficiency=round(cost.dma.efficiency, 4), dge=cost.dma.dge)
     return args
 
@@ -131,6 +133,5 @@ def write_chrome_trace(result, path: str) -> str:
 def write_trace(kernel, args, kwargs, path: str, **config) -> str:
     """The service behind `baremetal(save_trace_name=...)`: estimate the call and write its trace at
     `trace_path(path)`; returns the file written."""
-    from opennki.perf.estimate import estimate
     result = estimate(kernel, args, kwargs, target=config.get("target"))
     return write_chrome_trace(result, trace_path(path))

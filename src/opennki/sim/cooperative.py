@@ -183,28 +183,3 @@ class Cooperation:
         for thread in self.threads:
             thread.join(timeout=30)
 
-
-def core_rank(prog) -> int:
-    """The issuing program's core rank in a new-generation LNC launch (grid `(lnc,)`; 0 when LNC=1)."""
-    return prog.ids[0] if prog.grid else 0
-
-
-def meet_cores(prog, kind: str, tag, ranks, value, what: str) -> dict:
-    """Cross-core rendezvous of an LNC launch: the program of each core rank in `ranks` makes its k-th `kind`
-    call with this `tag`; each posts `value` and waits for the others. Returns {rank: value}. A rank the
-    launch does not have is a KernelError."""
-    cores = prog.grid[0] if len(prog.grid) == 1 else 1
-    for rank in ranks:
-        if not 0 <= rank < cores:
-            raise KernelError(f"{what}: core rank {rank} does not exist in an LNC={cores} launch",
-                              expected=f"a rank below {cores}", got=rank,
-                              hint="launch the kernel as kernel[2] for two cores (LNC=2)")
-    me = core_rank(prog)
-    if set(ranks) == {me}:
-        return {me: value}
-    calls = prog.launch.shared_state.setdefault("core_meetings", {})
-    number = calls[(prog.ids, kind, tag)] = calls.get((prog.ids, kind, tag), 0) + 1
-    members = sorted({(r,) for r in ranks} | {prog.ids})
-    posts = Cooperation.of(prog).rendezvous(prog.ids, (kind, tag, number), members, value,
-                                            f"{what} (call {number})")
-    return {ids[0]: v for ids, v in posts.items()}

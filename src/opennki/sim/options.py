@@ -14,7 +14,7 @@ from opennki.releases import env_api_version, env_compiler_frontend
 UNINITIALIZED_MODES = ("nan", "raise", "zero")
 
 
-def _env_flag(name: str, default: bool) -> bool:
+def _env_flag(name: str, default):
     value = os.environ.get(name)
     if value is None or value == "":
         return default
@@ -49,6 +49,8 @@ class SimOptions:
         compiler_frontend: NKI 0.7's specialization frontend, `$NKI_COMPILER_FRONTEND`: "tracer" (default,
             Python tracing) or "custom" (the deprecated 0.6 parser: 0.6 rules for the new generation, so
             dynamic loops still run and NkiScalar APIs are rejected).
+        progress: a progress line on stderr for launches running longer than 2 s (sim/progress.py): None
+            (default) when stderr is a terminal, True always, False never (default from `OPENNKI_PROGRESS`).
     """
 
     target: str | None = None
@@ -60,6 +62,7 @@ class SimOptions:
     compiler_frontend: str = field(default_factory=env_compiler_frontend)
     detect_races: bool = field(default_factory=lambda: _env_flag("OPENNKI_DETECT_RACES", False))
     uninitialized: str = field(default_factory=lambda: os.environ.get("OPENNKI_UNINITIALIZED") or "nan")
+    progress: bool | None = field(default_factory=lambda: _env_flag("OPENNKI_PROGRESS", None))
 
     def __post_init__(self):
         if self.uninitialized not in UNINITIALIZED_MODES:

@@ -35,6 +35,7 @@ from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
+from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
                                 user_frame)
 
@@ -163,6 +164,31 @@ class Program:
     @property
     def grid(self) -> tuple[int, ...]:
         return self.launch.grid
+
+    @property
+    def core_rank(self) -> int:
+        """This program's core rank in a new-generation LNC launch (grid `(lnc,)`; 0 when LNC=1)."""
+        return self.ids[0] if self.grid else 0
+
+    def meet_cores(self, kind: str, tag, ranks, value, what: str) -> dict:
+        """Cross-core rendezvous of an LNC launch: the program of each core rank in `ranks` makes its k-th
+        `kind` call with this `tag`; each posts `value` and waits for the others. Returns {rank: value}. A
+        rank the launch does not have is a KernelError."""
+        cores = self.grid[0] if len(self.grid) == 1 else 1
+        for rank in ranks:
+            if not 0 <= rank < cores:
+                raise KernelError(f"{what}: core rank {rank} does not exist in an LNC={cores} launch",
+                                  expected=f"a rank below {cores}", got=rank,
+                                  hint="launch the kernel as kernel[2] for two cores (LNC=2)")
+        me = self.core_rank
+        if set(ranks) == {me}:
+            return {me: value}
+        calls = self.launch.shared_state.setdefault("core_meetings", {})
+        number = calls[(self.ids, kind, tag)] = calls.get((self.ids, kind, tag), 0) + 1
+        members = sorted({(r,) for r in ranks} | {self.ids})
+        posts = Cooperation.of(self).rendezvous(self.ids, (kind, tag, number), members, value,
+                                                f"{what} (call {number})")
+        return {ids[0]: v for ids, v in posts.items()}
 
     def finish(self, result) -> None:
         """The kernel body returned: flush, then let the observers check the end-of-kernel rules."""
@@ -418,6 +444,8 @@ class Program:
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
         machine.offsets.clear()
+        if self.sim.progress is not None:
+            self.sim.progress.instruction(location)
 
     def _uninitialized_reads(self, location, api: str) -> None:
         """The instruction just run read never-written elements (`uninitialized="raise"`): a finding per

@@ -25,6 +25,7 @@ from opennki.machine.memory import Allocator, MemoryRegion, Placement, Storage
 from opennki.machine.tensor import TensorView
 from opennki.sim.options import SimOptions
 from opennki.sim.program import LaunchState, Program
+from opennki.sim.progress import progress_for
 
 HBM_ALIGN_BYTES = 64
 
@@ -66,6 +67,7 @@ class Simulator:
         # signatures (Instruction.signature) of the instructions whose check passed: the check needs no data
         # and reads only what the signature holds, so it runs once per signature; hw and options are fixed
         self.checked: set = set()
+        self.progress = None            # the running launch's sim.progress.Progress, if it draws one
 
     def emit(self, event) -> None:
         for listener in self.listeners:
@@ -115,11 +117,14 @@ class Simulator:
         self.emit(LaunchStarted(name, grid, self.hw.name, cores, self.options.shape_only))
         result, ran = None, 0
         launch.pending_programs = list(_grid_points(grid))
+        self.progress = progress_for(self.options.progress, name, len(launch.pending_programs))
         try:
             while launch.pending_programs:
                 ids = launch.pending_programs.pop(0)
                 result = self.run_program(launch, ids)
                 ran += 1
+                if self.progress is not None:
+                    self.progress.program_done()
                 if after_program is not None and after_program(ids) is False:
                     launch.pending_programs.clear()
             if launch.cooperation is not None:
@@ -129,6 +134,10 @@ class Simulator:
                 launch.cooperation.abort()
             self._report(launch, checker, raising=False)
             raise
+        finally:
+            if self.progress is not None:
+                self.progress.close()
+                self.progress = None
         self.emit(LaunchFinished(name, ran))
         self._write_back(arg_storages)
         self._report(launch, checker)

@@ -7,7 +7,7 @@ MIN_II cycles of the engine that runs it, plus a pass over the data it moves whe
 
 from __future__ import annotations
 
-from opennki.cost.rules import cost_rule
+from opennki.cost.rules.registry import cost_rule
 from opennki.cost.rules.common import elems, engine_spec, main_input, main_output, schedulable_engine
 from opennki.cost.value import Cost
 
@@ -19,7 +19,8 @@ def sequencer_instruction(ev, hw, work: float = 0.0) -> Cost:
     return Cost(engine, busy_ns=spec.ns(max(floor, work)))
 
 
-@cost_rule("register_alloc", "register_move", "register_load", "register_store")
+@cost_rule("register_alloc", "register_move", "register_load", "register_store", "scalar_load", "scalar_store",
+           "scalar_alu")
 def register_op(ev, hw) -> Cost:
     """[GAP] chosen: one MIN_II sequencer instruction (loads/stores move a single element)."""
     return sequencer_instruction(ev, hw)

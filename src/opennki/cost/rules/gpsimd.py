@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 
-from opennki.cost.rules import cost_rule
+from opennki.cost.rules.registry import cost_rule
 from opennki.cost.rules.common import elems, find, main_input, main_output
 from opennki.cost.value import Cost
 from opennki.events import Engine

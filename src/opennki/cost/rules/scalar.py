@@ -8,7 +8,7 @@ tables (spec/hardware.md §5.4 [OBS]).
 
 from __future__ import annotations
 
-from opennki.cost.rules import cost_rule
+from opennki.cost.rules.registry import cost_rule
 from opennki.cost.rules.common import elems, find, main_input, param_name
 from opennki.cost.rules.vector import elementwise
 from opennki.cost.value import Cost

@@ -10,7 +10,7 @@ lead to 2x better performance").
 
 from __future__ import annotations
 
-from opennki.cost.rules import cost_rule
+from opennki.cost.rules.registry import cost_rule
 from opennki.cost.rules.common import active_ratio, find, main_input, param_name
 from opennki.cost.value import Cost
 from opennki.events import Engine

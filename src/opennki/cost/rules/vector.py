@@ -10,7 +10,7 @@ partition moves 32 bits per cycle (2 elements of 16-bit data).
 
 from __future__ import annotations
 
-from opennki.cost.rules import cost_rule
+from opennki.cost.rules.registry import cost_rule
 from opennki.cost.rules.common import (SIXTEEN_BIT_FLOATS, elems, find, in_memory, inputs, is_contiguous,
                                        is_strided, main_input, main_output, outputs, param_name)
 from opennki.cost.value import Cost

@@ -6,8 +6,8 @@ instruction class that defines the semantics (`opennki.instructions`). Results a
 results, so `buf[...] = nisa.activation(...)` writes `buf` directly. Instructions that write into
 operands the kernel passes (`dma_copy`, `select_reduce`, `tensor_copy_predicated`,
 `tensor_copy_dynamic_dst`, `nc_stream_shuffle`) issue at once and return None. Extra keyword arguments
-are accepted and ignored, as NKI 0.1 does. The enums are `IntEnum`s with the legacy numbering;
-`neuronxcc.nki.isa.constants` is the submodule `constants` (the same enum objects).
+are accepted and ignored, as NKI 0.1 does. The enums are `IntEnum`s with the legacy numbering, defined in
+the submodule `constants` (`neuronxcc.nki.isa.constants`) and exported here as the same objects.
 
 Decisions: `get_nc_version()` on trn3 reports gen3, the newest generation the legacy enum has, so kernels
 take their newest code path while instructions check the real target. `builtin_custom_op` (a prebuilt
@@ -16,8 +16,6 @@ GpSimd library call whose semantics are undocumented) raises UnsupportedError; t
 """
 
 from __future__ import annotations
-
-import enum
 
 import numpy as np
 
@@ -34,43 +32,13 @@ from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import activation_fn
+from opennki.legacy.isa import constants
+from opennki.legacy.isa.constants import dge_mode, engine, nc_version, oob_mode, reduce_cmd
 from opennki._src import core
+from opennki._src.constants import target_nc_version
 from opennki.machine.dtypes import dtype_of, float32, promote, uint32
 from opennki.machine.index import Index, Predicate
 from opennki.sim.program import current
-
-
-class engine(enum.IntEnum):
-    unknown = 0
-    tensor = 1
-    scalar = 2
-    gpsimd = 3
-    vector = 5
-    sync = 6
-
-
-class reduce_cmd(enum.IntEnum):
-    idle = 0
-    reset = 1
-    reduce = 2
-    reset_reduce = 3
-
-
-class dge_mode(enum.IntEnum):
-    none = 0
-    swdge = 1
-    hwdge = 2
-    unknown = 3
-
-
-class oob_mode(enum.IntEnum):
-    error = 0
-    skip = 1
-
-
-class nc_version(enum.IntEnum):
-    gen2 = 2
-    gen3 = 3
 
 
 tensor_engine = engine.tensor
@@ -90,8 +58,7 @@ class fp32:
 def get_nc_version() -> nc_version:
     """The NeuronCore generation of the current target: gen2 on trn1/inf2, gen3 on trn2 and on trn3 (the
     newest generation the legacy API knows)."""
-    from opennki._src.constants import _hw
-    return nc_version(min(_hw().nc_version, 3))
+    return target_nc_version(nc_version)
 
 
 
@@ -441,5 +408,3 @@ __all__ = [
     "nc_stream_shuffle", "activation", "activation_reduce", "nc_matmul", "nc_transpose", "iota", "affine_select",
     "local_gather", "sequence_bounds", "builtin_custom_op",
 ]
-
-from opennki.legacy.isa import constants  # noqa: E402  (the submodule needs the enums above)
