@@ -193,24 +193,7 @@ class Machine:
                 dst[...] = vals
             else:
                 np.copyto(dst, np.broadcast_to(vals, view.shape), where=np.broadcast_to(m, view.shape))
-<<<<<<< HEAD
-            if st.initialized is not None:
-                written = _flag_view(view, st.initialized)
-                if m is None:
-                    written[...] = True
-                else:
-                    written[np.broadcast_to(m, view.shape)] = True
-            if st.kind is _PSUM:
-                fresh = self._unwritten_flags(view)
-                if m is None:
-                    fresh[...] = False
-                else:
-                    fresh[np.broadcast_to(m, view.shape)] = False
-            if st.physical is not None:
-                st.physical.written(st, *view.extent())
-=======
             self._wrote_direct(view, m)
->>>>>>> main
             return
         dyn = self.dynamic_values(view) if view.dynamic else None
         view.check_bounds(m, dyn)
@@ -234,6 +217,12 @@ class Machine:
         """The bookkeeping of a write through the NumPy view of an in-bounds direct view (`m`: the effective
         mask or None): PSUM "unwritten" flags and the physical image of directly placed tensors."""
         st = view.storage
+        if st.initialized is not None:
+            written = _flag_view(view, st.initialized)
+            if m is None:
+                written[...] = True
+            else:
+                written[np.broadcast_to(m, view.shape)] = True
         if st.kind is _PSUM:
             fresh = self._unwritten_flags(view)
             if m is None:
@@ -251,11 +240,14 @@ class Machine:
         arr = st.array
         if (mask is None and view.mask is None and arr.dtype == np.float32 and st.dtype.mant_bits == 23
                 and not view.dynamic and view.in_bounds()):
+            if st.initialized is not None:
+                self._check_initialized(view, None, self._read_mask(view, None, None))
             dst = view.np_view()
             np.add(dst, values_f32, out=dst)
             st.written = True
             if st.base is not None:
                 st.base.written = True
+                st.base.initialized = None
             self._wrote_direct(view, None)
             return
         current = self.read_f32(view, mask)
