@@ -141,7 +141,7 @@ class SetRngSeed(Instruction):
     opcode = "set_rng_seed"
     default_engine = Engine.VECTOR
 
-    src_seeds: object = operand(READ)
+    src_seeds: object = operand(READ, immediate=True)
 
     def check(self, ctx) -> None:
         if is_tensor(self.src_seeds):

@@ -20,6 +20,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, c
                                        column, flat, instruction, is_tensor, operand, read_operand)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
+from opennki.machine.arguments import as_axes
 from opennki.machine.dtypes import PACKED, SCALAR_TYPES, to_float32
 
 _INT32 = ("int32", "uint32")
@@ -294,16 +295,8 @@ class Reciprocal(Instruction):
 
 
 def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = []
-    for a in axes:
-        a = int(a)
-        if a < 0:
-            a += ndim
-        if not 0 <= a < ndim:
-            raise ShapeError("reduction axis out of range", expected=f"[1, {ndim - 1}]", got=a)
-        out.append(a)
-    return tuple(sorted(set(out)))
+    """The reduction axes: an int or a tuple/list of distinct ints in range (machine.arguments.as_axes)."""
+    return as_axes(axis, ndim, "reduction axis")
 
 
 def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:

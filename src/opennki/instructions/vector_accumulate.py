@@ -237,8 +237,8 @@ class RangeSelect(Instruction):
     on_true_tile: object = operand(READ)
     comp_op0: object = None
     comp_op1: object = None
-    bound0: object = operand(READ)
-    bound1: object = operand(READ)
+    bound0: object = operand(READ, immediate=True)
+    bound1: object = operand(READ, immediate=True)
     reduce_cmd: object = cmds.reset_reduce
     reduce_res: object = operand(WRITE, optional=True)
     reduce_op: object = "maximum"

@@ -99,6 +99,7 @@ class Storage:
         name: the tensor's name (kernel argument name, `name=` of `nl.ndarray`, or generated).
         location: the kernel line that created it.
         is_kernel_arg: True for tensors that wrap the caller's arrays.
+        read_only: a kernel argument wrapping a read-only NumPy array: instructions may not write it.
         declared: True for tensors the kernel declared (`nl.ndarray`, `nl.zeros`...); False for the result
             tiles of API calls, which the legacy compiler places (and moves) as their consumers need.
         written: set by the first write (used to copy modified inputs back to the caller).
@@ -112,7 +113,7 @@ class Storage:
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
-                 "declared", "physical", "spilled", "initialized", "__weakref__")
+                 "declared", "physical", "spilled", "read_only", "initialized", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -127,6 +128,7 @@ class Storage:
         self.name = name
         self.location = location
         self.is_kernel_arg = False
+        self.read_only = False
         self.written = False
         self.program = program
         self.matmul_written = None   # PSUM only: per-element "last written by nc_matmul" flags
@@ -294,22 +296,26 @@ class Allocator:
         if start is None:
             start = self._find(0, size)
         if start is None:
-            unit = "per partition " if self.kind.is_on_chip else ""
-            if location is not None:
-                name = f"{name} (created at {location})"
-            raise AllocationError(
-                f"{self.kind.name} overflow while allocating {name!r}: {nbytes} bytes {unit}needed, "
-                f"{self.capacity_bytes - self.used_bytes} of {self.capacity_bytes} bytes {unit}free "
-                f"({len(self.live)} live tensors) on target {self.target}",
-                expected=f"<= {self.capacity_bytes - self.used_bytes} bytes {unit}".strip(),
-                got=f"{nbytes} bytes",
-                hint="allocate big tensors once outside loops, use smaller tiles, or let temporaries go out "
-                     "of scope (opennki frees a tensor when the kernel drops its last reference)")
+            self.overflow(nbytes, name, location)
         self.live[start] = (start + size, name)
         self.cursor = start + size
         self._used += size
         self.peak_bytes = max(self.peak_bytes, self._used)
         return start
+
+    def overflow(self, nbytes: int, name: str, location: SourceLocation | None = None):
+        """Raise the capacity error for a tensor `name` of `nbytes` that does not fit."""
+        unit = "per partition " if self.kind.is_on_chip else ""
+        if location is not None:
+            name = f"{name} (created at {location})"
+        raise AllocationError(
+            f"{self.kind.name} overflow while allocating {name!r}: {nbytes} bytes {unit}needed, "
+            f"{self.capacity_bytes - self.used_bytes} of {self.capacity_bytes} bytes {unit}free "
+            f"({len(self.live)} live tensors) on target {self.target}",
+            expected=f"<= {self.capacity_bytes - self.used_bytes} bytes {unit}".strip(),
+            got=f"{nbytes} bytes",
+            hint="allocate big tensors once outside loops, use smaller tiles, or let temporaries go out "
+                 "of scope (opennki frees a tensor when the kernel drops its last reference)")
 
     def free(self, start: int) -> None:
         span = self.live.pop(start, None)
@@ -372,6 +378,10 @@ class Memory:
                                  expected=f"partition dim <= {pmax}", got=shape,
                                  code="err_num_partition_exceed_arch_limit",
                                  hint="split the tensor into tiles of at most 128 partitions")
+        nbytes = math.prod(shape[1:] if kind.is_on_chip else shape) * dtype.itemsize
+        allocator = self.allocator(kind)
+        if nbytes > allocator.capacity_bytes:         # can never fit: say so before allocating the array
+            allocator.overflow(nbytes, name, location)
         fresh = array is None and fill is None
         if fresh and self.fresh_fill is not None:
             fill = self.fresh_fill                      # uninitialized="zero"

@@ -328,6 +328,7 @@ class Program:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
         destination (a retargeted instruction writes elsewhere)."""
         try:
+            instr.check_operands()
             self.check_instruction(instr)
             check_static_bounds(instr)
             for observer in self.observers:
