@@ -49,7 +49,7 @@ class _TileSize:
         """8 PSUM banks; 7 when NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE=true reserves bank 7 (trn2+)."""
         hw = current_target()
         reserved = setting("dma_transpose_as_pe_transpose")
-        return hw.memory.psum_banks - (1 if reserved and hw.nc_version >= 3 else 0)
+        return hw.memory.psum_banks - (1 if reserved and hw.capabilities.dma_transpose_on_pe else 0)
 
     @property
     def gemm_stationary_fmax(self) -> int:

@@ -20,7 +20,7 @@ import numpy as np
 
 from opennki.errors import KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_dtype, check_nc_version,
+from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_dtype, require,
                                        check_partitions, flat, instruction, operand)
 from opennki.instructions.tensor_engine import write_psum
 
@@ -85,7 +85,7 @@ class QuantizeMx(Instruction):
     dst_scale: object = operand(WRITE)
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 4, "quantize_mx")
+        require(ctx, "mx", "quantize_mx")
         for role, t in (("dst", self.dst), ("src", self.src), ("dst_scale", self.dst_scale)):
             expect(t.kind is MemoryKind.SBUF, f"quantize_mx works in SBUF ('{role}')", got=t.kind.name,
                    code="err_unsupported_memory", error=MemoryKindError)
@@ -149,7 +149,7 @@ class NcMatmulMx(Instruction):
     accumulate: object = None
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 4, "nc_matmul_mx")
+        require(ctx, "mx", "nc_matmul_mx")
         for role, t in (("stationary", self.stationary), ("moving", self.moving)):
             expect(t.kind is MemoryKind.SBUF, f"nc_matmul_mx reads '{role}' from SBUF", got=t.kind.name,
                    code="err_unsupported_memory", error=MemoryKindError)

@@ -150,7 +150,7 @@ def resolve(spec: LaunchSpec, hw, options=None) -> Grid:
         if lnc != 2:
             raise KernelError(f"LNC={lnc} is not supported on current architecture {hw.name}; use 1 or 2",
                               got=lnc)
-        if hw.nc_version < 3:
+        if not hw.capabilities.lnc2:
             raise KernelError(f"LNC=2 needs trn2 or newer; target {hw.name} has one physical core per logical "
                               "core", got=lnc)
         sizes, cores_of = resolve_grid(nc(2), hw)
