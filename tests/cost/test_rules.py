@@ -80,11 +80,13 @@ def test_gpsimd_iota_is_start_plus_n():
     assert cost_of(ev, TRN1).busy_ns == pytest.approx(ns(150 + 512, 1.4))
 
 
-def test_dma_transfer_uses_the_engines_of_its_partitions_and_the_efficiency_curve():
+def test_dma_transfer_uses_the_engines_of_its_partitions_and_one_descriptor_per_row():
     ev = event(K.one_load, spec((128, 2048)), opcode="dma_copy", target="trn2")
     work = cost_of(ev, TRN2).dma
-    assert work.size_bytes == 128 * 2048 * 4 and work.descriptor_bytes == 8192
-    assert work.efficiency == pytest.approx(0.983) and (work.partition_start, work.partition_count) == (0, 128)
+    assert work.size_bytes == 128 * 2048 * 4 and work.descriptor_bytes == 8192 and work.descriptors == 128
+    data_ns = 8 * 8192 / 23.0                             # 8 partitions of 8 KiB per engine at 23 B/ns
+    assert work.efficiency == pytest.approx(data_ns / (data_ns + 8 * 2.2))      # + 2.2 ns per descriptor
+    assert (work.partition_start, work.partition_count) == (0, 128)
     assert work.hbm_read_bytes == 128 * 2048 * 4 and work.hbm_write_bytes == 0 and work.queue == "qSyncIO0"
     few = event(K.one_load, spec((4, 4096), "bfloat16"), opcode="dma_copy", target="trn2")
     assert cost_of(few, TRN2).dma.partition_count == 4

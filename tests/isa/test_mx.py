@@ -8,6 +8,7 @@ import opennki.isa as nisa2
 import opennki.language as nl2
 from opennki.errors import DtypeError, KernelError, ShapeError
 from tests.isa.helpers import rand, rejects, run
+from tests.language.coverage import covers
 
 E4M3FN = ml_dtypes.float8_e4m3fn
 
@@ -63,6 +64,7 @@ def test_quantize_mx_words_and_quadrant_scales(rng, scale_dtype):
     assert scales[0, 0] == (0 if scale_dtype == "uint8" else 2.0 ** -127)
 
 
+@covers("float8_e4m3fn_x4", "float8_e5m2_x4", new=True, as_name="nl2")
 def test_quantize_then_mx_matmul_matches_the_dequantized_product(rng):
     K, M, N = 64, 16, 48
     a = rand(rng, K, 4 * M).astype(np.float16)
@@ -99,6 +101,7 @@ def test_quantize_then_mx_matmul_matches_the_dequantized_product(rng):
     assert np.abs(got / 2 - exact).max() < 0.1 * np.abs(exact).max()             # MX error stays small
 
 
+@covers("float4_e2m1fn_x4", new=True, as_name="nl2")
 def test_fp4_operands_unpack_low_nibble_first(rng):
     K, M, N = 32, 8, 16
     e2m1 = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6, -0.0, -0.5, -1, -1.5, -2, -3, -4, -6])

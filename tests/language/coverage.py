@@ -17,19 +17,21 @@ import re
 import sys
 import threading
 
+import opennki.language as new_nl
 import opennki.legacy.language as nl
 from opennki._src.tokens import NlOp
 
 _NLOP_CALL = NlOp.__call__.__code__
-COVERED: dict[str, set[str]] = {}
+COVERED: dict[str, set[str]] = {}          # legacy nl name -> tests
+COVERED_NEW: dict[str, set[str]] = {}      # new-generation nl name -> tests (`covers(..., new=True)`)
 
 
 def _codes(obj) -> set:
     """Code objects that run when `obj` is used."""
-    if isinstance(obj, enum.Enum):                 # nl.sbuf & co.: plain values
+    if isinstance(obj, (enum.Enum, str)):          # nl.sbuf & co., new-generation dtype strings: plain values
         return set()
     if isinstance(obj, NlOp):                      # ops made by one factory share their code: track the object
-        return {id(obj)}
+        return {id(obj)} if obj.__wrapped__ is not None else set()     # a pure token (nl.bypass) only names
     code = getattr(obj, "__code__", None)
     if code is not None:
         return {code}
@@ -69,22 +71,25 @@ class _CallTracer:
         return False
 
 
-def covers(*names, via: str | None = None):
-    """Mark a NumPy-checked test as exercising the legacy `nl` names `names` (module docstring).
+def covers(*names, via: str | None = None, new: bool = False, as_name: str = "nl"):
+    """Mark a NumPy-checked test as exercising the legacy `nl` names `names` (module docstring); with
+    `new=True`, names of the new generation's `nki.language`; `as_name`: what the test source calls the module.
 
     With `via`, the test is parametrized over the names: each run must only exercise the name passed in its
     argument `via` (all of `names` are claimed)."""
+    module = new_nl if new else nl
+    registry = COVERED_NEW if new else COVERED
     for n in names:
-        if not hasattr(nl, n):
+        if not hasattr(module, n):
             raise AttributeError(f"nl.{n} does not exist")
 
     def decorate(test):
         for n in names:
-            COVERED.setdefault(n, set()).add(f"{test.__module__}::{test.__name__}")
+            registry.setdefault(n, set()).add(f"{test.__module__}::{test.__name__}")
         source = inspect.getsource(test)
-        needed = {n: _codes(getattr(nl, n)) for n in names}
+        needed = {n: _codes(getattr(module, n)) for n in names}
         for n, codes in needed.items():
-            if not codes and not re.search(rf"\bnl\.{n}\b", source):
+            if not codes and not re.search(rf"\b{as_name}\.{n}\b", source):
                 raise AssertionError(f"{test.__name__} claims nl.{n} but its source never uses nl.{n}")
 
         @functools.wraps(test)

@@ -19,12 +19,13 @@ from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, M
                             ShapeError, expect)
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.dma import DmaCopy
-from opennki.instructions.ops import ACTIVATIONS, alu
+from opennki.instructions.ops import ACTIVATIONS, SIMULATION_ONLY_OPS, alu
 from opennki.instructions.scalar import Activation
 from opennki.instructions.tensor_engine import NcMatmul, NcTranspose
 from opennki.instructions.vector import (Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor,
                                          normalize_axes, reduced_shape)
 from opennki._src import rules
+from opennki.machine.arguments import as_shape
 from opennki.machine.dtypes import SCALAR_TYPES, DataType, dtype_of, float32, promote, scalar_dtype
 from opennki.machine.machine import Machine
 from opennki.machine.memory import MemoryRegion
@@ -69,9 +70,7 @@ def kernel_function(prog):
 
 
 def normalize_shape(shape) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    return tuple(int(s) for s in shape)
+    return as_shape(shape)
 
 
 def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None) -> TensorView:
@@ -161,8 +160,6 @@ def math_prod(xs) -> int:
 
 # ------------------------------------------------------------------------------------------- element-wise
 
-# Operators the new generation's `nl` has but hardware lacks ("no division instruction"; spec/language.md §6.1).
-_SIMULATION_ONLY_OPS = ("divide", "mod", "fmod")
 
 
 def hardware_limits(prog, opdef, x, y, shape, api: str, limits: str | None) -> None:
@@ -178,7 +175,7 @@ def hardware_limits(prog, opdef, x, y, shape, api: str, limits: str | None) -> N
     limits = limits or ("new" if api.startswith("nl.") else "operator")
     tx, ty = is_tensor(x), is_tensor(y)
     if limits == "new":
-        if opdef.name in _SIMULATION_ONLY_OPS:
+        if opdef.name in SIMULATION_ONLY_OPS:
             raise HardwareUnsupportedError(f"{api}: there is no {opdef.name} instruction on hardware (it runs "
                                            "in simulation only)", instruction=api,
                                            hint="multiply by nl.reciprocal(y) instead of dividing")

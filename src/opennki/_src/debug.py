@@ -16,16 +16,17 @@ from opennki.machine.dtypes import to_public
 from opennki.machine.machine import Machine
 
 
-def device_print(prefix, x, *, mask=None, api: str = "nl.device_print"):
+def device_print(prefix, x, *, mask=None, simulation_only: bool = True, api: str = "nl.device_print"):
     """Print `prefix` and the current values of tensor `x` (any memory) to stdout; masked-off elements print
-    as `--`. Issues no instruction."""
+    as `--`. Issues no instruction. `simulation_only`: the legacy rule (hardware-strict mode rejects it); the
+    new generation's device_print also works on hardware (the runtime dumps the tensor)."""
     prog = core.current(api)
     if not isinstance(prefix, str):
         raise KernelError(f"{api}: the prefix must be a constant string", got=type(prefix).__name__,
                           instruction=api)
     if not core.is_tensor(x):
         raise KernelError(f"{api} prints a tensor", got=type(x).__name__, instruction=api)
-    if prog.options.hardware_strict:
+    if simulation_only and prog.options.hardware_strict:
         raise HardwareUnsupportedError(f"{api} only works in simulation (legacy NKI)", instruction=api,
                                        hint="remove the print, or run without hardware-strict mode")
     prog.flush()

@@ -16,6 +16,9 @@ from opennki.cost.roofline import Roofline, peak_for, roofline
 from opennki.events import Engine
 
 
+SMALL_DMA_EFFICIENCY = 0.5    # a transfer below half the DMA bandwidth in a stream of its kind is "small"
+
+
 class Row:
     """Timeline rows, named as the Neuron profiler names them."""
 
@@ -113,7 +116,7 @@ class CostResult:
         self.dma_bytes = 0
         self.dma_engine_ns = 0.0
         self.hbm_read_bytes = self.hbm_write_bytes = 0
-        self.small_dmas: dict[str, list] = {}        # line -> [count, bytes, min eff., max piece, ns]
+        self.small_dmas: dict[str, list] = {}        # line -> [count, bytes, min stream eff., min piece, ns]
         self.lines: dict[str, list] = {}             # line -> [busy ns, count, stall ns, opcodes]
         self.stalls: dict[str, list] = {}            # line -> [stall ns, count, kinds]
         self.total_ns = 0.0
@@ -192,13 +195,14 @@ class CostResult:
         self.hbm_read_bytes += work.hbm_read_bytes
         self.hbm_write_bytes += work.hbm_write_bytes
         self.dma_engine_ns += rec.dma_engine_ns
-        if work.efficiency < 0.5:
-            s = self.small_dmas.setdefault(line, [0, 0, 1.0, 0.0, 0.0])
+        stream = self.hw.cost.dma.efficiency(work.partition_bytes) * work.efficiency
+        if stream < SMALL_DMA_EFFICIENCY:
+            s = self.small_dmas.setdefault(line, [0, 0, 1.0, float("inf"), 0.0])
             s[0] += 1
             s[1] += work.size_bytes
-            s[2] = min(s[2], work.efficiency)
-            s[3] = max(s[3], work.descriptor_bytes)
-            s[4] += rec.duration_ns
+            s[2] = min(s[2], stream)
+            s[3] = min(s[3], work.descriptor_bytes)
+            s[4] += rec.duration_ns * work.efficiency / stream     # what it costs in a stream of its kind
 
     # -- summary --------------------------------------------------------------------------------------
     def finish(self) -> "CostResult":

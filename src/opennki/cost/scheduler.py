@@ -15,9 +15,10 @@ memory regions it reads and writes (`AccessTracker`).
   group's first-write flag, as NKI's compiler folds `nl.zeros(..., buffer=nl.psum)`.
 * DMA: issued in order on its queue (a DMA that waits for its buffer blocks the ones queued behind it;
   loads, stores and on-chip copies use separate queues, as the compiler spreads them), a few cycles of its
-  trigger engine, optionally a hardware DGE, the fixed DMA latency, then its bytes on the DMA engines that
-  own its partitions (backfilling idle gaps, as engines serve their queues round-robin), capped by the HBM
-  bandwidth the launch's cores share.
+  trigger engine, optionally a hardware DGE, the transfer setup (one at a time per queue, overlapping the
+  previous transfer's data), then its descriptors on the DMA engines that own its partitions
+  (backfilling idle gaps, as engines serve their queues round-robin), capped by the HBM bandwidth the
+  launch's cores share.
 * Programs of an SPMD grid on one core queue up behind each other on the same engines; programs on
   different cores (LNC=2) run in parallel.
 
@@ -56,6 +57,7 @@ class _CoreState:
         self.act_table = None
         self.queue_free: dict[tuple, float] = {}
         self.queue_last: dict[tuple, int] = {}
+        self.setup_free: dict[tuple, float] = {}
         self.dma = [Timeline()] * dma_engines      # shared while transfers span the same engines
         self.dge_free = [0.0] * dge_instances
 
@@ -263,13 +265,11 @@ class CostModel:
             i = min(range(len(state.dge_free)), key=state.dge_free.__getitem__)
             d_start = max(ready, state.dge_free[i])
             ready = state.dge_free[i] = d_start + dma.hwdge_issue_ns
-        data_ready = ready + dma.fixed_latency_ns
-        if work.partition_start is None:
-            first, last = 0, dma.engines - 1
-        else:
-            first = work.partition_start // dma.partitions_per_engine
-            last = min((work.partition_start + max(work.partition_count, 1) - 1) // dma.partitions_per_engine,
-                       dma.engines - 1)
+        # a queue prepares one transfer at a time (descriptors, semaphores), overlapping the previous
+        # transfer's data: a stream of transfers on one queue runs at max(setup, data) per transfer
+        setup_start = max(ready, state.setup_free.get(queue, 0.0))
+        data_ready = state.setup_free[queue] = setup_start + dma.fixed_latency_ns
+        first, last = dma.engine_span(work.partition_start, work.partition_count)
         n_engines = last - first + 1
         t_data = work.size_bytes / n_engines / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
         timelines = state.dma[first:last + 1]

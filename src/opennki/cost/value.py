@@ -19,7 +19,7 @@ class DmaWork:
 
     Fields:
         size_bytes: bytes moved (destination side).
-        descriptor_bytes: length of the contiguous pieces the transfer is made of (the efficiency curve's x).
+        descriptor_bytes: bytes of each descriptor (contiguous piece) the transfer is made of.
         partition_start / partition_count: on-chip partitions it touches, which pick the DMA engines (None: an
             HBM-to-HBM transfer, spread over all engines).
         efficiency: relative throughput (curve value times mode factors), in (0, 1].
@@ -27,6 +27,9 @@ class DmaWork:
         dge: descriptor generation: "none" (pre-computed), "hwdge" or "swdge".
         queue: the DMA queue's name, as the profiler labels it.
         hbm_read_bytes / hbm_write_bytes: HBM traffic.
+        descriptors: how many descriptors the transfer splits into.
+        path: "copy", "strided" (element descriptors), "transpose" (the DMA transpose path) or "indirect".
+        partition_bytes: bytes per partition of its on-chip side (the efficiency curve's x).
     """
 
     size_bytes: int
@@ -39,6 +42,9 @@ class DmaWork:
     queue: str
     hbm_read_bytes: int
     hbm_write_bytes: int
+    descriptors: int = 1
+    path: str = "copy"
+    partition_bytes: float = 0.0
 
 
 @dataclass(frozen=True)

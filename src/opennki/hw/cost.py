@@ -205,10 +205,17 @@ class DmaCost:
         queues_per_engine: hardware queues per engine.
         partitions_per_engine: partitions each engine moves for a 128-partition tile (128 / engines).
         engine_bandwidth_bytes_per_ns: sustained bandwidth of one engine at full efficiency.
-        fixed_latency_ns: trigger-to-data latency of one transfer (descriptor, semaphores); overlaps other
-            transfers.
-        efficiency_curve: (bytes per descriptor, relative throughput) points, increasing; interpolated
-            log-linearly, proportional below the first point, 1.0 above the last.
+        fixed_latency_ns: trigger-to-data setup of one transfer (descriptors, semaphores). A queue sets up one
+            transfer at a time, overlapping the previous transfer's data, so a stream of same-size transfers
+            on one queue takes max(setup, data) each: the shape of the efficiency curve (`setup_ns_from_curve`).
+        efficiency_curve: (bytes per partition of a transfer, relative throughput) points, increasing;
+            interpolated log-linearly, 1.0 above the last point. Below the first point a transfer is taken to
+            last as long as one at the first point (time-flat, as the curve itself is from 32 B to 1 KiB):
+            `efficiency(x)` is then proportional to x. This is the stream throughput of whole transfers,
+            their per-transfer overhead included; it is not a per-descriptor figure.
+        descriptor_ns: engine time of one descriptor (one contiguous piece on both sides) beyond its bytes at
+            `engine_bandwidth_bytes_per_ns`: what element-strided, transposing and gathering transfers pay
+            per piece.
         trigger_cycles: cycles the triggering engine spends issuing a DMA with pre-computed descriptors.
         hwdge_issue_ns: descriptor generation time of a hardware-DGE DMA (None: no hardware DGE).
         dge_instances: hardware DGE blocks per NeuronCore.
@@ -223,6 +230,7 @@ class DmaCost:
     engine_bandwidth_bytes_per_ns: float
     fixed_latency_ns: float
     efficiency_curve: tuple[tuple[int, float], ...]
+    descriptor_ns: float = 0.0
     trigger_cycles: int = 64                 # [GAP] choice: one MIN_II of the triggering sequencer
     hwdge_issue_ns: float | None = None
     dge_instances: int = 2                   # hardware.md §6.1: 2 hardware DGE instances per NC
@@ -237,7 +245,8 @@ class DmaCost:
                   partitions_per_engine=self.partitions_per_engine,
                   engine_bandwidth_bytes_per_ns=self.engine_bandwidth_bytes_per_ns,
                   dge_instances=self.dge_instances)
-        _non_negative(name, fixed_latency_ns=self.fixed_latency_ns, trigger_cycles=self.trigger_cycles)
+        _non_negative(name, fixed_latency_ns=self.fixed_latency_ns, trigger_cycles=self.trigger_cycles,
+                      descriptor_ns=self.descriptor_ns)
         if self.engines * self.partitions_per_engine != 128:
             raise ValueError(f"{name}: engines x partitions_per_engine must cover 128 partitions")
         curve = self.efficiency_curve
@@ -257,14 +266,25 @@ class DmaCost:
     def aggregate_bandwidth_bytes_per_ns(self) -> float:
         return self.engines * self.engine_bandwidth_bytes_per_ns
 
-    def efficiency(self, descriptor_bytes: float) -> float:
-        """Relative throughput of transfers made of `descriptor_bytes`-long contiguous pieces."""
+    def engine_span(self, partition_start: int | None, partition_count: int | None) -> tuple[int, int]:
+        """(first, last) DMA engine of a transfer touching on-chip partitions [start, start + count), each
+        engine owning `partitions_per_engine` consecutive partitions; all engines when there is no on-chip
+        side (None)."""
+        if partition_start is None:
+            return 0, self.engines - 1
+        first = partition_start // self.partitions_per_engine
+        last = (partition_start + max(partition_count or 1, 1) - 1) // self.partitions_per_engine
+        return first, min(last, self.engines - 1)
+
+    def efficiency(self, partition_bytes: float) -> float:
+        """Relative stream throughput of transfers moving `partition_bytes` per partition (class docstring:
+        time-flat below the curve's first point)."""
         curve = self.efficiency_curve
-        if descriptor_bytes <= curve[0][0]:
-            return curve[0][1] * max(descriptor_bytes, 1.0) / curve[0][0]
-        if descriptor_bytes >= curve[-1][0]:
+        if partition_bytes <= curve[0][0]:
+            return curve[0][1] * max(partition_bytes, 1.0) / curve[0][0]
+        if partition_bytes >= curve[-1][0]:
             return curve[-1][1]
-        x = math.log(descriptor_bytes)
+        x = math.log(partition_bytes)
         i = bisect.bisect_right(self._sizes, x)
         x0, x1 = self._sizes[i - 1], self._sizes[i]
         e0, e1 = curve[i - 1][1], curve[i][1]
@@ -306,6 +326,15 @@ class CostParams:
         if dtype.startswith("float8") and pe.double_row_factor:
             return base * pe.double_row_factor
         return base
+
+
+def setup_ns_from_curve(curve, bandwidth_bytes_per_ns: float, partitions_per_engine: int = 8) -> float:
+    """The per-transfer setup time the efficiency curve implies: a stream of [128, x] transfers takes
+    `partitions_per_engine * x / (bandwidth * efficiency(x))` per transfer on each engine, which is flat
+    (setup-bound) wherever the data alone takes less; the mean over those points."""
+    times = [partitions_per_engine * x / (bandwidth_bytes_per_ns * eff) for x, eff in curve]
+    flat = [t for (x, _), t in zip(curve, times) if partitions_per_engine * x / bandwidth_bytes_per_ns < 0.9 * t]
+    return sum(flat) / len(flat)
 
 
 # Relative DMA throughput by bytes per partition for 128-partition transfers, digitised from the DMA intro's

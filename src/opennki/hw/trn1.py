@@ -1,8 +1,8 @@
 """Hardware layer: Trainium1 / Inferentia2, NeuronCore-v2 (spec/hardware.md)."""
 
-from opennki.hw.config import KIB, HwConfig, MemorySpec, TileLimits
+from opennki.hw.config import KIB, Capabilities, HwConfig, MemorySpec, TileLimits
 from opennki.hw.cost import (DMA_EFFICIENCY_CURVE, CostParams, DmaCost, EngineCost, GpSimdCost, ScalarCost,
-                             TensorEngineCost, VectorCost)
+                             TensorEngineCost, VectorCost, setup_ns_from_curve)
 
 TRN1 = HwConfig(
     name="trn1",
@@ -16,6 +16,7 @@ TRN1 = HwConfig(
         hbm_bytes=16 * 1024 * 1024 * KIB,              # 32 GiB per chip, 2 NCs (arch guide; per-NC share derived)
     ),
     tiles=TileLimits(),                                # nl.tile_size values are the same on every target
+    capabilities=Capabilities(),                       # NeuronCore-v2: none beyond the base ISA
     cost=CostParams(
         tensor=TensorEngineCost(
             clock_ghz=2.8,                  # hardware.md §3 engine table (v2 PE 2.8 GHz); 2*128*128*2.8 = 91.75 TFLOPS
@@ -59,8 +60,10 @@ TRN1 = HwConfig(
             partitions_per_engine=8,        # §6.1 "with P=128 each engine moves 8 partitions"
             engine_bandwidth_bytes_per_ns=17.0,  # §6.2 table 17 B/ns [CONTRA 27 GiB/s text]: the table is the
                                                  # achievable figure (isa.md C6)
-            fixed_latency_ns=1300.0,        # §6.4 ~1300 ns per-transfer fixed cost (§10: same on v2)
+            fixed_latency_ns=setup_ns_from_curve(DMA_EFFICIENCY_CURVE, 17.0),  # ~1155 ns (§6.3)
+                                            # [CONTRA] §6.4 ~1300 ns (docs/cost-model.md)
             efficiency_curve=DMA_EFFICIENCY_CURVE,  # §6.3 [OBS]
+            descriptor_ns=2.2,              # the v3 bound kept ([GAP] no v2 figure)
             trigger_cycles=64,              # [GAP] choice: one MIN_II of the triggering sequencer
             hwdge_issue_ns=None,            # §6.1 hardware DGE is v3+
             transpose_hbm_efficiency=1.0,   # v2 DMA transposes move one element per descriptor (rule in cost/)

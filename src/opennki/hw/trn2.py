@@ -1,8 +1,8 @@
 """Hardware layer: Trainium2, NeuronCore-v3 (spec/hardware.md)."""
 
-from opennki.hw.config import KIB, HwConfig, MemorySpec, TileLimits
+from opennki.hw.config import KIB, Capabilities, HwConfig, MemorySpec, TileLimits
 from opennki.hw.cost import (DMA_EFFICIENCY_CURVE, CostParams, DmaCost, EngineCost, GpSimdCost, ScalarCost,
-                             TensorEngineCost, VectorCost)
+                             TensorEngineCost, VectorCost, setup_ns_from_curve)
 
 TRN2 = HwConfig(
     name="trn2",
@@ -16,6 +16,11 @@ TRN2 = HwConfig(
         hbm_bytes=12 * 1024 * 1024 * KIB,              # 96 GiB per chip, 8 NCs (derived share)
     ),
     tiles=TileLimits(),
+    capabilities=Capabilities(hwdge=True, lnc2=True, scalar_engine_bias_immediate=True,
+                              activation_reciprocal_bias=True, scalar_engine_raw_copy=True,
+                              double_row_matmul=True, pe_tile_32=True, pe_transpose_moves_bits=True,
+                              dma_transpose_path=True, dma_transpose_on_pe=True, range_select=True,
+                              nonzero_with_count=True, gpsimd_rng=True),
     cost=CostParams(
         tensor=TensorEngineCost(
             clock_ghz=2.4,                  # hardware.md §3 (v3 PE 2.4 GHz); 2*128^2*2.4 = 78.6 TFLOPS bf16
@@ -65,8 +70,12 @@ TRN2 = HwConfig(
             partitions_per_engine=8,        # §6.1
             engine_bandwidth_bytes_per_ns=23.0,  # §6.2 table 23 B/ns (= measured 32 KiB / 1416 ns, §6.4);
                                                  # [CONTRA] 27.2 GB/s "theoretical" text (isa.md C6)
-            fixed_latency_ns=1300.0,        # §6.4 ~1300 ns per transfer
+            fixed_latency_ns=setup_ns_from_curve(DMA_EFFICIENCY_CURVE, 23.0),  # ~853 ns (§6.3)
+                                            # [CONTRA] §6.4 ~1300 ns (docs/cost-model.md)
             efficiency_curve=DMA_EFFICIENCY_CURVE,  # §6.3 [OBS]
+            descriptor_ns=2.2,              # §6.4 [OBS] bound: [128, 128] bf16 took 97 ns per engine for 8
+                                            # 256 B pieces; +10% screenshot error, less 2 KiB at 23 B/ns,
+                                            # leaves <= 2.2 ns a piece (docs/cost-model.md)
             trigger_cycles=64,              # [GAP] choice (see trn1)
             hwdge_issue_ns=600.0,           # §6.4 hardware-DGE DMA instruction ~600 ns
             dge_instances=2,                # §6.1 "2 instances per NC"

@@ -25,7 +25,8 @@ from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
 from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
                                         reduce_cmd)
-from opennki.instructions.ops import activation_fn
+from opennki.instructions.base import check_operator_args
+from opennki.instructions.ops import ALU_OPS, activation_fn
 from opennki.instructions import scalars as _scalars
 from opennki.instructions.registers import VirtualRegister
 from opennki.instructions.scalars import NkiScalar
@@ -56,7 +57,9 @@ def get_nc_version() -> nc_version:
 
 
 def _issue(instr, api: str) -> None:
-    current(api).issue(instr, api)
+    prog = current(api)
+    check_operator_args(instr, prog.options.hardware_strict)
+    prog.issue(instr, api)
 
 
 def _check_dtype_kw(dst, dtype, api: str) -> None:
@@ -203,7 +206,7 @@ def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=red
 
 
 def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
-                 reduce_res=None, reduce_op="maximum", range_start=0, on_false_value=_acc.FP32_MIN, name=None):
+                 reduce_res=None, reduce_op=ALU_OPS["maximum"], range_start=0, on_false_value=_acc.FP32_MIN, name=None):
     """dst = on_true_tile where bound comparisons of range_start + index hold, else fp32.min; max-reduced
     into the accumulators (NeuronCore-v3+)."""
     _issue(_acc.RangeSelect(dst=dst, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1, bound0=bound0,
@@ -212,7 +215,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
 
 
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
-                  reduce_op="maximum", reverse_pred=False, name=None):
+                  reduce_op=ALU_OPS["maximum"], reverse_pred=False, name=None):
     """dst = where(predicate, on_true, on_false), max-reduced into the accumulators."""
     _issue(_acc.SelectReduce(dst=dst, predicate=predicate, on_true=on_true, on_false=on_false, reduce_res=reduce_res,
                              reduce_cmd=reduce_cmd, reduce_op=reduce_op, reverse_pred=reverse_pred, name=name),
@@ -307,7 +310,7 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
                       channel_multiplier=channel_multiplier, name=name), "nisa.iota")
 
 
-def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op="equal", offset=0,
+def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"], offset=0,
                   name=None):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * p + pattern value, 0), else on_false_value."""
     _issue(_pool.AffineSelect(dst=dst, on_true_tile=on_true_tile, on_false_value=on_false_value,

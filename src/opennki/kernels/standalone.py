@@ -56,6 +56,11 @@ class SimulateKernel(TraceKernel):
 
     mode = "simulation"
 
+    def __getitem__(self, key) -> "SimulateKernel":
+        """`nki.simulate(kernel)[lnc](...)` (new generation) / `simulate(kernel)[grid]`: the same kernel on a
+        launch grid; equal to `nki.simulate(kernel[lnc])`."""
+        return type(self)(self.spec.with_grid(key))
+
     def call(self, args, kwargs):
         return eager_call(self, args, kwargs)
 

@@ -12,14 +12,17 @@ from typing import Any
 
 import numpy as np
 
+from opennki.errors import DtypeError, ShapeError, UnsupportedError
 from opennki.instructions.dma import DmaCopy
-from opennki._src import core
+from opennki._src import composites, core, debug, movement, rng
 from opennki._src.blocks import declared as _declared
 from opennki._src.constants import tile_size  # noqa: F401
 from opennki._src.control import (affine_range, dynamic_range, fori_loop, no_reorder,  # noqa: F401
                                   num_programs, program_ndim, sequential_range, static_range, while_loop)
 from opennki._src.control import program_id as _program_id
 from opennki._src.control import unrolled_range as range  # noqa: A004, F401
+from opennki._src.grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles,  # noqa: F401
+                                blocks, empty_like_grid, tiles)
 from opennki._src.tensor import NkiTensor  # noqa: F401
 from opennki._src.tokens import NlOp
 from opennki.machine.index import ds  # noqa: F401
@@ -135,7 +138,10 @@ def zeros_like(x, dtype=None, buffer=None, name=""):
 
 
 def empty_like(x, dtype=None, buffer=None, name=""):
-    """Uninitialised, same shape; the buffer defaults to the input's (new-generation rule)."""
+    """Uninitialised, same shape; the buffer defaults to the input's (new-generation rule). A tile or block
+    grid (NKI 0.7) gives new storage with its geometry."""
+    if isinstance(x, NkiGrid):
+        return empty_like_grid(x, dtype, buffer, name)
     return ndarray(x.shape, dtype if dtype is not None else x.dtype, buffer if buffer is not None else x.buffer,
                    name)
 
@@ -224,6 +230,117 @@ def mean(x, axis, dtype=None, keepdims=False):
     return core.mean(x, axis, dtype=dtype, keepdims=keepdims, api="nl.mean")
 
 
+def var(x, axis, dtype=None, keepdims=False):
+    """Population variance over free `axis`; `keepdims` is accepted and ignored: the result always keeps the
+    reduced dims (new-generation rule, spec/language.md §6.4)."""
+    return composites.var(x, axis, dtype=dtype, keepdims=True, api="nl.var")
+
+
+def all(x, axis, dtype=None):  # noqa: A001 - NKI name
+    """1 where every element along free `axis` is nonzero, else 0 (a logical-and reduction). The result
+    dtype is `dtype`, else x's: new-generation logical results keep the input dtype (1 / 0 values)."""
+    return core.reduce("logical_and", x, axis, dtype=dtype, api="nl.all")
+
+
+def _logical_not(x, dtype=None):
+    """NOT x as 1 / 0 in `dtype`, else x's dtype (XOR with 1 on the Vector Engine: right for 0/1 inputs)."""
+    return core.unary_alu("logical_not", x, dtype=dtype, api="nl.logical_not")
+
+
+def _invert(x, dtype=None):
+    """Bitwise NOT (XOR with all ones) of an integer tile."""
+    return core.unary_alu("invert", x, dtype=dtype, api="nl.invert")
+
+
+logical_not = NlOp("logical_not", _logical_not)
+invert = NlOp("invert", _invert)
+
+
+def softmax(x, axis=-1, dtype=None):
+    """exp(x - max(x)) / sum(exp(x - max(x))) over free `axis` (default the last), same shape as x."""
+    return composites.softmax(x, axis, dtype=dtype, api="nl.softmax")
+
+
+def rms_norm(x, w, axis, n, epsilon=1e-06, dtype=None, compute_dtype=None):
+    """x * rsqrt(sum(x^2, axis) / n + epsilon) * w."""
+    return composites.rms_norm(x, w, axis, n, epsilon, dtype=dtype, compute_dtype=compute_dtype, api="nl.rms_norm")
+
+
+def where(condition, x, y, dtype=None):
+    """x where `condition` is nonzero (the new generation passes a float tile of 1.0 / 0.0), else y."""
+    return composites.where(condition, x, y, dtype=dtype, api="nl.where")
+
+
+def dropout(x, rate, dtype=None):
+    """x with each element replaced by 0 with probability `rate` (a scalar or a [P, 1] tile of per-partition
+    rates); survivors are not rescaled. Vector Engine `dropout`."""
+    return rng.dropout(x, rate, dtype=dtype, api="nl.dropout")
+
+
+def rand(shape, dtype, buffer=sbuf, name=""):
+    """A new tensor of i.i.d. uniform values in [0, 1) (trn3: `rand2`; earlier targets: `rng` bits scaled)."""
+    from opennki.instructions.vector import TensorCopy
+    result = rng.rand(shape, dtype, api="nl.rand")
+    region = _region(buffer)
+    if region is sbuf:
+        return result
+    out = core.alloc(result.shape, result.dtype, region, name or None)
+    core.current("nl.rand").issue(TensorCopy(dst=out, src=result), "nl.rand")
+    return out
+
+
+def random_seed(seed):
+    """Seed the random generator with a [1, 1] on-chip tensor holding a 32-bit value (the new generation
+    rejects a Python int, spec/language.md §5.2)."""
+    if not core.is_tensor(seed) or not seed.is_on_chip or seed.shape != (1, 1):
+        raise DtypeError("nl.random_seed takes a [1, 1] SBUF or PSUM tensor holding the seed",
+                         got=getattr(seed, "shape", type(seed).__name__), expected="a [1, 1] on-chip tensor",
+                         instruction="nl.random_seed", hint="nl.full((1, 1), seed, nl.int32) makes one")
+    rng.random_seed(seed, api="nl.random_seed")
+
+
+def load_transpose2d(src, dtype=None):
+    """A 2-D HBM tensor [F, P] -> a new SBUF tensor [P, F] by DMA transpose."""
+    return movement.load_transpose2d(src, dtype=dtype, api="nl.load_transpose2d")
+
+
+def gather_flattened(data, indices, axis=0, dtype=None):
+    """out[p, k] = data[p, indices[p, k]] over each partition's flattened free elements (result: indices'
+    shape). NKI documents `axis` only as "the axis along which to gather" with default 0; the one gather it
+    describes is this per-partition one, so 0 is the only value accepted (an opennki decision)."""
+    if axis != 0:
+        raise UnsupportedError("nl.gather_flattened gathers along the flattened free elements of each "
+                               "partition (axis=0); other axes are undocumented", got=axis,
+                               instruction="nl.gather_flattened")
+    return movement.gather_flattened(data, indices, dtype=dtype, api="nl.gather_flattened")
+
+
+def broadcast_to(x, shape, dtype=None):
+    """x broadcast to `shape` (same rank; each dim equal or broadcast from 1) as a new tensor; x itself if the
+    shape matches, or a cast copy when `dtype` differs."""
+    shape = core.normalize_shape(shape)
+    if not core.is_tensor(x) or len(shape) != x.ndim:
+        raise ShapeError("nl.broadcast_to: shape must have the rank of x", got=shape,
+                         expected=f"rank {getattr(x, 'ndim', '?')}", instruction="nl.broadcast_to")
+    result = movement.broadcast_to(x, shape, api="nl.broadcast_to")
+    if dtype is not None and result.dtype != dtype:
+        return core.copy(result, dtype=dtype, api="nl.broadcast_to")
+    return result
+
+
+def expand_dims(x, axis):
+    """A view of x with new size-1 dims at `axis` (an int or a list; positions in the result, negative ones
+    from its end); on-chip tensors keep the partition dim first."""
+    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    rank = x.ndim + len(axes)
+    return x.expand_dims([int(a) + rank if int(a) < 0 else int(a) for a in axes])
+
+
+def device_print(print_prefix, tensor):
+    """Print `print_prefix` and the values of `tensor` (SBUF or HBM, any rank) to stdout."""
+    debug.device_print(print_prefix, tensor, simulation_only=False, api="nl.device_print")
+
+
 def matmul(x, y, transpose_x=False):
     return core.matmul(x, y, transpose_x=transpose_x, api="nl.matmul")
 
@@ -237,4 +354,6 @@ def program_id(axis=0):
 
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "core", "NlOp", "os", "np", "Any",
-                                                                   "DmaCopy")]
+                                                                   "DmaCopy", "composites", "debug", "movement",
+                                                                   "rng", "DtypeError", "ShapeError",
+                                                                   "UnsupportedError", "empty_like_grid")]

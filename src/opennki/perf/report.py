@@ -37,8 +37,8 @@ def hints(result) -> list[Hint]:
         worst = min(v[2] for _, v in small)
         piece = min(v[3] for _, v in small)
         out.append(Hint("small_dma", (
-            f"{count} of {result.dma_count} DMA transfers move contiguous pieces of only {piece:.0f} bytes "
-            f"(efficiency down to {100 * worst:.0f}% of the DMA bandwidth). Transfers need at least "
+            f"{count} of {result.dma_count} DMA transfers are small or fragmented (pieces down to {piece:.0f} "
+            f"bytes; a stream of them gets {100 * worst:.0f}% of the DMA bandwidth). Transfers need at least "
             f"{SMALL_DMA_BYTES} contiguous bytes per partition (4 KiB to saturate): widen tiles along the free "
             "dimension, load contiguous rows, or coalesce several tiles into one transfer."),
             tuple(line for line, _ in small[:5])))

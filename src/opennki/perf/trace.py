@@ -52,7 +52,8 @@ def instruction_args(rec) -> dict:
     if cost.flops:
         args["flops"] = cost.flops
     if cost.dma is not None:
-        args.update(bytes=cost.dma.size_bytes, descriptor_bytes=cost.dma.descriptor_bytes,
+        args.update(bytes=cost.dma.size_bytes, descriptors=cost.dma.descriptors,
+                    descriptor_bytes=round(cost.dma.descriptor_bytes, 3), dma_path=cost.dma.path,
                     efficiency=round(cost.dma.efficiency, 4), dge=cost.dma.dge)
     return args
 
