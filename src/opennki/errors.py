@@ -17,6 +17,8 @@ import sys
 import types
 from dataclasses import dataclass
 
+from opennki.environment import setting
+
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -140,7 +142,7 @@ def expect(condition: bool, rule: str, *, expected=None, got=None, code: str | N
 
 def hide_internal_frames(exc: BaseException) -> BaseException:
     """Return `exc` with opennki-internal frames removed from its traceback (see module docstring)."""
-    if os.environ.get("OPENNKI_FULL_TRACEBACK", "0") not in ("", "0"):
+    if setting("full_traceback"):
         return exc
     kept = []
     tb = exc.__traceback__

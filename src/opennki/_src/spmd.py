@@ -167,8 +167,8 @@ def resolve_grid(key, target=None):
                           f"NeuronCore has at most {MAX_CORES_PER_LOGICAL_CORE}", got=key)
     if target is not None and cores_of.cores > 1:
         from opennki.hw import get_target
-        hw = target if hasattr(target, "nc_version") else get_target(target)
-        if hw.nc_version < 3:
+        hw = target if hasattr(target, "capabilities") else get_target(target)
+        if not hw.capabilities.lnc2:
             raise KernelError(f"SPMD grids spread over several NeuronCores (nl.nc) need trn2 or newer; target "
                               f"{hw.name} has one core per logical core", got=key,
                               code="err_multi_cores_spmd_not_supported")

@@ -428,11 +428,13 @@ def flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0], -1)
 
 
-def check_nc_version(ctx, minimum: int, what: str) -> None:
-    """`what` exists only from NeuronCore-v`minimum` on (v2 = trn1, v3 = trn2, v4 = trn3)."""
+def require(ctx, capability: str, what: str) -> None:
+    """`what` needs the target capability `capability` (a field of `hw.capabilities`); the error names the
+    first NeuronCore generation that has it (v2 = trn1, v3 = trn2, v4 = trn3)."""
     hw = ctx.hw
-    if hw.nc_version < minimum:
-        raise KernelError(f"{what} needs NeuronCore-v{minimum} or newer", expected=f"NeuronCore-v{minimum}+",
+    if not getattr(hw.capabilities, capability):
+        since = type(hw.capabilities).since(capability)
+        raise KernelError(f"{what} needs NeuronCore-v{since} or newer", expected=f"NeuronCore-v{since}+",
                           got=f"{hw.name} (NeuronCore-v{hw.nc_version})",
                           hint="select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)")
 

@@ -13,7 +13,7 @@ from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, M
                             expect)
 from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, check_nc_version,
+from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, require,
                                        check_on_chip, check_partitions, check_same_partitions, flat, instruction,
                                        operand, read_operand)
 from opennki.instructions.ops import alu, op_name
@@ -335,7 +335,7 @@ class NonzeroWithCount(Instruction):
     padding_val: int = -1
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 3, "nonzero_with_count")
+        require(ctx, "nonzero_with_count", "nonzero_with_count")
         for role, t in (("dst", self.dst), ("src", self.src)):
             check_sbuf(t, role)
             check_partitions(t, role, ctx.hw)

@@ -20,10 +20,10 @@ import contextlib
 import enum
 import functools
 import inspect
-import os
 import sys
 from dataclasses import dataclass, field, replace
 
+from opennki.environment import VARIABLES, setting
 from opennki.errors import KernelError, OpenNKIError, SourceLocation, hide_internal_frames
 from opennki.events import InstructionExecuted
 from opennki.hw import get_target
@@ -42,7 +42,7 @@ from opennki.sim.options import SimOptions
 from opennki.sim.program import active
 from opennki.sim.simulator import ShapeSpec, Simulator, is_array_arg
 
-LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
+LNC_ENV = VARIABLES["lnc"]
 
 
 def run_kernel(fn, args=(), kwargs=None, *, grid=(), target=None, options: SimOptions | None = None,
@@ -105,20 +105,16 @@ class Grid:
     cores_of: object = None
 
 
-CC_FLAGS_ENV = "NEURON_CC_FLAGS"
-
-
 def _compiler_lnc() -> int | None:
     """The graph compiler's LNC degree: `--lnc=N` / `--lnc N` in NEURON_CC_FLAGS, else
     NEURON_LOGICAL_NC_CONFIG, else unknown (None)."""
-    flags = os.environ.get(CC_FLAGS_ENV, "").split()
+    flags = setting("compiler_flags")
     for i, flag in enumerate(flags):
         value = flag[len("--lnc="):] if flag.startswith("--lnc=") else (
             flags[i + 1] if flag == "--lnc" and i + 1 < len(flags) else None)
         if value is not None and value.strip().isdigit():
             return int(value)
-    configured = os.environ.get(LNC_ENV, "").strip()
-    return int(configured) if configured.isdigit() else None
+    return setting("lnc")
 
 
 def new_generation_lnc(spec: LaunchSpec, options=None) -> int:
@@ -131,9 +127,9 @@ def new_generation_lnc(spec: LaunchSpec, options=None) -> int:
     if key is not None and (isinstance(key, tuple) or not isinstance(key, int) or isinstance(key, bool)):
         raise KernelError("a new-generation kernel is launched as kernel[lnc] with one integer (1 or 2)", got=key)
     compiler = _compiler_lnc()
-    configured = os.environ.get(LNC_ENV, "").strip()
-    if key is None and configured.isdigit() and level_of(options, "new") >= release("0.7"):
-        lnc = int(configured)
+    configured = setting("lnc")
+    if key is None and configured is not None and level_of(options, "new") >= release("0.7"):
+        lnc = configured
     else:
         lnc = 1 if key is None else key
     if compiler is not None and compiler != lnc:
@@ -154,7 +150,7 @@ def resolve(spec: LaunchSpec, hw, options=None) -> Grid:
         if lnc != 2:
             raise KernelError(f"LNC={lnc} is not supported on current architecture {hw.name}; use 1 or 2",
                               got=lnc)
-        if hw.nc_version < 3:
+        if not hw.capabilities.lnc2:
             raise KernelError(f"LNC=2 needs trn2 or newer; target {hw.name} has one physical core per logical "
                               "core", got=lnc)
         sizes, cores_of = resolve_grid(nc(2), hw)

@@ -21,6 +21,8 @@ from opennki._src.control import (affine_range, dynamic_range, fori_loop, no_reo
                                   num_programs, program_ndim, sequential_range, static_range, while_loop)
 from opennki._src.control import program_id as _program_id
 from opennki._src.control import unrolled_range as range  # noqa: A004, F401
+from opennki._src.grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles,  # noqa: F401
+                                blocks, empty_like_grid, tiles)
 from opennki._src.tensor import NkiTensor  # noqa: F401
 from opennki._src.tokens import NlOp
 from opennki.machine import arguments as _args
@@ -138,7 +140,10 @@ def zeros_like(x, dtype=None, buffer=None, name=""):
 
 
 def empty_like(x, dtype=None, buffer=None, name=""):
-    """Uninitialised, same shape; the buffer defaults to the input's (new-generation rule)."""
+    """Uninitialised, same shape; the buffer defaults to the input's (new-generation rule). A tile or block
+    grid (NKI 0.7) gives new storage with its geometry."""
+    if isinstance(x, NkiGrid):
+        return empty_like_grid(x, dtype, buffer, name)
     core.require_tensor(x, "x", "nl.empty_like")
     return ndarray(x.shape, dtype if dtype is not None else x.dtype, buffer if buffer is not None else x.buffer,
                    name)
@@ -359,4 +364,4 @@ def program_id(axis=0):
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "core", "NlOp", "os", "np", "Any",
                                                                    "DmaCopy", "composites", "debug", "movement",
                                                                    "rng", "DtypeError", "KernelError", "ShapeError",
-                                                                   "UnsupportedError")]
+                                                                   "UnsupportedError", "empty_like_grid")]

@@ -26,9 +26,12 @@ import dataclasses
 import functools
 import itertools
 
+import numpy as np
+
 from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed)
+from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
@@ -115,6 +118,7 @@ class LaunchState:
         self.loop_ids = itertools.count()
         self.findings: list = []        # listeners.findings.Finding records of the checks in the programs
         self.collecting = False         # a findings.collecting() block is open: record findings, don't raise
+        self.finding_keys: set = set()
 
 
 class Program:
@@ -129,7 +133,7 @@ class Program:
         self.core = core
         listening = bool(sim.listeners)
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
-                             self if listening else None)
+                             self if listening else None, self.options.uninitialized)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
         self.pending: Deferred | None = None
         self.shared_count = 0
@@ -307,6 +311,7 @@ class Program:
         finally:
             machine.restore_hidden_state(state)
             machine.offsets.clear()
+            machine.uninitialized_reads.clear()    # the retargeted run reads the same elements again
         return True
 
     def flush(self) -> None:
@@ -424,7 +429,11 @@ class Program:
                 raise _located(e, instr, location, api)
         if not self.options.shape_only:
             try:
+                machine.instruction_mask = instr.mask
                 instr.run(machine)
+                machine.instruction_mask = None
+                if machine.uninitialized_reads:
+                    self._uninitialized_reads(location, api or f"nisa.{instr.opcode}")
                 for observer in self.observers:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
@@ -439,6 +448,21 @@ class Program:
         if self.sim.progress is not None:
             self.sim.progress.instruction(location)
 
+    def _uninitialized_reads(self, location, api: str) -> None:
+        """The instruction just run read never-written elements (`uninitialized="raise"`): a finding per
+        tensor, raised at once unless a `findings.collecting()` block is open (then recorded, once per
+        tensor and line, and the run goes on with the poisoned values)."""
+        launch = self.launch
+        reads, self.machine.uninitialized_reads = self.machine.uninitialized_reads, []
+        for view, offsets in reads:
+            st = view.storage
+            finding = uninitialized_finding(st, offsets, location, api, self.ids)
+            if not launch.collecting:
+                raise finding.error()
+            if finding.key not in launch.finding_keys:
+                launch.finding_keys.add(finding.key)
+                launch.findings.append(finding)
+
     def _event(self, instr, location) -> InstructionExecuted:
         operands = tuple(operand_record(role, view, access, self.machine.offsets.get(id(view)))
                          for role, view, access in instr.operands())
@@ -447,6 +471,23 @@ class Program:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
                                    operands, instr.params(), mask, location, instr.name)
+
+
+def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:
+    """The finding for a read of the never-written elements `offsets` (flat, into `storage`)."""
+    first = tuple(int(i) for i in np.unravel_index(int(offsets[0]), storage.shape))
+    created = storage.location
+    where = f", created at line {created.lineno}" if created is not None else ""
+    more = f" (and {offsets.size - 1} more never-written element(s))" if offsets.size > 1 else ""
+    return Finding(
+        FindingKind.UNINITIALIZED, "uninitialized_read",
+        f"{api} reads element {list(first)} of tensor '{storage.name}'{where}, which was never written{more}",
+        tuple(loc for loc in (location, created) if loc is not None), programs=(program,),
+        extra={"tensor": storage.name, "element": first, "count": int(offsets.size)},
+        why="on hardware fresh memory holds whatever was there before, so the value read is garbage; the "
+            "simulator's NaN poisoning shows it only if it reaches an output that no mask hides",
+        fix="write every element before reading it (nl.zeros / memset, or load the whole tile), or pass the "
+            "same mask= to the instructions that read the partly written tile")
 
 
 def _storages_in(value, depth: int = 1) -> dict:

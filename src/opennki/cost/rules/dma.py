@@ -57,7 +57,7 @@ def transfer(ev, hw, dst, srcs, *, factor: float = 1.0, pieces: Split | None = N
     srcs = [s for s in srcs if s is not None]
     size = dst.size_bytes if size_bytes is None else size_bytes
     if pieces is None:
-        pieces = split(dst, srcs, transpose_path=hw.nc_version >= 3)
+        pieces = split(dst, srcs, transpose_path=hw.capabilities.dma_transpose_path)
         if pieces.path == TRANSPOSE:            # a 2-byte transposing copy lowered to the transpose path
             factor *= transpose_efficiency(dma, srcs[0] if srcs else dst)
     on_chip = dst if dst.kind is not MemoryKind.HBM else next((s for s in srcs if s.kind is not MemoryKind.HBM),
@@ -112,7 +112,7 @@ def dma_transpose(ev, hw) -> Cost:
     destination's partition rows at 90% (HBM->SBUF) or 50% (SBUF->SBUF) of a copy's throughput (§6.5)."""
     dst, src = _dst_src(ev)
     dma = hw.cost.dma
-    if hw.nc_version == 2:
+    if not hw.capabilities.dma_transpose_path:
         return transfer(ev, hw, dst, [src], pieces=split(dst, [src], transpose=True, element_transpose=True))
     return transfer(ev, hw, dst, [src], factor=transpose_efficiency(dma, src),
                     pieces=split(dst, [src], transpose=True))
