@@ -83,6 +83,13 @@ def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address
     return t
 
 
+def require_tensor(x, role: str, api: str) -> None:
+    """x must be a tensor (in any memory; a tensor with block dims counts) before `.shape` / `.dtype` are read."""
+    if not (is_tensor(x) or getattr(x, "is_block_tensor", False)):
+        raise DtypeError(f"operand '{role}' of '{api}' must be a tensor", expected="a tensor",
+                         got=type(x).__name__, instruction=api, code="err_invalid_operand_type")
+
+
 def require_tile(x, role: str, api: str) -> None:
     """x must be an on-chip tile: a tensor with block dims first needs indexing (`a[i]`) before use."""
     if getattr(x, "is_block_tensor", False):
