@@ -11,13 +11,15 @@ time and reach collectives only through the replica groups their caller passes.)
 
 from __future__ import annotations
 
-from opennki.errors import KernelError, ShapeError, UnsupportedError, expect
+from opennki.errors import KernelError, ShapeError, UnsupportedError, expect, user_location
 from opennki.events import MemoryKind
+from opennki.instructions import collectives as _coll
 from opennki.instructions.dma import DmaCopy
 from opennki.instructions.ops import alu
 from opennki.instructions.registers import RegisterAlloc, VirtualRegister
 from opennki.machine.tensor import TensorView
-from opennki.sim.program import current
+from opennki.releases import added_in
+from opennki.sim.program import Observer, current
 
 _RANK = 0       # the one simulated device
 _REDUCE_OPS = ("add", "minimum", "maximum")
@@ -126,6 +128,133 @@ def collective_permute(srcs, dsts, source_target_pairs, priority=None, name=None
     _copy_each(srcs, dsts, api, hbm_only=True)
 
 
+# ------------------------------------------------------------------ variable-length collectives (0.3, 0.6)
+
+def _one_tensor(tensors, role: str, api: str) -> TensorView:
+    tensors = list(tensors)
+    expect(len(tensors) == 1 and isinstance(tensors[0], TensorView), f"{api} takes exactly one {role} tensor",
+           got=len(tensors), error=KernelError)
+    return tensors[0]
+
+
+def _variable_operands(srcs, dsts, replica_group, api: str):
+    _one_rank(replica_group, api)
+    return _one_tensor(srcs, "srcs", api), _one_tensor(dsts, "dsts", api)
+
+
+def all_to_all_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
+                 priority=None, name=None) -> None:
+    """NKI 0.3: each rank sends its own count of flat elements to each rank (counts and displacements in the
+    uint32 metadata tensor); among one rank one chunk of src lands in dst (opennki.instructions.collectives)."""
+    api = "nki.collectives.all_to_all_v"
+    src, dst = _variable_operands(srcs, dsts, replica_group, api)
+    current(api).issue(_coll.AllToAllV(src=src, dst=dst, metadata=metadata_tensor, has_rdispls=bool(has_rdispls),
+                                       recv_counts_known=bool(recv_counts_known), name=name), api)
+
+
+def all_gather_v(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
+                 priority=None, name=None) -> None:
+    """NKI 0.6: each rank broadcasts one variable-size chunk into its slot of every rank's dst."""
+    api = "nki.collectives.all_gather_v"
+    src, dst = _variable_operands(srcs, dsts, replica_group, api)
+    current(api).issue(_coll.AllGatherV(src=src, dst=dst, metadata=metadata_tensor, has_rdispls=bool(has_rdispls),
+                                        recv_counts_known=bool(recv_counts_known), name=name), api)
+
+
+class SplitCollectives(Observer):
+    """NKI 0.7's pairing rules of prepare / trigger (docs: all_to_all_v_prepare, v2.33): each prepare is
+    followed by exactly one trigger of its kind, with no other prepare in between (prepares share one slot);
+    a prepare never triggered is an error when the kernel ends."""
+
+    def __init__(self):
+        self.pending = None
+
+    @staticmethod
+    def of(prog) -> "SplitCollectives":
+        rule = next((o for o in prog.observers if isinstance(o, SplitCollectives)), None)
+        if rule is None:
+            rule = SplitCollectives()
+            prog.observers.append(rule)
+        return rule
+
+    def prepared(self, handle, api: str) -> None:
+        if self.pending is not None:
+            raise KernelError(f"{api}: the prepare issued at {self.pending.location} has not been triggered; "
+                              "prepares share a single slot, so another prepare in between is rejected",
+                              instruction=api, hint=f"call {self.pending.kind}_trigger on it first")
+        self.pending = handle
+
+    def triggered(self, handle, kind: str, api: str) -> None:
+        expect(isinstance(handle, _coll.CollectiveHandle), f"{api} takes the instruction a {kind}_prepare returned",
+               got=type(handle).__name__, error=KernelError)
+        if handle.triggered:
+            raise KernelError(f"{api}: this prepare (at {handle.location}) was already triggered; each prepare is "
+                              "followed by exactly one trigger", instruction=api)
+        if handle.kind != kind:
+            raise KernelError(f"{api} triggers a {kind} prepare, but got a {handle.kind} one", instruction=api,
+                              expected=f"{kind}_prepare", got=f"{handle.kind}_prepare")
+        if handle is not self.pending:
+            raise KernelError(f"{api}: its prepare is not the one waiting to be triggered", instruction=api)
+        handle.triggered = True
+        self.pending = None
+
+    def finished(self, prog, result) -> None:
+        if self.pending is not None:
+            raise KernelError(f"the {self.pending.kind}_prepare issued at {self.pending.location} was never "
+                              "triggered; each prepare is followed by exactly one trigger",
+                              location=self.pending.location, instruction=f"nki.collectives.{self.pending.kind}_prepare")
+
+
+def _prepare(kind, srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls, name):
+    api = f"nki.collectives.{kind}_prepare"
+    prog = current(api)
+    added_in("0.7", api, prog.options)
+    src, dst = _variable_operands(srcs, dsts, replica_group, api)
+    handle = _coll.CollectiveHandle(kind, src, dst, metadata_tensor, bool(has_rdispls), user_location())
+    instr = (_coll.AllToAllVPrepare if kind == "all_to_all_v" else _coll.AllGatherVPrepare)
+    # the operands' own rules (HBM, dtypes, metadata shape) are those of the plain collective
+    (_coll.AllToAllV if kind == "all_to_all_v" else _coll.AllGatherV)(
+        src=src, dst=dst, metadata=metadata_tensor, has_rdispls=bool(has_rdispls),
+        recv_counts_known=bool(recv_counts_known)).check(prog)
+    SplitCollectives.of(prog).prepared(handle, api)
+    prog.issue(instr(metadata=metadata_tensor, handle=handle, name=name), api)
+    return handle
+
+
+def _trigger(kind, prepare_instr, name):
+    api = f"nki.collectives.{kind}_trigger"
+    prog = current(api)
+    SplitCollectives.of(prog).triggered(prepare_instr, kind, api)
+    instr = (_coll.AllToAllVTrigger if kind == "all_to_all_v" else _coll.AllGatherVTrigger)
+    prog.issue(instr(src=prepare_instr.src, dst=prepare_instr.dst, handle=prepare_instr, name=name), api)
+    return prepare_instr
+
+
+def all_to_all_v_prepare(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
+                         priority=None, name=None):
+    """NKI 0.7: the metadata setup of an all_to_all_v (reads only metadata_tensor); returns the instruction
+    to pass to `all_to_all_v_trigger`."""
+    return _prepare("all_to_all_v", srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls,
+                    name)
+
+
+def all_to_all_v_trigger(prepare_instr, name=None):
+    """NKI 0.7: run the all_to_all_v its prepare set up (reads srcs, writes dsts)."""
+    return _trigger("all_to_all_v", prepare_instr, name)
+
+
+def all_gather_v_prepare(srcs, dsts, replica_group, metadata_tensor, recv_counts_known=False, has_rdispls=False,
+                         priority=None, name=None):
+    """NKI 0.7: the metadata setup of an all_gather_v; returns the instruction for `all_gather_v_trigger`."""
+    return _prepare("all_gather_v", srcs, dsts, replica_group, metadata_tensor, recv_counts_known, has_rdispls,
+                    name)
+
+
+def all_gather_v_trigger(prepare_instr, name=None):
+    """NKI 0.7: run the all_gather_v its prepare set up."""
+    return _trigger("all_gather_v", prepare_instr, name)
+
+
 def rank_id(name=None) -> VirtualRegister:
     """A register holding this device's rank within the collective group: 0, the one simulated device."""
     api = "ncc.rank_id"
@@ -135,4 +264,6 @@ def rank_id(name=None) -> VirtualRegister:
     return reg
 
 
-__all__ = ["ReplicaGroup", "rank_id", "all_gather", "all_reduce", "all_to_all", "collective_permute", "reduce_scatter"]
+__all__ = ["ReplicaGroup", "rank_id", "all_gather", "all_reduce", "all_to_all", "collective_permute", "reduce_scatter",
+           "all_to_all_v", "all_gather_v", "all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare",
+           "all_gather_v_trigger"]

@@ -28,16 +28,16 @@ ignored (deprecated in NKI 0.3), `platform_target=` refused (the target comes fr
 from __future__ import annotations
 
 import functools
-import os
 
 from opennki.bridges import bridge
+from opennki.environment import VARIABLES, setting
 from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
 from opennki.kernels.base import Generation, LaunchSpec, TraceKernel, check_signature, in_running_kernel
 from opennki.kernels.frameworks import Framework, call_framework
 from opennki.bridges.framework import JAXKernel, PyTorchKernel, PyTorchXLAKernel
 from opennki.kernels.standalone import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel
 
-SIMULATOR_ENV = "NKI_SIMULATOR"
+SIMULATOR_ENV = VARIABLES["simulator"]
 
 _native_mode_map: dict[str, type[TraceKernel]] = {
     "jax": JAXKernel,
@@ -61,7 +61,7 @@ def check_mode(mode) -> str:
 
 
 def simulator_forced() -> bool:
-    return os.environ.get(SIMULATOR_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    return setting("simulator")
 
 
 def _has_tracer(args, kwargs) -> bool:

@@ -17,6 +17,8 @@ import sys
 import types
 from dataclasses import dataclass
 
+from opennki.environment import setting
+
 PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 
@@ -140,7 +142,7 @@ def expect(condition: bool, rule: str, *, expected=None, got=None, code: str | N
 
 def hide_internal_frames(exc: BaseException) -> BaseException:
     """Return `exc` with opennki-internal frames removed from its traceback (see module docstring)."""
-    if os.environ.get("OPENNKI_FULL_TRACEBACK", "0") not in ("", "0"):
+    if setting("full_traceback"):
         return exc
     kept = []
     tb = exc.__traceback__
@@ -149,6 +151,24 @@ def hide_internal_frames(exc: BaseException) -> BaseException:
             kept.append(tb)
         tb = tb.tb_next
     new_tb = None
+    location = getattr(exc, "location", None)
+    if location is not None and not (kept and _at(kept[-1], location)):
+        # raised after the kernel line's frame had gone (at launch, at `return`): end at that line anyway
+        new_tb = types.TracebackType(None, _frame_at(location), -1, location.lineno)
     for tb in reversed(kept):
         new_tb = types.TracebackType(new_tb, tb.tb_frame, tb.tb_lasti, tb.tb_lineno)
     return exc.with_traceback(new_tb)
+
+
+def _at(tb, location: SourceLocation) -> bool:
+    return tb.tb_lineno == location.lineno and tb.tb_frame.f_code.co_filename == location.filename
+
+
+def _frame_at(location: SourceLocation):
+    """A frame object that reads as `location` in a traceback: the code of an empty statement compiled under
+    the user's file name and function name (the source line itself comes from the file, as for any frame).
+    Its last instruction (-1) carries no column positions, so no carets point into the line."""
+    code = compile("\n" * (location.lineno - 1) + "frame = getframe()", location.filename, "exec")
+    namespace = {"getframe": sys._getframe}
+    exec(code.replace(co_name=location.function), namespace)
+    return namespace["frame"]

@@ -21,14 +21,14 @@ apply?"); `accepts_every_release(options)` says whether old forms are tolerated.
 
 from __future__ import annotations
 
-import os
 import warnings
 from dataclasses import dataclass
 
+from opennki.environment import VARIABLES
 from opennki.errors import KernelError
 
-API_VERSION_ENV = "OPENNKI_API_VERSION"
-FRONTEND_ENV = "NKI_COMPILER_FRONTEND"
+API_VERSION_ENV = VARIABLES["api_version"]
+FRONTEND_ENV = VARIABLES["compiler_frontend"]
 CUSTOM_FRONTEND = "custom"      # NKI 0.7: the deprecated 0.6 parser frontend ("tracer" is the default)
 
 
@@ -118,15 +118,6 @@ def level_of(options, generation: str = "new") -> Release:
 
 def uses_custom_frontend(options) -> bool:
     return getattr(options, "compiler_frontend", "tracer") == CUSTOM_FRONTEND
-
-
-def env_api_version() -> str | None:
-    value = os.environ.get(API_VERSION_ENV, "").strip()
-    return value or None
-
-
-def env_compiler_frontend() -> str:
-    return os.environ.get(FRONTEND_ENV, "").strip().lower() or "tracer"
 
 
 @dataclass(frozen=True)

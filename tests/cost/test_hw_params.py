@@ -73,3 +73,16 @@ def test_a_target_without_cost_parameters_cannot_be_estimated():
     from opennki.cost import CostModel
     with pytest.raises(ValueError, match="no cost parameters"):
         CostModel(dataclasses.replace(TRN2, cost=None))
+
+
+def test_capabilities_are_data_each_from_the_generation_that_introduced_it():
+    from dataclasses import fields, replace
+
+    from opennki.hw import TRN1, TRN2, TRN3
+    from opennki.hw.config import Capabilities
+    for hw in (TRN1, TRN2, TRN3):
+        assert hw.capabilities == Capabilities.of_generation(hw.nc_version), hw.name
+    assert not any(getattr(TRN1.capabilities, f.name) for f in fields(Capabilities))
+    assert TRN2.capabilities.lnc2 and not TRN2.capabilities.psum_bf16_matmul and TRN3.capabilities.mx
+    with pytest.raises(ValueError, match="psum_bf16_matmul exists from NeuronCore-v4"):
+        replace(TRN2, capabilities=replace(TRN2.capabilities, psum_bf16_matmul=True))

@@ -157,7 +157,11 @@ def test_outputs_in_sbuf_are_refused_naming_the_allocation(rng):
     k = nki.jit(K.returns_sbuf)
     with pytest.raises(KernelError, match="kernel outputs must be allocated in HBM") as exc:
         k(rng.standard_normal((128, 64), dtype=np.float32))
-    assert "kernels.py" in str(exc.value) and "tile = nl.load(x)" in str(exc.value)
+    # the error is at the return line, and names the line that created the tensor
+    assert exc.value.location.source == "return tile"
+    assert traceback.extract_tb(exc.value.__traceback__)[-1].line == "return tile"
+    created = K.returns_sbuf.__code__.co_firstlineno + 1
+    assert f"created at kernels.py:{created}" in str(exc.value)
 
 
 def test_kernel_errors_end_at_the_users_kernel_line(rng):

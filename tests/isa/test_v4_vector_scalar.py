@@ -30,8 +30,9 @@ def test_activate2_stages_and_reductions(rng, op0, op1, rev0, rev1, reduce_op):
         out = nl2.ndarray((64, 41), dtype=nl2.float32, buffer=nl2.shared_hbm)
         t, ct = _load(x), _load(c)
         r = nl2.ndarray((64, 41), dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.activate2(dst=r[:, 0:40], op=nl2.tanh, data=t, imm0=ct, imm1=0.25, op0=op0, op1=op1, reverse0=rev0,
-                        reverse1=rev1, reduce_op=reduce_op, reduce_res=r[:, 40:41],
+        nisa2.activate2(dst=r[:, 0:40], op=nl2.tanh, data=t, imm0=ct, imm1=0.25, op0=getattr(nl2, op0),
+                        op1=getattr(nl2, op1), reverse0=rev0, reverse1=rev1, reduce_op=getattr(nl2, reduce_op),
+                        reduce_res=r[:, 40:41],
                         reduce_cmd=nisa2.reduce_cmd.reset_reduce)
         nisa2.dma_copy(dst=out, src=r)
         return out
@@ -55,7 +56,7 @@ def test_activate2_prelu_with_per_partition_slope(rng):
     def kernel(x, alpha):
         out = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
         t, a = _load(x), _load(alpha)
-        nisa2.activate2(dst=t, op="prelu", data=t, imm0=2.0, imm1=None, op0="multiply", op1="bypass",
+        nisa2.activate2(dst=t, op=nl2.prelu, data=t, imm0=2.0, imm1=None, op0=nl2.multiply, op1=nl2.bypass,
                         relu_param=a)
         nisa2.dma_copy(dst=out, src=t)
         return out
@@ -110,22 +111,22 @@ def test_nonzero_with_count_on_core_partitions(rng):
 
 def _activate2_v3(x):
     t = _load(x)
-    nisa2.activate2(dst=t, op=nl2.exp, data=t, imm0=1.0, imm1=0.0, op0="multiply", op1="add")
+    nisa2.activate2(dst=t, op=nl2.exp, data=t, imm0=1.0, imm1=0.0, op0=nl2.multiply, op1=nl2.add)
 
 
 def _activate2_pair(x):
     t = _load(x)
-    nisa2.activate2(dst=t, op=nl2.exp, data=t, imm0=1.0, imm1=0.0, op0="add", op1="multiply")
+    nisa2.activate2(dst=t, op=nl2.exp, data=t, imm0=1.0, imm1=0.0, op0=nl2.add, op1=nl2.multiply)
 
 
 def _activate2_reverse_without_stage(x):
     t = _load(x)
-    nisa2.activate2(dst=t, op=nl2.exp, data=t, imm0=1.0, imm1=None, op0="multiply", op1="bypass", reverse1=True)
+    nisa2.activate2(dst=t, op=nl2.exp, data=t, imm0=1.0, imm1=None, op0=nl2.multiply, op1=nl2.bypass, reverse1=True)
 
 
 def _prelu_in_activation(x):
     t = _load(x)
-    nisa2.activation(dst=t, op="prelu", data=t)
+    nisa2.activation(dst=t, op=nl2.prelu, data=t)
 
 
 def _exponential_dtype(x):

@@ -33,14 +33,19 @@ def test_bare_nc_dimension_maps_its_index_to_the_core():
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "2"])
 def test_bad_sizes_are_rejected(bad):
-    with pytest.raises(KernelError):
+    with pytest.raises(KernelError, match="an SPMD grid dimension must be a positive integer"):
         resolve_grid((bad,))
 
 
-def test_more_cores_than_a_logical_core_has_are_rejected():
-    with pytest.raises(KernelError):
-        nc(4)
-    with pytest.raises(KernelError):
+def test_more_cores_than_a_logical_core_has_are_rejected_when_the_grid_is_resolved():
+    nc(4), nc(0), spmd_dim()        # checked at launch, so the error ends at the launching line
+    with pytest.raises(KernelError, match="at most 2 physical cores"):
+        resolve_grid(nc(4))
+    with pytest.raises(KernelError, match=r"nl.nc\(n\) must be a positive integer"):
+        resolve_grid(nc(0) * 2)
+    with pytest.raises(KernelError, match="at least one sub-dimension"):
+        resolve_grid(spmd_dim())
+    with pytest.raises(KernelError, match="at most 2"):
         resolve_grid((nc(2), nc(2)))
 
 

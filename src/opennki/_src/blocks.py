@@ -28,6 +28,7 @@ import operator
 from opennki.errors import KernelError, ShapeError
 from opennki.events import MemoryKind
 from opennki._src import dependencies
+from opennki.machine.arguments import as_shape
 from opennki.sim.frames import user_frame
 
 
@@ -154,7 +155,7 @@ def split_shape(shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
     if len(marks) > 1:
         raise ShapeError("a shape has at most one nl.par_dim", got=raw)
     k = marks[0] if marks else 0
-    dims = tuple(operator.index(s) for s in raw)
+    dims = as_shape(raw)
     return dims[:k], dims[k:]
 
 

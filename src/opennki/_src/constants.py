@@ -6,8 +6,7 @@
 
 from __future__ import annotations
 
-import os
-
+from opennki.environment import setting
 from opennki.hw import get_target
 from opennki.sim.program import active
 
@@ -49,8 +48,8 @@ class _TileSize:
     def psum_num_banks(self) -> int:
         """8 PSUM banks; 7 when NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE=true reserves bank 7 (trn2+)."""
         hw = current_target()
-        reserved = os.environ.get("NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE", "").lower() == "true"
-        return hw.memory.psum_banks - (1 if reserved and hw.nc_version >= 3 else 0)
+        reserved = setting("dma_transpose_as_pe_transpose")
+        return hw.memory.psum_banks - (1 if reserved and hw.capabilities.dma_transpose_on_pe else 0)
 
     @property
     def gemm_stationary_fmax(self) -> int:

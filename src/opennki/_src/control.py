@@ -78,9 +78,14 @@ class LoopRange:
             if "step" in kwargs:
                 args = args + (kwargs["step"],)
         try:
-            self.range = range(*(operator.index(a) for a in args))
+            bounds = tuple(operator.index(a) for a in args)
         except TypeError:
             raise KernelError(f"nl.{kind} bounds must be integers known before the loop runs", got=args) from None
+        if not 1 <= len(bounds) <= 3:
+            raise KernelError(f"nl.{kind} takes (stop), (start, stop) or (start, stop, step)", got=args)
+        if len(bounds) == 3 and bounds[2] == 0:
+            raise KernelError(f"nl.{kind} step must not be zero", expected="a nonzero step", got=bounds[2])
+        self.range = range(*bounds)
         self.kind = kind
         self.legacy = legacy
         self.location = user_location()

@@ -19,12 +19,13 @@ from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, M
                             ShapeError, expect)
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.dma import DmaCopy
-from opennki.instructions.ops import ACTIVATIONS, alu
+from opennki.instructions.ops import ACTIVATIONS, SIMULATION_ONLY_OPS, alu
 from opennki.instructions.scalar import Activation
 from opennki.instructions.tensor_engine import NcMatmul, NcTranspose
 from opennki.instructions.vector import (Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor,
                                          normalize_axes, reduced_shape)
 from opennki._src import rules
+from opennki.machine.arguments import as_shape
 from opennki.machine.dtypes import SCALAR_TYPES, DataType, dtype_of, float32, promote, scalar_dtype
 from opennki.machine.machine import Machine
 from opennki.machine.memory import MemoryRegion
@@ -69,9 +70,7 @@ def kernel_function(prog):
 
 
 def normalize_shape(shape) -> tuple[int, ...]:
-    if isinstance(shape, (int, np.integer)):
-        return (int(shape),)
-    return tuple(int(s) for s in shape)
+    return as_shape(shape)
 
 
 def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None) -> TensorView:
@@ -82,6 +81,13 @@ def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address
     if prog.loops:
         rules.record_scope(prog, t)
     return t
+
+
+def require_tensor(x, role: str, api: str) -> None:
+    """x must be a tensor (in any memory; a tensor with block dims counts) before `.shape` / `.dtype` are read."""
+    if not (is_tensor(x) or getattr(x, "is_block_tensor", False)):
+        raise DtypeError(f"operand '{role}' of '{api}' must be a tensor", expected="a tensor",
+                         got=type(x).__name__, instruction=api, code="err_invalid_operand_type")
 
 
 def require_tile(x, role: str, api: str) -> None:
@@ -161,8 +167,6 @@ def math_prod(xs) -> int:
 
 # ------------------------------------------------------------------------------------------- element-wise
 
-# Operators the new generation's `nl` has but hardware lacks ("no division instruction"; spec/language.md §6.1).
-_SIMULATION_ONLY_OPS = ("divide", "mod", "fmod")
 
 
 def hardware_limits(prog, opdef, x, y, shape, api: str, limits: str | None) -> None:
@@ -178,7 +182,7 @@ def hardware_limits(prog, opdef, x, y, shape, api: str, limits: str | None) -> N
     limits = limits or ("new" if api.startswith("nl.") else "operator")
     tx, ty = is_tensor(x), is_tensor(y)
     if limits == "new":
-        if opdef.name in _SIMULATION_ONLY_OPS:
+        if opdef.name in SIMULATION_ONLY_OPS:
             raise HardwareUnsupportedError(f"{api}: there is no {opdef.name} instruction on hardware (it runs "
                                            "in simulation only)", instruction=api,
                                            hint="multiply by nl.reciprocal(y) instead of dividing")
@@ -354,6 +358,8 @@ def store(dst, value, *, mask=None, api: str = "nl.store") -> None:
 
 
 def expect_broadcastable(src_shape, dst_shape, api: str) -> None:
+    if src_shape == dst_shape:
+        return
     try:
         ok = tuple(np.broadcast_shapes(src_shape, dst_shape)) == tuple(dst_shape)
     except ValueError:
@@ -440,10 +446,10 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
     deferred = prog.take_pending(value)
     if deferred is not None:
         changes = _retarget_changes(deferred, dst)
-        if value.shape == dst.shape and _retargetable(prog, deferred, changes) and prog.retarget(deferred,
-                                                                                                 **changes):
+        retargeted = _retargeted(prog, deferred, changes) if value.shape == dst.shape else None
+        if retargeted is not None and prog.retarget(deferred, changes, retargeted):
             return
-        prog.execute(deferred.instr, deferred.location, deferred.api)
+        prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
     copy_into(dst, value, api)
 
 
@@ -453,12 +459,14 @@ def _retarget_changes(deferred, dst) -> dict:
     return {f.name: dst for f in deferred.instr.operand_fields() if getattr(deferred.instr, f.name) is deferred.result}
 
 
-def _retargetable(prog, deferred, changes) -> bool:
+def _retargeted(prog, deferred, changes):
+    """The deferred instruction writing the destination instead, checked; None if that fails its check."""
+    instr = deferred.instr.replace(**changes)
     try:
-        prog.check_instruction(deferred.instr.replace(**changes))
+        prog.check_instruction(instr)
     except OpenNKIError:
-        return False
-    return True
+        return None
+    return instr
 
 
 def copy_into(dst: TensorView, value: TensorView, api: str) -> None:
@@ -488,13 +496,13 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
         if deferred is not None:
             if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
                 changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
-                if not prog.retarget(deferred, **changes):
+                if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates
                     # (adding one PSUM tile into another is no engine's operation)
-                    prog.execute(deferred.instr, deferred.location, deferred.api)
+                    prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
                     prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
                 return
-            prog.execute(deferred.instr, deferred.location, deferred.api)
+            prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
     if is_tensor(value) and value.shape != dst.shape:
         expect_broadcastable(value.shape, dst.shape, api)
     binary(op, dst, value, api=api, out=dst)

@@ -22,7 +22,7 @@ def rand(shape, dtype=float32, *, api: str = "nl.rand"):
     prog = core.current(api)
     shape = core.normalize_shape(shape)
     result = core.alloc(shape, dtype_of(dtype))
-    if prog.hw.nc_version >= 4:
+    if prog.hw.capabilities.rand2:
         return prog.defer(Rand2(dst=result, min=0.0, max=1.0), result, api)
     bits = core.alloc(shape, uint32)
     prog.issue(Rng(dst=bits), api)

@@ -17,7 +17,6 @@ program ids to a physical core index (None when no dimension is annotated, i.e. 
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass
 
 from opennki.errors import KernelError
 
@@ -34,18 +33,20 @@ def _size(value, what: str) -> int:
     return n
 
 
-@dataclass(frozen=True)
 class nc:
-    """`nl.nc(n)`: a grid (sub-)dimension of size `n` spread over `n` physical NeuronCores (trn2 / trn3)."""
+    """`nl.nc(n)`: a grid (sub-)dimension of size `n` spread over `n` physical NeuronCores (trn2 / trn3).
+    `n` is checked when the kernel is launched (`resolve_grid`), so the error ends at the launching line."""
 
-    size: int
+    __slots__ = ("size",)
 
-    def __post_init__(self):
-        n = _size(self.size, "nl.nc(n)")
-        if n > MAX_CORES_PER_LOGICAL_CORE:
-            raise KernelError(f"nl.nc({n}): a logical NeuronCore has at most {MAX_CORES_PER_LOGICAL_CORE} "
-                              "physical cores", expected=f"<= {MAX_CORES_PER_LOGICAL_CORE}", got=n)
-        object.__setattr__(self, "size", n)
+    def __init__(self, size):
+        self.size = size
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, nc) and other.size == self.size
+
+    def __hash__(self) -> int:
+        return hash(("nc", repr(self.size)))
 
     def __mul__(self, other) -> "spmd_dim":
         return spmd_dim(self, other)
@@ -57,21 +58,29 @@ class nc:
         return f"nl.nc({self.size})"
 
 
+def _checked_nc(core: nc) -> nc:
+    n = _size(core.size, "nl.nc(n)")
+    if n > MAX_CORES_PER_LOGICAL_CORE:
+        raise KernelError(f"nl.nc({n}): a logical NeuronCore has at most {MAX_CORES_PER_LOGICAL_CORE} "
+                          "physical cores", expected=f"<= {MAX_CORES_PER_LOGICAL_CORE}", got=n)
+    return nc(n)
+
+
 class spmd_dim:
     """`nl.spmd_dim(*sizes)`: one grid dimension made of sub-dimensions (ints or `nl.nc`), outermost first."""
 
     def __init__(self, *sizes):
-        if not sizes:
-            raise KernelError("nl.spmd_dim needs at least one sub-dimension")
         parts = []
         for s in sizes:
-            if isinstance(s, spmd_dim):
-                parts.extend(s.parts)
-            elif isinstance(s, nc):
-                parts.append(s)
-            else:
-                parts.append(_size(s, "an nl.spmd_dim sub-dimension"))
-        self.parts = tuple(parts)
+            parts.extend(s.parts if isinstance(s, spmd_dim) else (s,))
+        self.parts = tuple(parts)       # checked at launch (`checked`), like nl.nc sizes
+
+    def checked(self) -> "spmd_dim":
+        """This dimension with every sub-dimension checked: positive ints, nl.nc(1) or nl.nc(2)."""
+        if not self.parts:
+            raise KernelError("nl.spmd_dim needs at least one sub-dimension")
+        return spmd_dim(*(_checked_nc(p) if isinstance(p, nc) else _size(p, "an nl.spmd_dim sub-dimension")
+                          for p in self.parts))
 
     @property
     def size(self) -> int:
@@ -141,6 +150,7 @@ def resolve_grid(key, target=None):
         if isinstance(entry, nc):
             entry = spmd_dim(entry)
         if isinstance(entry, spmd_dim):
+            entry = entry.checked()
             digits = tuple((p.size, True) if isinstance(p, nc) else (p, False) for p in entry.parts)
             any_nc = any_nc or any(is_nc for _, is_nc in digits)
             sizes.append(entry.size)
@@ -157,8 +167,8 @@ def resolve_grid(key, target=None):
                           f"NeuronCore has at most {MAX_CORES_PER_LOGICAL_CORE}", got=key)
     if target is not None and cores_of.cores > 1:
         from opennki.hw import get_target
-        hw = target if hasattr(target, "nc_version") else get_target(target)
-        if hw.nc_version < 3:
+        hw = target if hasattr(target, "capabilities") else get_target(target)
+        if not hw.capabilities.lnc2:
             raise KernelError(f"SPMD grids spread over several NeuronCores (nl.nc) need trn2 or newer; target "
                               f"{hw.name} has one core per logical core", got=key,
                               code="err_multi_cores_spmd_not_supported")

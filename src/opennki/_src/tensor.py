@@ -21,6 +21,7 @@ from opennki.errors import DtypeError, KernelError, ShapeError, UnsupportedError
 from opennki.instructions.registers import RuntimeInt
 from opennki.instructions.scalars import NkiScalar
 from opennki._src import core
+from opennki.machine.arguments import as_dim, as_int, as_pattern, as_shape
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index
 from opennki.machine.memory import Storage
@@ -227,7 +228,8 @@ class NkiTensor(TensorView):
         return self.subscript(tuple(key))
 
     def permute(self, dims):
-        dims = tuple(int(d) for d in dims)
+        dims = tuple(as_dim(d, self.ndim, "permute dim") for d in (dims if isinstance(dims, (tuple, list)) else
+                                                                    as_shape(dims, "permute dims")))
         expect(sorted(dims) == list(range(self.ndim)), "permute needs a permutation of the dims", got=dims)
         if self.is_on_chip:
             expect(dims[0] == 0, "the partition dim of an on-chip tensor must stay first", got=dims)
@@ -235,6 +237,7 @@ class NkiTensor(TensorView):
         return self._derive(tuple(self.shape[d] for d in dims), amap, self.consts, self.dynamic)
 
     def broadcast(self, dim, size):
+        dim, size = as_dim(dim, self.ndim, "broadcast dim"), as_int(size, "broadcast size", minimum=1)
         expect(self.shape[dim] == 1, "only a size-1 dim can be broadcast", got=self.shape)
         if self.is_on_chip:
             expect(dim != 0, "the partition dim cannot be broadcast by a view", got=dim)
@@ -244,7 +247,7 @@ class NkiTensor(TensorView):
         return self._derive(tuple(shape), amap, self.consts, self.dynamic)
 
     def expand_dim(self, dim):
-        dim = int(dim)
+        dim = as_dim(dim, self.ndim + 1, "expand dim")
         if self.is_on_chip:
             expect(dim != 0, "a new dim cannot go before the partition dim", got=dim)
         shape = self.shape[:dim] + (1,) + self.shape[dim:]
@@ -252,6 +255,7 @@ class NkiTensor(TensorView):
         return self._derive(shape, amap, self.consts, self.dynamic)
 
     def squeeze_dim(self, dim):
+        dim = as_dim(dim, self.ndim, "squeeze dim")
         expect(self.shape[dim] == 1, "only a size-1 dim can be squeezed", got=self.shape)
         if self.is_on_chip:
             expect(dim != 0, "the partition dim cannot be squeezed", got=dim)
@@ -264,7 +268,7 @@ class NkiTensor(TensorView):
             shape = new_shape
         elif args or isinstance(shape, (int, np.integer)):
             shape = (shape,) + args
-        shape = list(int(s) for s in shape)
+        shape = list(as_shape(shape, "reshape shape", wildcard=True))
         if -1 in shape:
             known = math.prod(s for s in shape if s != -1)
             shape[shape.index(-1)] = self.size // max(known, 1)
@@ -282,7 +286,8 @@ class NkiTensor(TensorView):
         return self._from_strides(shape, strides, self.offset)
 
     def reshape_dim(self, dim, shape):
-        shape = list(int(s) for s in shape)
+        dim = as_dim(dim, self.ndim, "reshape dim")
+        shape = list(as_shape(shape, "reshape_dim shape", wildcard=True))
         if -1 in shape:
             shape[shape.index(-1)] = self.shape[dim] // max(math.prod(s for s in shape if s != -1), 1)
         expect(math.prod(shape) == self.shape[dim], "reshape_dim must keep the dim's size",
@@ -367,7 +372,7 @@ class NkiTensor(TensorView):
         """
         same_dtype = dtype is None or dtype_of(dtype) is self.dtype
         base = self if same_dtype else type(self).root(self.storage).view(dtype)
-        pattern = [(int(s), int(n)) for s, n in pattern]
+        pattern = as_pattern(pattern, "access pattern")
         coords = base._flat_coords()
         if (base.is_on_chip and same_dtype and pattern[0][0] != coords[1] and pattern[0][0] == self.free_size
                 and not self.is_root):
@@ -460,12 +465,12 @@ class NkiTensor(TensorView):
 
     # -- legacy tile methods ----------------------------------------------------------------------------
     def broadcast_to(self, shape):
-        return core.broadcast_view(self, tuple(int(s) for s in shape))
+        return core.broadcast_view(self, as_shape(shape, "broadcast_to shape"))
 
     def expand_dims(self, axis):
-        axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+        axes = [axis] if isinstance(axis, (int, np.integer)) else list(as_shape(axis, "expand_dims axes"))
         view = self
-        for a in sorted(int(a) for a in axes):
+        for a in sorted(axes):
             view = view.expand_dim(a)
         return view
 

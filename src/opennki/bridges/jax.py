@@ -25,7 +25,6 @@ opennki runs the simulator instead, unless `OPENNKI_STRICT_PLATFORM=1` asks for 
 from __future__ import annotations
 
 import contextvars
-import os
 
 import jax
 import numpy as np
@@ -35,6 +34,7 @@ from jax._src import xla_bridge
 from jax.extend.core import Primitive
 from jax.interpreters import mlir
 
+from opennki.environment import VARIABLES, setting
 from opennki.errors import KernelError
 from opennki.kernels import arguments
 from opennki.kernels.program import ResultKind
@@ -42,9 +42,7 @@ from opennki.machine.dtypes import dtype_of
 
 CUSTOM_CALL_TARGET = "AwsNeuronCustomNativeKernel"
 NEURON = "neuron"
-STRICT_ENV = "OPENNKI_STRICT_PLATFORM"
-SIMULATOR_ENV = "NKI_SIMULATOR"
-NO_TRACE_CACHE_ENV = "NKI_DONT_CACHE_TRACE_FOR_JAX_LOWERING"
+SIMULATOR_ENV = VARIABLES["simulator"]
 
 SHARES_MEMORY = False           # JAX arrays are immutable
 
@@ -69,13 +67,9 @@ def is_tracer(value) -> bool:
     return isinstance(value, jax_core.Tracer)
 
 
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
-
-
 def check_platform(platform: str) -> None:
     """The vendor's guard, in strict mode only (module docstring)."""
-    if platform != NEURON and _flag(STRICT_ENV) and not _flag(SIMULATOR_ENV):
+    if platform != NEURON and setting("strict_platform") and not setting("simulator"):
         raise KernelError(f"nki only support on neuron, current target: {platform}",
                           hint=f"set {SIMULATOR_ENV}=1 to run the kernel on the CPU simulator")
 
@@ -154,7 +148,7 @@ def _ir_type(ctx, aval):
 
 
 def _neuron_rule(ctx, *operands, call, lowering):
-    program = call.program(cache=not _flag(NO_TRACE_CACHE_ENV))
+    program = call.program(cache=not setting("jax_no_trace_cache"))
     result_types = [_ir_type(ctx, a) for a in ctx.avals_out]
     n_out = len(program.outputs)
     aliases = {input_index: n_out + k for k, input_index in enumerate(program.mutated)}

@@ -7,8 +7,7 @@ defaults to trn3 when no device is present (spec/entrypoints.md §2.5); opennki 
 
 from __future__ import annotations
 
-import os
-
+from opennki.environment import VARIABLES, setting
 from opennki.hw.config import HwConfig, MemorySpec, TileLimits
 from opennki.hw.trn1 import TRN1
 from opennki.hw.trn2 import TRN2
@@ -20,7 +19,7 @@ TARGETS: dict[str, HwConfig] = {
     "trn3": TRN3, "gen4": TRN3,
 }
 DEFAULT_TARGET = "trn3"
-TARGET_ENV = "NEURON_PLATFORM_TARGET_OVERRIDE"
+TARGET_ENV = VARIABLES["target"]
 
 
 def get_target(name: str | HwConfig | None = None) -> HwConfig:
@@ -28,7 +27,7 @@ def get_target(name: str | HwConfig | None = None) -> HwConfig:
     if isinstance(name, HwConfig):
         return name
     if name is None:
-        name = os.environ.get(TARGET_ENV) or DEFAULT_TARGET
+        name = setting("target") or DEFAULT_TARGET
     key = str(name).strip().lower()
     if key not in TARGETS:
         raise ValueError(f"unknown NeuronCore target {name!r}; expected one of {sorted(TARGETS)}")

@@ -1,6 +1,6 @@
 """Hardware layer: Trainium1 / Inferentia2, NeuronCore-v2 (spec/hardware.md)."""
 
-from opennki.hw.config import KIB, HwConfig, MemorySpec, TileLimits
+from opennki.hw.config import KIB, Capabilities, HwConfig, MemorySpec, TileLimits
 from opennki.hw.cost import (DMA_EFFICIENCY_CURVE, CostParams, DmaCost, EngineCost, GpSimdCost, ScalarCost,
                              TensorEngineCost, VectorCost, setup_ns_from_curve)
 
@@ -16,6 +16,7 @@ TRN1 = HwConfig(
         hbm_bytes=16 * 1024 * 1024 * KIB,              # 32 GiB per chip, 2 NCs (arch guide; per-NC share derived)
     ),
     tiles=TileLimits(),                                # nl.tile_size values are the same on every target
+    capabilities=Capabilities(),                       # NeuronCore-v2: none beyond the base ISA
     cost=CostParams(
         tensor=TensorEngineCost(
             clock_ghz=2.8,                  # hardware.md §3 engine table (v2 PE 2.8 GHz); 2*128*128*2.8 = 91.75 TFLOPS

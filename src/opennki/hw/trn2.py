@@ -1,6 +1,6 @@
 """Hardware layer: Trainium2, NeuronCore-v3 (spec/hardware.md)."""
 
-from opennki.hw.config import KIB, HwConfig, MemorySpec, TileLimits
+from opennki.hw.config import KIB, Capabilities, HwConfig, MemorySpec, TileLimits
 from opennki.hw.cost import (DMA_EFFICIENCY_CURVE, CostParams, DmaCost, EngineCost, GpSimdCost, ScalarCost,
                              TensorEngineCost, VectorCost, setup_ns_from_curve)
 
@@ -16,6 +16,11 @@ TRN2 = HwConfig(
         hbm_bytes=12 * 1024 * 1024 * KIB,              # 96 GiB per chip, 8 NCs (derived share)
     ),
     tiles=TileLimits(),
+    capabilities=Capabilities(hwdge=True, lnc2=True, scalar_engine_bias_immediate=True,
+                              activation_reciprocal_bias=True, scalar_engine_raw_copy=True,
+                              double_row_matmul=True, pe_tile_32=True, pe_transpose_moves_bits=True,
+                              dma_transpose_path=True, dma_transpose_on_pe=True, range_select=True,
+                              nonzero_with_count=True, gpsimd_rng=True),
     cost=CostParams(
         tensor=TensorEngineCost(
             clock_ghz=2.4,                  # hardware.md §3 (v3 PE 2.4 GHz); 2*128^2*2.4 = 78.6 TFLOPS bf16

@@ -1,6 +1,6 @@
 """Hardware layer: Trainium3, NeuronCore-v4 (spec/hardware.md)."""
 
-from opennki.hw.config import KIB, HwConfig, MemorySpec, TileLimits
+from opennki.hw.config import KIB, Capabilities, HwConfig, MemorySpec, TileLimits
 from opennki.hw.cost import (DMA_EFFICIENCY_CURVE, CostParams, DmaCost, EngineCost, GpSimdCost, ScalarCost,
                              TensorEngineCost, VectorCost, setup_ns_from_curve)
 
@@ -17,6 +17,13 @@ TRN3 = HwConfig(
     ),
     # nc_matmul on v4: moving free up to 4096 for an fp32 PSUM result, 8192 for bf16 (all 8 banks), isa.md §5.1
     tiles=TileLimits(matmul_moving_max_fp32=4096, matmul_moving_max_bf16=8192),
+    capabilities=Capabilities(hwdge=True, lnc2=True, scalar_engine_bias_immediate=True,
+                              activation_reciprocal_bias=True, scalar_engine_any_tensor_scalar=True,
+                              scalar_engine_raw_copy=True, vector_abs_max=True, psum_bf16_matmul=True,
+                              fp8_e4m3fn_matmul=True, double_row_matmul=True, pe_tile_32=True,
+                              pe_transpose_moves_bits=True, dma_transpose_path=True, dma_transpose_on_pe=True,
+                              range_select=True, nonzero_with_count=True, gpsimd_rng=True, activate2=True,
+                              exponential=True, rand2=True, mx=True),
     cost=CostParams(
         tensor=TensorEngineCost(
             clock_ghz=2.4,                  # hardware.md §3 (v4 PE 2.4 GHz)

@@ -22,14 +22,18 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import ClassVar
 
 import numpy as np
 
-from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
+from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
+from opennki.instructions.ops import SIMULATION_ONLY_OPS, ActivationFn, AluOp, op_name
 from opennki.machine.dtypes import SCALAR_TYPES, DataType
+from opennki.machine.index import Predicate, mask_array
 from opennki.machine.machine import Machine
 from opennki.machine.tensor import TensorView
 
@@ -51,9 +55,13 @@ def instruction(cls):
     return cls
 
 
-def operand(access: AccessKind = AccessKind.READ, *, optional: bool = False):
-    """Declare a tensor operand field. `optional` operands default to None."""
-    meta = {"access": access}
+def operand(access: AccessKind = AccessKind.READ, *, optional: bool = False, immediate: bool | None = None):
+    """Declare a tensor operand field. `optional` operands default to None. `immediate`: the field may also
+    be a scalar (a per-partition [P, 1] column or an immediate); optional read operands may by default (the
+    instruction's own check says which forms it takes), nothing else may."""
+    if immediate is None:
+        immediate = optional and access is AccessKind.READ
+    meta = {"access": access, "optional": optional, "immediate": immediate}
     if optional:
         return field(default=None, metadata=meta)
     return field(metadata=meta)
@@ -112,7 +120,8 @@ class Instruction:
     def replace(self, **changes) -> "Instruction":
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
         generated __init__ has already set, so they are taken over as they are instead of running it again
-        (retargeting a deferred result does this for most legacy instructions); the operand cache is dropped."""
+        (retargeting a deferred result does this for most legacy instructions); the operand and signature caches
+        are dropped."""
         if hasattr(self, "__post_init__"):       # a class that derives state on construction: the slow way
             return dataclasses.replace(self, **changes)
         unknown = changes.keys() - self._field_names
@@ -122,14 +131,18 @@ class Instruction:
         state = new.__dict__
         state.update(self.__dict__)
         state.pop("_operands", None)
+        state.pop("_signature", None)
         state.update(changes)
         return new
 
     def signature(self):
         """A hashable key of everything `check` reads (module docstring), or None when the instruction has a
         field the key cannot hold faithfully (run-time indices, a register, an unknown object): then it is
-        checked every time. Built on every issue, so the common field types take one dictionary look-up."""
+        checked every time. Kept on the instruction (instructions are immutable; `replace` drops it); the
+        common field types take one set look-up."""
         fields = self.__dict__
+        if "_signature" in fields:
+            return fields["_signature"]
         key = [type(self), self.mask is None]
         for fname in self._key_fields:
             value = fields[fname]
@@ -139,9 +152,12 @@ class Instruction:
             else:
                 part = _param_key(value)
                 if part is None:
-                    return None
+                    key = None
+                    break
                 key.append(part)
-        return tuple(key)
+        key = tuple(key) if key is not None else None
+        object.__setattr__(self, "_signature", key)
+        return key
 
     def params(self) -> dict:
         """The non-tensor fields as plain values (ops by name, enums by name, scalars as numbers)."""
@@ -165,6 +181,10 @@ class Instruction:
         return None
 
     # -- the rules -------------------------------------------------------------------------------------
+    def check_operands(self) -> None:
+        """What every operand field holds, before `check` reads `.shape` / `.dtype` (check_operand_types)."""
+        check_operand_types(self)
+
     def check(self, ctx) -> None:
         raise NotImplementedError
 
@@ -190,28 +210,45 @@ def view_signature(view: TensorView):
 
 def _param_key(value):
     """A field that is not a plain value, as a key part: tensors by `view_signature`, enums and operators by
-    name, tuples element by element; None for what cannot be keyed faithfully."""
-    if isinstance(value, TensorView):
-        return view_signature(value)
+    name, tuples element by element; None for what cannot be keyed faithfully. The way to key a value is
+    chosen once per type."""
     kind = type(value)
-    if isinstance(value, enum.Enum):
-        return (kind, value._name_)
-    if isinstance(value, (tuple, list)):
-        parts = []
-        for v in value:
-            part = (type(v), v) if type(v) in _PLAIN_TYPES else _param_key(v)
-            if part is None:
-                return None
-            parts.append(part)
-        return (kind, tuple(parts))
-    if isinstance(value, np.generic):
-        return (kind, value.item())
-    name = getattr(value, "nki_name", None)
-    if isinstance(name, str):
-        return (kind, name)
-    if isinstance(value, (np.ufunc, DataType)):      # never mutated; the key holds them, so ids stay unique
-        return value
-    return None
+    keyer = _KEYERS.get(kind)
+    if keyer is None:
+        keyer = _KEYERS[kind] = _keyer_for(kind)
+    return keyer(value)
+
+
+def _tuple_key(value):
+    parts = []
+    for v in value:
+        part = (type(v), v) if type(v) in _PLAIN_TYPES else _param_key(v)
+        if part is None:
+            return None
+        parts.append(part)
+    return (type(value), tuple(parts))
+
+
+def _keyer_for(kind):
+    if issubclass(kind, TensorView):
+        return view_signature
+    if issubclass(kind, enum.Enum):
+        return lambda v: (kind, v._name_)
+    if issubclass(kind, (tuple, list)):
+        return _tuple_key
+    if issubclass(kind, np.generic):
+        return lambda v: (kind, v.item())
+    if issubclass(kind, (np.ufunc, DataType)):          # never mutated; the key holds them, so ids stay unique
+        return lambda v: v
+    if issubclass(kind, tuple(OPERATOR_TYPES)):
+        return lambda v: (kind, v.nki_name)
+    return lambda v: None
+
+
+_KEYERS: dict = {}
+# Operator objects, immutable and keyed in signatures by their NKI name (not every object with an `nki_name`
+# is: a register's changes value). The language layer adds its operator tokens.
+OPERATOR_TYPES: set[type] = {AluOp, ActivationFn}
 
 
 def plain(value):
@@ -231,6 +268,128 @@ def plain(value):
 
 
 # -- shared check helpers ---------------------------------------------------------------------------------
+
+def describe(value) -> str:
+    """A short account of a value a kernel passed, for error messages (never its repr at length)."""
+    if isinstance(value, TensorView):
+        return f"tensor {value.name} {list(value.shape)} {value.dtype} in {value.kind.name}"
+    if value is None or isinstance(value, (bool, int, float, np.number)):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value[:40])
+    return type(value).__name__
+
+
+def check_operand_types(instr) -> None:
+    """The operand fields hold what they are declared to hold (`operand(...)`): a tensor, a tuple of them
+    (`srcs`), None where optional, a scalar where `immediate`; the mask is a predicate (`nl.arange`
+    comparisons, a bool) that fits an operand; no operand writes a read-only kernel argument. Runs before
+    `check`, which may then use `.shape` / `.dtype` freely. Every instruction of both generations passes
+    through here (Program issue path), so no instruction repeats these rules."""
+    for f in instr._operand_field_list:
+        value = getattr(instr, f.name)
+        if isinstance(value, TensorView):
+            if f.metadata["access"] is not AccessKind.READ:
+                check_writable(value, f.name)
+            continue
+        meta = f.metadata
+        if value is None and meta.get("optional"):
+            continue
+        if meta.get("immediate") and isinstance(value, SCALAR_TYPES):
+            continue
+        if isinstance(value, (tuple, list)) and f.type in ("tuple", tuple) and \
+                all(isinstance(v, TensorView) for v in value):
+            continue
+        wanted = "a tensor" + (" or a scalar" if meta.get("immediate") else "") + \
+            (" (or None)" if meta.get("optional") else "")
+        raise DtypeError(f"operand '{f.name}' must be {wanted}", expected=wanted, got=describe(value),
+                         code="err_invalid_operand_type")
+    mask = instr.mask
+    if mask is not None:
+        check_mask(mask, [v for _, v, _ in instr.operands()])
+
+
+def takes_operands(cls):
+    """Decorator of a front-door function that builds an instruction of class `cls` and may size its result
+    from the inputs (the legacy functional API): the parameters named like `cls`'s required tensor operands
+    are checked to be tensors before the function body reads their `.shape` / `.dtype`. The rest of the
+    operand rules run on the issue path (check_operand_types)."""
+    required = tuple(f.name for f in cls.operand_fields() if f.metadata["access"] is AccessKind.READ
+                     and not f.metadata["optional"] and not f.metadata["immediate"])
+
+    def wrap(fn):
+        params = list(inspect.signature(fn).parameters.values())
+        positional = {p.name: i for i, p in enumerate(params) if p.kind is p.POSITIONAL_OR_KEYWORD}
+        slots = tuple((name, positional.get(name)) for name in required if any(p.name == name for p in params))
+        api = f"nisa.{fn.__name__}"
+
+        @functools.wraps(fn)
+        def facade(*args, **kwargs):
+            for name, pos in slots:
+                if pos is not None and pos < len(args):
+                    value = args[pos]
+                elif name in kwargs:
+                    value = kwargs[name]
+                else:
+                    continue                 # missing: Python's own TypeError names it
+                if not isinstance(value, TensorView):
+                    raise DtypeError(f"operand '{name}' must be a tensor", instruction=api, expected="a tensor",
+                                     got=describe(value), code="err_invalid_operand_type")
+            return fn(*args, **kwargs)
+        return facade
+    return wrap
+
+
+# the parameters that take an ALU operator or activation function
+OPERATOR_FIELDS = frozenset(("op", "op0", "op1", "reduce_op", "comp_op0", "comp_op1", "cmp_op", "dst_rmw_op"))
+
+
+def check_operator_args(instr, hardware_strict: bool = False, names: bool = False) -> None:
+    """A new-generation kernel passes operators as `nl` objects (`nl.add`, `nl.exp`, `nl.bypass`), never by
+    name: `op="add"` is no NKI 0.2+ form. Names are the internal spelling (`nl` compositions use them, so the
+    front doors check this, not the instructions); the legacy front door passes `names=True`: NKI 0.1 took
+    NumPy functions and `nl` callables, and legacy kernels also name tokens legacy `nl` lacks (`"average"`),
+    which is harmless, so names stay accepted there. `divide`, `mod` and
+    `fmod` are in no opcode table (ops.SIMULATION_ONLY_OPS): they run, and raise under hardware-strict.
+    Whether the operator is one the instruction takes is the instruction's check."""
+    for name in OPERATOR_FIELDS & instr._field_names:
+        value = getattr(instr, name)
+        if isinstance(value, str) and not names:
+            raise KernelError(f"'{name}' must be an nl operator such as nl.{value} (not the string {value!r})",
+                              expected="an nl operator", got=repr(value), hint=f"pass {name}=nl.{value}")
+        if hardware_strict and value is not None and op_name(value) in SIMULATION_ONLY_OPS:
+            raise HardwareUnsupportedError(f"'{name}': there is no {op_name(value)} opcode on hardware (it runs "
+                                           "in simulation only)", got=op_name(value),
+                                           hint="multiply by a reciprocal (nisa.reciprocal) instead of dividing")
+
+
+def check_writable(view: TensorView, role: str) -> None:
+    st = view.storage.base or view.storage
+    if getattr(st, "read_only", False):
+        raise KernelError(f"operand '{role}' writes kernel argument {st.name!r}, a read-only NumPy array",
+                          expected="a writeable array", got="a read-only array (flags.writeable is False)",
+                          hint="pass a writeable array (np.array(x) or x.copy()) for a parameter the kernel writes")
+
+
+def check_mask(mask, views) -> None:
+    """`mask=` is a predicate (a comparison of `nl.arange` index expressions, `&`/`|`/`~` of such, or a bool)
+    that can be laid over at least one operand of the instruction (Machine.effective_mask)."""
+    if not isinstance(mask, (Predicate, bool, np.bool_)) and \
+            not (isinstance(mask, np.ndarray) and mask.dtype == np.bool_):
+        raise KernelError("mask= must be a predicate over nl.arange indices (e.g. i_p < 64)",
+                          expected="a predicate", got=describe(mask), code="err_unsupported_expression_in_mask")
+    if isinstance(mask, (bool, np.bool_)) or not views:
+        return
+    for view in views:
+        try:
+            mask_array(mask, view.shape)
+            return
+        except ShapeError:
+            continue
+    raise ShapeError("mask shape does not fit any operand of the instruction",
+                     expected=" or ".join(str(list(v.shape)) for v in views), got=list(mask.shape),
+                     code="err_unsupported_expression_in_mask")
+
 
 def is_tensor(x) -> bool:
     return isinstance(x, TensorView)
@@ -294,11 +453,13 @@ def flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0], -1)
 
 
-def check_nc_version(ctx, minimum: int, what: str) -> None:
-    """`what` exists only from NeuronCore-v`minimum` on (v2 = trn1, v3 = trn2, v4 = trn3)."""
+def require(ctx, capability: str, what: str) -> None:
+    """`what` needs the target capability `capability` (a field of `hw.capabilities`); the error names the
+    first NeuronCore generation that has it (v2 = trn1, v3 = trn2, v4 = trn3)."""
     hw = ctx.hw
-    if hw.nc_version < minimum:
-        raise KernelError(f"{what} needs NeuronCore-v{minimum} or newer", expected=f"NeuronCore-v{minimum}+",
+    if not getattr(hw.capabilities, capability):
+        since = type(hw.capabilities).since(capability)
+        raise KernelError(f"{what} needs NeuronCore-v{since} or newer", expected=f"NeuronCore-v{since}+",
                           got=f"{hw.name} (NeuronCore-v{hw.nc_version})",
                           hint="select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)")
 

@@ -16,7 +16,7 @@ import numpy as np
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (READ, WRITE, Instruction, check_nc_version, instruction,
+from opennki.instructions.base import (READ, WRITE, Instruction, require, instruction,
                                        operand)
 from opennki.instructions.enums import dge_mode, dge_mode_of, oob_mode, oob_mode_of
 from opennki.instructions.ops import alu
@@ -27,7 +27,7 @@ _DMA_MEMORIES = (MemoryKind.HBM, MemoryKind.SBUF)
 
 def _check_dge(ctx, mode: dge_mode) -> None:
     if mode is dge_mode.hwdge:
-        check_nc_version(ctx, 3, "dge_mode=hwdge (hardware descriptor generation)")
+        require(ctx, "hwdge", "dge_mode=hwdge (hardware descriptor generation)")
 
 
 def _in_bounds(m, view, mask) -> np.ndarray:

@@ -13,12 +13,13 @@ from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, M
                             expect)
 from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, check_nc_version,
+from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, require,
                                        check_on_chip, check_partitions, check_same_partitions, flat, instruction,
                                        operand, read_operand)
 from opennki.instructions.ops import alu, op_name
 from opennki.instructions.vector import check_elementwise
 from opennki.machine.index import mask_array
+from opennki.machine.arguments import as_pattern
 from opennki.machine.dtypes import SCALAR_TYPES
 
 _CORE_PARTITIONS = 16
@@ -46,7 +47,8 @@ def pattern_values(partitions: int, pattern, offset: int, channel_multiplier: in
 
 
 def pattern_size(pattern) -> int:
-    return int(np.prod([int(n) for _, n in pattern])) if pattern else 1
+    """Elements a `[step, count]` pattern covers; a malformed pattern is a ShapeError (as_pattern)."""
+    return int(np.prod([n for _, n in as_pattern(pattern, "pattern", allow_empty=True)]))
 
 
 @instruction
@@ -333,7 +335,7 @@ class NonzeroWithCount(Instruction):
     padding_val: int = -1
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 3, "nonzero_with_count")
+        require(ctx, "nonzero_with_count", "nonzero_with_count")
         for role, t in (("dst", self.dst), ("src", self.src)):
             check_sbuf(t, role)
             check_partitions(t, role, ctx.hw)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import READ, WRITE, Instruction, check_nc_version, instruction, operand
+from opennki.instructions.base import READ, WRITE, Instruction, require, instruction, operand
 from opennki.instructions.enums import engine_of
 
 # gpsimd_dma moves at most this many bytes per partition, by element size (spec/hardware.md)
@@ -51,7 +51,7 @@ class SendRecv(Instruction):
     dma_engine: object = "dma"
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 3, "nisa.sendrecv")
+        require(ctx, "lnc2", "nisa.sendrecv")
         check_core_rank(self.send_to_rank, "send_to_rank")
         check_core_rank(self.recv_from_rank, "recv_from_rank")
         for role, t in (("src", self.src), ("dst", self.dst)):
@@ -117,7 +117,7 @@ class CoreBarrier(Instruction):
         return self.default_engine if chosen is Engine.UNKNOWN else chosen
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 3, "nisa.core_barrier")
+        require(ctx, "lnc2", "nisa.core_barrier")
         expect(self.data.kind is MemoryKind.HBM, "core_barrier data must be the shared HBM tensor it guards",
                expected="HBM", got=self.data.kind.name, error=MemoryKindError)
         for rank in self.cores:

@@ -20,7 +20,7 @@ import numpy as np
 
 from opennki.errors import KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_dtype, check_nc_version,
+from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_dtype, require,
                                        check_partitions, flat, instruction, operand)
 from opennki.instructions.tensor_engine import write_psum
 
@@ -50,11 +50,13 @@ def check_scale(scale, role: str, data_partitions: int, columns: int) -> None:
 def read_scales(m, scale, data_partitions: int) -> np.ndarray:
     """[K, cols] fp32 scale factor of every data row (each group's 2^(e - 127) repeated over its 8 rows)."""
     rows = scale_rows(data_partitions // 8)
+    used = np.zeros((scale.shape[0],) + (1,) * (scale.ndim - 1), bool)
+    used[rows] = True           # the other partitions of the view are not read
     if scale.dtype.name == "uint8":
-        e = flat(m.read(scale)).astype(np.int64)[rows]
+        e = flat(m.read(scale, used)).astype(np.int64)[rows]
         factors = np.exp2((e - 127).astype(np.float64)).astype(np.float32)
     else:
-        factors = flat(m.read_f32(scale))[rows]
+        factors = flat(m.read_f32(scale, used))[rows]
     return np.repeat(factors, 8, axis=0)
 
 
@@ -83,7 +85,7 @@ class QuantizeMx(Instruction):
     dst_scale: object = operand(WRITE)
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 4, "quantize_mx")
+        require(ctx, "mx", "quantize_mx")
         for role, t in (("dst", self.dst), ("src", self.src), ("dst_scale", self.dst_scale)):
             expect(t.kind is MemoryKind.SBUF, f"quantize_mx works in SBUF ('{role}')", got=t.kind.name,
                    code="err_unsupported_memory", error=MemoryKindError)
@@ -147,7 +149,7 @@ class NcMatmulMx(Instruction):
     accumulate: object = None
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 4, "nc_matmul_mx")
+        require(ctx, "mx", "nc_matmul_mx")
         for role, t in (("stationary", self.stationary), ("moving", self.moving)):
             expect(t.kind is MemoryKind.SBUF, f"nc_matmul_mx reads '{role}' from SBUF", got=t.kind.name,
                    code="err_unsupported_memory", error=MemoryKindError)

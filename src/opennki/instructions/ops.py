@@ -25,6 +25,11 @@ from opennki.errors import KernelError
 
 ARITH, BITVEC = "arith", "bitvec"
 
+# Operators `nl` has but hardware lacks ("no division instruction"; spec/language.md §6.1): not in the
+# instructions' opcode tables (§6.7), so a kernel passing one to a nisa instruction runs in simulation (NKI's
+# simulator computes them: its nl.divide lowers so) and raises under hardware-strict.
+SIMULATION_ONLY_OPS = ("divide", "mod", "fmod")
+
 
 @dataclass(frozen=True)
 class AluOp:

@@ -15,7 +15,7 @@ import numpy as np
 
 from opennki.errors import DtypeError, KernelError, expect
 from opennki.events import Engine
-from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_nc_version,
+from opennki.instructions.base import (READ, WRITE, Instruction, check_column, require,
                                        check_on_chip, check_partitions, column, flat, instruction, is_tensor,
                                        operand, read_operand)
 from opennki.instructions.vector import check_elementwise, check_engine, check_gpsimd_buffers, chosen_engine
@@ -90,7 +90,7 @@ class Rng(Instruction):
         ex = self.executor
         check_engine(ex, (Engine.VECTOR, Engine.GPSIMD), self.opcode)
         if ex is Engine.GPSIMD:
-            check_nc_version(ctx, 3, "rng on the GpSimd engine")
+            require(ctx, "gpsimd_rng", "rng on the GpSimd engine")
         check_gpsimd_buffers(ex, {"dst": self.dst})
 
     def run(self, m) -> None:
@@ -113,7 +113,7 @@ class Rand2(Instruction):
     max: object = operand(READ, optional=True)
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 4, "rand2")
+        require(ctx, "rand2", "rand2")
         check_on_chip(self.dst, "dst")
         check_partitions(self.dst, "dst", ctx.hw)
         expect(self.dst.dtype.name in _RAND2_DTYPES, "rand2 dst dtype", expected="/".join(_RAND2_DTYPES),
@@ -141,7 +141,7 @@ class SetRngSeed(Instruction):
     opcode = "set_rng_seed"
     default_engine = Engine.VECTOR
 
-    src_seeds: object = operand(READ)
+    src_seeds: object = operand(READ, immediate=True)
 
     def check(self, ctx) -> None:
         if is_tensor(self.src_seeds):

@@ -14,7 +14,7 @@ from opennki.errors import DtypeError, KernelError, expect
 from opennki.machine.machine import Machine
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
-from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_nc_version,
+from opennki.instructions.base import (READ, WRITE, Instruction, check_column, require,
                                        check_on_chip, check_same_partitions, column, instruction, is_tensor, operand,
                                        read_operand)
 from opennki.instructions.enums import reduce_cmd as cmds
@@ -73,9 +73,9 @@ class Activation(Instruction):
                 expect(self.bias.dtype.name in _BIAS_DTYPES, "activation bias must be an fp32/fp16/bf16 vector",
                        got=self.bias.dtype, code="err_activation_bias_invalid_type", error=DtypeError)
             else:
-                expect(ctx.hw.nc_version >= 3, "a scalar bias needs NeuronCore-v3 or newer; pass a [P, 1] "
+                expect(ctx.hw.capabilities.scalar_engine_bias_immediate, "a scalar bias needs NeuronCore-v3 or newer; pass a [P, 1] "
                        "tile", got=self.bias, code="err_activation_bias_invalid_type", error=DtypeError)
-            expect(not (fn.name == "reciprocal" and ctx.hw.nc_version == 2),
+            expect(not (fn.name == "reciprocal" and not ctx.hw.capabilities.activation_reciprocal_bias),
                    "activation(op=reciprocal) takes no bias on NeuronCore-v2", got="bias", error=KernelError)
         if self.reduce_op is not None:
             expect(alu(self.reduce_op).name == "add", f"{self.opcode} reduce_op must be add",
@@ -156,7 +156,7 @@ class Activate2(Instruction):
     reduce_cmd: object = None
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 4, "activate2")
+        require(ctx, "activate2", "activate2")
         activation_fn(self.op)
         check_elementwise(ctx, self.dst, {"data": self.data})
         P = self.data.shape[0]

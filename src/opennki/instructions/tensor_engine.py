@@ -97,10 +97,10 @@ class NcMatmul(Instruction):
                              hint="tile N into blocks of 512 (gemm_moving_fmax): one PSUM bank of fp32")
         expect(self.dst.shape[0] == M and self.dst.free_size == N, "dst must be [M, N]",
                expected=(M, N), got=self.dst.shape)
-        if dst_dtype != "float32" and not (dst_dtype == "bfloat16" and hw.nc_version >= 4):
-            allowed = ("float32",) + (("bfloat16",) if hw.nc_version >= 4 else ())
-            raise DtypeError("nc_matmul results are fp32 in PSUM" +
-                             (" (or bf16 on NeuronCore-v4)" if hw.nc_version >= 4 else ""),
+        bf16 = hw.capabilities.psum_bf16_matmul
+        if dst_dtype != "float32" and not (dst_dtype == "bfloat16" and bf16):
+            allowed = ("float32",) + (("bfloat16",) if bf16 else ())
+            raise DtypeError("nc_matmul results are fp32 in PSUM" + (" (or bf16 on NeuronCore-v4)" if bf16 else ""),
                              expected="/".join(allowed), got=dst_dtype)
         s, mv = self.stationary.dtype.name, self.moving.dtype.name
         expect((s in _FP32_LIKE) == (mv in _FP32_LIKE), "fp32/tf32 operands can only be paired with "
@@ -108,12 +108,12 @@ class NcMatmul(Instruction):
         if "float8_e4m3fn" in (s, mv):
             expect(not ({s, mv} >= {"float8_e4m3", "float8_e4m3fn"}),
                    "float8_e4m3 and float8_e4m3fn cannot be mixed in one matmul", got=(s, mv), error=DtypeError)
-            expect(hw.nc_version >= 4, "float8_e4m3fn operands need NeuronCore-v4", got=hw.name,
+            expect(hw.capabilities.fp8_e4m3fn_matmul, "float8_e4m3fn operands need NeuronCore-v4", got=hw.name,
                    error=DtypeError)
         self._check_tiling(hw, K, M)
 
     def _check_double_row(self, hw) -> None:
-        expect(hw.nc_version >= 3, "perf_mode=double_row needs NeuronCore-v3 or newer", got=hw.name,
+        expect(hw.capabilities.double_row_matmul, "perf_mode=double_row needs NeuronCore-v3 or newer", got=hw.name,
                error=KernelError)
         for role, t in (("stationary", self.stationary), ("moving", self.moving)):
             expect(t.ndim == 3 and t.shape[1] == 2, f"double_row '{role}' must be [K, 2, F]", got=t.shape)
@@ -127,7 +127,7 @@ class NcMatmul(Instruction):
         expect(len(self.tile_position) == 2 and len(self.tile_size) == 2,
                "tile_position and tile_size must both be (row, column) pairs",
                got=(self.tile_position, self.tile_size), error=KernelError)
-        sizes = (32, 64, 128) if hw.nc_version >= 3 else (64, 128)
+        sizes = (32, 64, 128) if hw.capabilities.pe_tile_32 else (64, 128)
         rows, cols = (int(v) for v in self.tile_size)
         row0, col0 = (int(v) for v in self.tile_position)
         for what, size, start in (("row", rows, row0), ("column", cols, col0)):
@@ -142,7 +142,7 @@ class NcMatmul(Instruction):
         return Engine.TENSOR
 
     def run(self, m) -> None:
-        if self.is_transpose and m.hw.nc_version >= 3:
+        if self.is_transpose and m.hw.capabilities.pe_transpose_moves_bits:
             data = flat(m.read(self.stationary))
             m.write(self.dst, data.T.reshape(self.dst.shape), raw=self.dst.dtype is self.stationary.dtype)
             m.matmul_flags(self.dst)[...] = True
@@ -231,7 +231,7 @@ class NcTranspose(Instruction):
 
     def run(self, m) -> None:
         x = flat(m.read(self.data))
-        if self.executor is Engine.TENSOR and m.hw.nc_version == 2:
+        if self.executor is Engine.TENSOR and not m.hw.capabilities.pe_transpose_moves_bits:
             xf = x.astype(np.float32)
             with np.errstate(invalid="ignore", over="ignore"):
                 y = xf.T @ np.eye(xf.shape[0], dtype=np.float32)

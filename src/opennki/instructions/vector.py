@@ -20,6 +20,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, c
                                        column, flat, instruction, is_tensor, operand, read_operand)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
+from opennki.machine.arguments import as_axes
 from opennki.machine.dtypes import PACKED, SCALAR_TYPES, to_float32
 
 _INT32 = ("int32", "uint32")
@@ -62,7 +63,7 @@ def check_v4_ops(ctx, ops) -> None:
     """abs_max / abs_min exist on the NeuronCore-v4 Vector Engine only (spec/isa.md §8)."""
     for op in ops:
         if op is not None and op.name in ("abs_max", "abs_min"):
-            expect(ctx.hw.nc_version >= 4, f"'{op.name}' needs NeuronCore-v4", got=ctx.hw.name, error=KernelError)
+            expect(ctx.hw.capabilities.vector_abs_max, f"'{op.name}' needs NeuronCore-v4", got=ctx.hw.name, error=KernelError)
 
 
 def chosen_engine(value, default: Engine) -> Engine:
@@ -202,7 +203,7 @@ class TensorScalar(Instruction):
                    got=ex.name.lower(), error=KernelError)
             expect(self.data.dtype.is_int, "bit-vector operators need integer data", got=self.data.dtype,
                    error=DtypeError)
-        if ex is Engine.SCALAR and ctx.hw.nc_version < 4:
+        if ex is Engine.SCALAR and not ctx.hw.capabilities.scalar_engine_any_tensor_scalar:
             pair = (op0.name, op1.name if op1 is not None else None)
             expect(pair in _ACT_PAIRS, "the Scalar Engine runs tensor_scalar only as (multiply, add), "
                    "(multiply, -) or (add, -) before NeuronCore-v4", got=pair, error=KernelError)
@@ -294,16 +295,8 @@ class Reciprocal(Instruction):
 
 
 def normalize_axes(axis, ndim: int) -> tuple[int, ...]:
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    out = []
-    for a in axes:
-        a = int(a)
-        if a < 0:
-            a += ndim
-        if not 0 <= a < ndim:
-            raise ShapeError("reduction axis out of range", expected=f"[1, {ndim - 1}]", got=a)
-        out.append(a)
-    return tuple(sorted(set(out)))
+    """The reduction axes: an int or a tuple/list of distinct ints in range (machine.arguments.as_axes)."""
+    return as_axes(axis, ndim, "reduction axis")
 
 
 def reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdims: bool) -> tuple[int, ...]:
@@ -410,7 +403,7 @@ class TensorCopy(Instruction):
 
     def run(self, m) -> None:
         values = read_operand(m, self.src, self.dst, self.mask, raw=True)
-        if self.src.dtype is self.dst.dtype and not (self.executor is Engine.SCALAR and m.hw.nc_version == 2):
+        if self.src.dtype is self.dst.dtype and not (self.executor is Engine.SCALAR and not m.hw.capabilities.scalar_engine_raw_copy):
             m.write(self.dst, np.reshape(values, self.dst.shape), self.mask, raw=True)
         else:
             m.write(self.dst, np.reshape(to_float32(values, self.src.dtype), self.dst.shape), self.mask)

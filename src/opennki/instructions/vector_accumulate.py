@@ -16,7 +16,7 @@ from opennki.machine.machine import Machine
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_dtype,
-                                       check_nc_version,
+                                       require,
                                        check_not_both_psum, check_on_chip, check_same_partitions, column, flat,
                                        instruction, is_tensor, operand, read_operand)
 from opennki.instructions.enums import reduce_cmd as cmds
@@ -237,8 +237,8 @@ class RangeSelect(Instruction):
     on_true_tile: object = operand(READ)
     comp_op0: object = None
     comp_op1: object = None
-    bound0: object = operand(READ)
-    bound1: object = operand(READ)
+    bound0: object = operand(READ, immediate=True)
+    bound1: object = operand(READ, immediate=True)
     reduce_cmd: object = cmds.reset_reduce
     reduce_res: object = operand(WRITE, optional=True)
     reduce_op: object = "maximum"
@@ -246,7 +246,7 @@ class RangeSelect(Instruction):
     on_false_value: float = FP32_MIN
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 3, "range_select")
+        require(ctx, "range_select", "range_select")
         check_elementwise(ctx, self.dst, {"on_true_tile": self.on_true_tile})
         expect(self.on_true_tile.dtype.is_float, "on_true_tile must have a float dtype",
                got=self.on_true_tile.dtype, error=DtypeError)
@@ -364,7 +364,7 @@ class Exponential(Instruction):
     _cmds = (cmds.idle, cmds.reset_reduce, cmds.reduce, cmds.load_reduce)
 
     def check(self, ctx) -> None:
-        check_nc_version(ctx, 4, "exponential")
+        require(ctx, "exponential", "exponential")
         check_elementwise(ctx, self.dst, {"src": self.src})
         check_dtype(self.src, "src", _EXP_SRC)
         check_dtype(self.dst, "dst", _EXP_DST)

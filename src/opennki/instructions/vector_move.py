@@ -35,7 +35,7 @@ class TensorCopyPredicated(Instruction):
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
-    src: object = operand(READ)
+    src: object = operand(READ, immediate=True)
     predicate: object = operand(READ)
     reverse_pred: bool = False
 

@@ -20,11 +20,11 @@ import contextlib
 import enum
 import functools
 import inspect
-import os
 import sys
 from dataclasses import dataclass, field, replace
 
-from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
+from opennki.environment import VARIABLES, setting
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, hide_internal_frames
 from opennki.events import InstructionExecuted
 from opennki.hw import get_target
 from opennki.kernels import arguments
@@ -37,11 +37,12 @@ from opennki.listeners import Recorder
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
 from opennki.releases import Change, level_of, release
+from opennki.sim.frames import return_lines
 from opennki.sim.options import SimOptions
 from opennki.sim.program import active
 from opennki.sim.simulator import ShapeSpec, Simulator, is_array_arg
 
-LNC_ENV = "NEURON_LOGICAL_NC_CONFIG"
+LNC_ENV = VARIABLES["lnc"]
 
 
 def run_kernel(fn, args=(), kwargs=None, *, grid=(), target=None, options: SimOptions | None = None,
@@ -91,7 +92,9 @@ class LaunchSpec:
         return getattr(self.func, "__name__", "kernel")
 
     def with_grid(self, key) -> "LaunchSpec":
-        return replace(self, grid_key=key)
+        """The spec launched as `kernel[key]`; `kernel[None]` keeps its None as a grid dimension, which the
+        launch rejects (grid_key None means no subscript)."""
+        return replace(self, grid_key=(None,) if key is None else key)
 
 
 @dataclass(frozen=True)
@@ -102,20 +105,16 @@ class Grid:
     cores_of: object = None
 
 
-CC_FLAGS_ENV = "NEURON_CC_FLAGS"
-
-
 def _compiler_lnc() -> int | None:
     """The graph compiler's LNC degree: `--lnc=N` / `--lnc N` in NEURON_CC_FLAGS, else
     NEURON_LOGICAL_NC_CONFIG, else unknown (None)."""
-    flags = os.environ.get(CC_FLAGS_ENV, "").split()
+    flags = setting("compiler_flags")
     for i, flag in enumerate(flags):
         value = flag[len("--lnc="):] if flag.startswith("--lnc=") else (
             flags[i + 1] if flag == "--lnc" and i + 1 < len(flags) else None)
         if value is not None and value.strip().isdigit():
             return int(value)
-    configured = os.environ.get(LNC_ENV, "").strip()
-    return int(configured) if configured.isdigit() else None
+    return setting("lnc")
 
 
 def new_generation_lnc(spec: LaunchSpec, options=None) -> int:
@@ -128,9 +127,9 @@ def new_generation_lnc(spec: LaunchSpec, options=None) -> int:
     if key is not None and (isinstance(key, tuple) or not isinstance(key, int) or isinstance(key, bool)):
         raise KernelError("a new-generation kernel is launched as kernel[lnc] with one integer (1 or 2)", got=key)
     compiler = _compiler_lnc()
-    configured = os.environ.get(LNC_ENV, "").strip()
-    if key is None and configured.isdigit() and level_of(options, "new") >= release("0.7"):
-        lnc = int(configured)
+    configured = setting("lnc")
+    if key is None and configured is not None and level_of(options, "new") >= release("0.7"):
+        lnc = configured
     else:
         lnc = 1 if key is None else key
     if compiler is not None and compiler != lnc:
@@ -151,7 +150,7 @@ def resolve(spec: LaunchSpec, hw, options=None) -> Grid:
         if lnc != 2:
             raise KernelError(f"LNC={lnc} is not supported on current architecture {hw.name}; use 1 or 2",
                               got=lnc)
-        if hw.nc_version < 3:
+        if not hw.capabilities.lnc2:
             raise KernelError(f"LNC=2 needs trn2 or newer; target {hw.name} has one physical core per logical "
                               "core", got=lnc)
         sizes, cores_of = resolve_grid(nc(2), hw)
@@ -167,9 +166,18 @@ HBM_OUTPUTS = Change("a kernel output in nl.hbm", "nl.shared_hbm for outputs (nl
                      source="Migrating from NKI 0.2.0 to NKI 0.3.0: Output tensors must use nl.shared_hbm")
 
 
-def check_outputs(result, generation: Generation, func_name: str, options=None) -> None:
+def return_location(func) -> SourceLocation | None:
+    """The kernel's `return` line (the last one, if it has several), which output errors name."""
+    code = getattr(inspect.unwrap(func), "__code__", None)
+    lines = return_lines(code) if code is not None else ()
+    return SourceLocation(code.co_filename, lines[-1], code.co_name) if lines else None
+
+
+def check_outputs(result, generation: Generation, func, options=None) -> None:
     """Kernel outputs live in HBM (legacy) / in `nl.shared_hbm` (new generation); SBUF/PSUM never. A new-
-    generation output in `nl.hbm` (private HBM) was accepted before NKI 0.3 (`HBM_OUTPUTS`)."""
+    generation output in `nl.hbm` (private HBM) was accepted before NKI 0.3 (`HBM_OUTPUTS`). The error names
+    the `return` line and where the tensor was created."""
+    func_name = getattr(func, "__name__", "kernel")
     items = result if isinstance(result, (tuple, list)) else (result,)
     for i, out in enumerate(items):
         if not isinstance(out, TensorView):
@@ -181,9 +189,12 @@ def check_outputs(result, generation: Generation, func_name: str, options=None) 
             continue
         if not ok:
             wanted = "nl.shared_hbm" if generation is Generation.NEW else "HBM (nl.shared_hbm)"
-            raise KernelError(f"kernel {func_name} returns {out.name!r} (output {i}), which is in nl.{region.name}; "
-                              f"kernel outputs must be allocated in {wanted}",
-                              expected=wanted, got=f"nl.{region.name}", location=out.storage.location,
+            where = out.storage.location
+            created = f" (created at {where}: {where.source})" if where is not None else ""
+            raise KernelError(f"kernel {func_name} returns {out.name!r}{created} (output {i}), which is in "
+                              f"nl.{region.name}; kernel outputs must be allocated in {wanted}",
+                              expected=wanted, got=f"nl.{region.name}",
+                              location=return_location(func) or out.storage.location,
                               code="err_unsupported_memory",
                               hint="allocate outputs with nl.ndarray(shape, dtype, buffer=nl.shared_hbm) and copy "
                                    "the result into them")
@@ -313,13 +324,13 @@ class TraceKernel:
 
     def body(self):
         """The kernel function wrapped with the output rules (signature preserved for argument binding)."""
-        func, generation, name = self.spec.func, self.spec.generation, self.spec.name
+        func, generation = self.spec.func, self.spec.generation
 
         @functools.wraps(func)
         def kernel_body(*args, **kwargs):
             result = func(*args, **kwargs)
             prog = active()
-            check_outputs(result, generation, name, prog.options if prog is not None else None)
+            check_outputs(result, generation, func, prog.options if prog is not None else None)
             return result
         return kernel_body
 

@@ -1,6 +1,6 @@
 """Machine layer: NKI data types, engine-side conversion (round on write) and type promotion.
 
-Imports only numpy and ml_dtypes. Every dtype a kernel can name (legacy NumPy / ml_dtypes objects, new
+Imports numpy, ml_dtypes and errors. Every dtype a kernel can name (legacy NumPy / ml_dtypes objects, new
 generation strings) normalises to one `DataType`. Engines compute in fp32; `convert` is the write-back:
 floats round to nearest even (ml_dtypes casts; overflow gives inf, or NaN for formats without inf);
 fp32 -> integer rounds to nearest even and saturates (NKI 0.6 simulator, spec/isa.md §10.2); NaN -> integer
@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import ml_dtypes
 import numpy as np
+
+from opennki.errors import DtypeError
 
 FLOAT, INT, UINT, BOOL, PACKED = "float", "int", "uint", "bool", "packed"
 
@@ -72,10 +74,8 @@ class DataType:
     def __eq__(self, other) -> bool:
         if isinstance(other, DataType):
             return self is other
-        try:
-            return dtype_of(other) is self
-        except (TypeError, ValueError):
-            return NotImplemented
+        found = _lookup(other)
+        return found is self if found is not None else NotImplemented
 
     def __hash__(self) -> int:
         return hash(self.name)
@@ -128,36 +128,42 @@ _BY_NP[np.dtype(np.bool_)] = bool_
 _BY_NP[np.dtype("V4")] = tfloat32
 
 
-def dtype_of(x) -> DataType:
-    """Normalise anything a kernel may pass as a dtype (DataType, NumPy dtype or type, ml_dtypes type,
-    NKI string, or an object with a `.dtype`) to a DataType. Raises TypeError for anything else,
-    including 64-bit types, which NeuronCores do not have."""
+def _lookup(x) -> DataType | None:
+    """The DataType `x` names, or None (see dtype_of)."""
     if isinstance(x, DataType):
         return x
     if isinstance(x, str):
-        dt = _BY_NAME.get(x)
-        if dt is None:
-            raise TypeError(f"unknown NKI dtype {x!r}")
-        return dt
+        return _BY_NAME.get(x)
+    if isinstance(x, (bool, int, float, complex)) or x is None:
+        return None          # np.dtype(None) is float64 and np.dtype(3) fails: neither names a dtype
     try:
         npdt = np.dtype(x)
-    except TypeError:
+    except (TypeError, ValueError):
         inner = getattr(x, "dtype", None)
-        if inner is not None and inner is not x:
-            return dtype_of(inner)
-        raise TypeError(f"not a dtype: {x!r}") from None
-    dt = _BY_NP.get(npdt)
+        if inner is not None and inner is not x and not callable(inner):
+            return _lookup(inner)
+        return None
+    return _BY_NP.get(npdt)
+
+
+def dtype_of(x, role: str = "dtype") -> DataType:
+    """Normalise anything a kernel may pass as a dtype (DataType, NumPy dtype or type, ml_dtypes type,
+    NKI string, or an object with a `.dtype`) to a DataType. Anything else, including the 64-bit and complex
+    types NeuronCores lack, raises DtypeError (a TypeError) naming `role`, the argument that gave it."""
+    dt = _lookup(x)
     if dt is None:
-        raise TypeError(f"dtype {npdt} is not supported by NeuronCores (no 64-bit or complex types)")
+        try:
+            npdt = np.dtype(x) if not isinstance(x, (str, bool, int, float, complex)) and x is not None else None
+        except (TypeError, ValueError):
+            npdt = None
+        rule = (f"{role}: {npdt} is not a NeuronCore dtype (no 64-bit or complex types)" if npdt is not None
+                else f"{role}: {x!r} is not an NKI dtype")
+        raise DtypeError(rule, expected="one of " + ", ".join(sorted(_BY_NAME)), got=repr(x))
     return dt
 
 
 def is_dtype(x) -> bool:
-    try:
-        dtype_of(x)
-    except (TypeError, ValueError):
-        return False
-    return True
+    return _lookup(x) is not None
 
 
 # ---------------------------------------------------------------------------------------------- conversion

@@ -99,17 +99,21 @@ class Storage:
         name: the tensor's name (kernel argument name, `name=` of `nl.ndarray`, or generated).
         location: the kernel line that created it.
         is_kernel_arg: True for tensors that wrap the caller's arrays.
+        read_only: a kernel argument wrapping a read-only NumPy array: instructions may not write it.
         declared: True for tensors the kernel declared (`nl.ndarray`, `nl.zeros`...); False for the result
             tiles of API calls, which the legacy compiler places (and moves) as their consumers need.
         written: set by the first write (used to copy modified inputs back to the caller).
         program: the SPMD program that owns it (None for shared HBM).
         physical: for a directly placed on-chip tensor, the PhysicalImage through which it shares bytes with
             the other directly placed tensors overlapping it (machine/physical.py); None otherwise.
+        initialized: with `uninitialized="raise"`, a flat bool array: which elements were written (reads of
+            the others are recorded by `Machine.read`); None when not tracked (kernel arguments, tensors with
+            an initial value, directly placed tensors, which start with the bytes earlier tensors left).
     """
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
-                 "declared", "physical", "spilled", "__weakref__")
+                 "declared", "physical", "spilled", "read_only", "initialized", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -124,6 +128,7 @@ class Storage:
         self.name = name
         self.location = location
         self.is_kernel_arg = False
+        self.read_only = False
         self.written = False
         self.program = program
         self.matmul_written = None   # PSUM only: per-element "last written by nc_matmul" flags
@@ -133,6 +138,7 @@ class Storage:
         self.declared = False        # created by a tensor declaration (`nl.ndarray`...), not as an API result
         self.physical = None         # directly placed on chip: the PhysicalImage whose bytes it shares
         self.spilled = False         # PSUM only: its range was given back under pressure (Memory._spill)
+        self.initialized = None      # uninitialized="raise": per-element "written" flags (None: not tracked)
 
     @property
     def array(self):
@@ -290,22 +296,26 @@ class Allocator:
         if start is None:
             start = self._find(0, size)
         if start is None:
-            unit = "per partition " if self.kind.is_on_chip else ""
-            if location is not None:
-                name = f"{name} (created at {location})"
-            raise AllocationError(
-                f"{self.kind.name} overflow while allocating {name!r}: {nbytes} bytes {unit}needed, "
-                f"{self.capacity_bytes - self.used_bytes} of {self.capacity_bytes} bytes {unit}free "
-                f"({len(self.live)} live tensors) on target {self.target}",
-                expected=f"<= {self.capacity_bytes - self.used_bytes} bytes {unit}".strip(),
-                got=f"{nbytes} bytes",
-                hint="allocate big tensors once outside loops, use smaller tiles, or let temporaries go out "
-                     "of scope (opennki frees a tensor when the kernel drops its last reference)")
+            self.overflow(nbytes, name, location)
         self.live[start] = (start + size, name)
         self.cursor = start + size
         self._used += size
         self.peak_bytes = max(self.peak_bytes, self._used)
         return start
+
+    def overflow(self, nbytes: int, name: str, location: SourceLocation | None = None):
+        """Raise the capacity error for a tensor `name` of `nbytes` that does not fit."""
+        unit = "per partition " if self.kind.is_on_chip else ""
+        if location is not None:
+            name = f"{name} (created at {location})"
+        raise AllocationError(
+            f"{self.kind.name} overflow while allocating {name!r}: {nbytes} bytes {unit}needed, "
+            f"{self.capacity_bytes - self.used_bytes} of {self.capacity_bytes} bytes {unit}free "
+            f"({len(self.live)} live tensors) on target {self.target}",
+            expected=f"<= {self.capacity_bytes - self.used_bytes} bytes {unit}".strip(),
+            got=f"{nbytes} bytes",
+            hint="allocate big tensors once outside loops, use smaller tiles, or let temporaries go out "
+                 "of scope (opennki frees a tensor when the kernel drops its last reference)")
 
     def free(self, start: int) -> None:
         span = self.live.pop(start, None)
@@ -319,8 +329,12 @@ class Memory:
     `new_storage` creates, poisons and places a tensor; a finalizer frees its range when it dies.
     """
 
-    def __init__(self, hw, hbm: Allocator, precise: bool, shape_only: bool, program, listeners_emit=None):
+    def __init__(self, hw, hbm: Allocator, precise: bool, shape_only: bool, program, listeners_emit=None,
+                 uninitialized: str = "nan"):
         mem = hw.memory
+        # uninitialized="zero": fresh memory holds zeros; "raise": which elements were written is tracked
+        self.fresh_fill = 0 if uninitialized == "zero" else None
+        self.track_initialized = uninitialized == "raise"
         self.hw = hw
         self.sbuf = Allocator(MemoryKind.SBUF, mem.sbuf_usable_bytes_per_partition, hw.tiles.sbuf_min_align,
                               hw.name)
@@ -364,6 +378,13 @@ class Memory:
                                  expected=f"partition dim <= {pmax}", got=shape,
                                  code="err_num_partition_exceed_arch_limit",
                                  hint="split the tensor into tiles of at most 128 partitions")
+        nbytes = math.prod(shape[1:] if kind.is_on_chip else shape) * dtype.itemsize
+        allocator = self.allocator(kind)
+        if nbytes > allocator.capacity_bytes:         # can never fit: say so before allocating the array
+            allocator.overflow(nbytes, name, location)
+        fresh = array is None and fill is None
+        if fresh and self.fresh_fill is not None:
+            fill = self.fresh_fill                      # uninitialized="zero"
         poison = array is None and not self.shape_only and fill is None
         if array is None and not self.shape_only and fill is not None:
             array = new_array(dtype, math.prod(shape), self.precise, fill)
@@ -371,6 +392,8 @@ class Memory:
         storage = Storage(region, dtype, shape, array, None, name, location, program)
         if poison:
             storage.poison_later(self.precise)
+        if fresh and self.track_initialized and not self.shape_only and address is None:
+            storage.initialized = np.zeros(math.prod(shape), bool)
         if address is not None:
             partition, start = address
             storage.placement = Placement(int(partition), int(start))

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from opennki.errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
+from opennki.machine.arguments import as_int
 from opennki.events import MemoryKind
 from opennki.machine.index import DynamicIndex, Index, NonAffineIndex, Predicate, _is_int
 from opennki.machine.memory import Storage
@@ -460,11 +461,11 @@ class TensorView:
 def slice_params(k: slice, n: int) -> tuple[int, int, int]:
     """(start, length, step) of a slice over an axis of size n. Negative start/stop count from the end;
     bounds are not clamped (a slice past the end is an out-of-bounds access, reported when used)."""
-    step = 1 if k.step is None else int(k.step)
+    step = 1 if k.step is None else as_int(k.step, "a slice step")
     if step < 1:
         raise ShapeError("slice steps must be positive", got=step)
-    start = 0 if k.start is None else int(k.start)
-    stop = n if k.stop is None else int(k.stop)
+    start = 0 if k.start is None else as_int(k.start, "a slice start")
+    stop = n if k.stop is None else as_int(k.stop, "a slice stop")
     if start < 0:
         start += n
     if stop < 0:

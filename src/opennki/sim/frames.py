@@ -202,3 +202,22 @@ def _result_use(code, lasti: int) -> tuple[str, str | None]:
             return "held", None     # the result itself is consumed by something else
         depth += pushes - pops
     return "held", None
+
+
+@functools.lru_cache(maxsize=256)
+def return_lines(code) -> tuple[int, ...]:
+    """The lines of `code`'s `return <value>` statements (not the implicit `return None`), in order: where
+    an error about a kernel's returned tensors points, the kernel frame being gone by then."""
+    lines, line, previous = [], code.co_firstlineno, None
+    for ins in dis.get_instructions(code):
+        positions = getattr(ins, "positions", None)
+        if positions is not None and positions.lineno is not None:
+            line = positions.lineno
+        elif ins.starts_line is not None:
+            line = ins.starts_line
+        if ins.opname == "RETURN_VALUE" and not (previous is not None and previous.opname == "LOAD_CONST"
+                                                 and previous.argval is None):
+            lines.append(line)
+        if ins.opname not in ("CACHE", "EXTENDED_ARG"):
+            previous = ins
+    return tuple(dict.fromkeys(lines))

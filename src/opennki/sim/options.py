@@ -1,24 +1,22 @@
 """Simulator layer: the options that change how a kernel runs, as one frozen record.
 
-Environment variables only supply defaults (read when a `SimOptions` is created, never at import).
+Environment variables only supply defaults: a field made with `from_environment(name)` takes the setting
+`name` of `opennki.environment` (read when a `SimOptions` is created, never at import). To add an option,
+add a field here (and, if a variable sets its default, a field of `opennki.environment.Environment`).
 """
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
-from opennki.releases import env_api_version, env_compiler_frontend
-
+from opennki.environment import setting
 
 UNINITIALIZED_MODES = ("nan", "raise", "zero")
 
 
-def _env_flag(name: str, default):
-    value = os.environ.get(name)
-    if value is None or value == "":
-        return default
-    return value.strip().lower() not in ("0", "false", "no", "off")
+def from_environment(name: str):
+    """A field whose default is the environment setting `name` (opennki.environment), read at creation."""
+    return field(default_factory=lambda: setting(name), metadata={"setting": name})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -54,15 +52,15 @@ class SimOptions:
     """
 
     target: str | None = None
-    precise_fp: bool = field(default_factory=lambda: _env_flag("NKI_PRECISE_FP", True))
+    precise_fp: bool = from_environment("precise_fp")
     shape_only: bool = False
-    hardware_strict: bool = field(default_factory=lambda: _env_flag("OPENNKI_HARDWARE_STRICT", False))
+    hardware_strict: bool = from_environment("hardware_strict")
     seed: int = 0
-    api_version: str | None = field(default_factory=env_api_version)
-    compiler_frontend: str = field(default_factory=env_compiler_frontend)
-    detect_races: bool = field(default_factory=lambda: _env_flag("OPENNKI_DETECT_RACES", False))
-    uninitialized: str = field(default_factory=lambda: os.environ.get("OPENNKI_UNINITIALIZED") or "nan")
-    progress: bool | None = field(default_factory=lambda: _env_flag("OPENNKI_PROGRESS", None))
+    api_version: str | None = from_environment("api_version")
+    compiler_frontend: str = from_environment("compiler_frontend")
+    detect_races: bool = from_environment("detect_races")
+    uninitialized: str = from_environment("uninitialized")
+    progress: bool | None = from_environment("progress")
 
     def __post_init__(self):
         if self.uninitialized not in UNINITIALIZED_MODES:

@@ -192,7 +192,7 @@ class Simulator:
         return bound.args, bound.kwargs, storages
 
     def _arg_tensor(self, value, name, launch) -> TensorView:
-        dtype = dtype_of(value.dtype)
+        dtype = dtype_of(value.dtype, f"kernel argument {name!r}")
         shape = tuple(int(s) for s in value.shape) or (1,)
         nbytes = math.prod(shape) * dtype.itemsize
         address = launch.hbm.allocate(nbytes, name)
@@ -207,6 +207,7 @@ class Simulator:
                 array = array.copy()
         storage = Storage(MemoryRegion.shared_hbm, dtype, shape, array, Placement(0, address), name, None)
         storage.is_kernel_arg = True
+        storage.read_only = isinstance(value, np.ndarray) and not value.flags.writeable
         return launch.tensor_type.root(storage)
 
     def _write_back(self, arg_storages) -> None:

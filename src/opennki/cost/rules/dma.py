@@ -57,7 +57,7 @@ def transfer(ev, hw, dst, srcs, *, factor: float = 1.0, pieces: Split | None = N
     srcs = [s for s in srcs if s is not None]
     size = dst.size_bytes if size_bytes is None else size_bytes
     if pieces is None:
-        pieces = split(dst, srcs, transpose_path=hw.nc_version >= 3)
+        pieces = split(dst, srcs, transpose_path=hw.capabilities.dma_transpose_path)
         if pieces.path == TRANSPOSE:            # a 2-byte transposing copy lowered to the transpose path
             factor *= transpose_efficiency(dma, srcs[0] if srcs else dst)
     on_chip = dst if dst.kind is not MemoryKind.HBM else next((s for s in srcs if s.kind is not MemoryKind.HBM),
@@ -112,7 +112,7 @@ def dma_transpose(ev, hw) -> Cost:
     destination's partition rows at 90% (HBM->SBUF) or 50% (SBUF->SBUF) of a copy's throughput (§6.5)."""
     dst, src = _dst_src(ev)
     dma = hw.cost.dma
-    if hw.nc_version == 2:
+    if not hw.capabilities.dma_transpose_path:
         return transfer(ev, hw, dst, [src], pieces=split(dst, [src], transpose=True, element_transpose=True))
     return transfer(ev, hw, dst, [src], factor=transpose_efficiency(dma, src),
                     pieces=split(dst, [src], transpose=True))
@@ -130,6 +130,20 @@ def dma_compute(ev, hw) -> Cost:
     srcs = [o for o in inputs(ev) if o is not dst]
     return transfer(ev, hw, dst, srcs, factor=hw.cost.dma.rmw_efficiency,
                     size_bytes=dst.size_bytes * max(1, len(srcs)))
+
+
+@cost_rule("all_to_all_v", "all_gather_v", "all_to_all_v_trigger", "all_gather_v_trigger")
+def variable_collective(ev, hw) -> Cost:
+    """[GAP] chosen (one rank): a copy of the whole source (the moved chunk is known only at run time)."""
+    dst, src = _dst_src(ev)
+    return transfer(ev, hw, dst, [src])
+
+
+@cost_rule("all_to_all_v_prepare", "all_gather_v_prepare")
+def variable_collective_prepare(ev, hw) -> Cost:
+    """[GAP] chosen: the metadata setup is a read of the metadata tensor."""
+    src = inputs(ev)[0]
+    return transfer(ev, hw, src, [src])
 
 
 @cost_rule("sendrecv")

@@ -30,12 +30,14 @@ from opennki.instructions import vector as _dve
 from opennki.instructions import vector_accumulate as _acc
 from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
+from opennki.instructions.base import check_operator_args, takes_operands
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import activation_fn
 from opennki.legacy.isa import constants
 from opennki.legacy.isa.constants import dge_mode, engine, nc_version, oob_mode, reduce_cmd
 from opennki._src import core
 from opennki._src.constants import target_nc_version
+from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of, float32, promote, uint32
 from opennki.machine.index import Index, Predicate
 from opennki.sim.program import current
@@ -72,11 +74,15 @@ def _dtype(dtype, default):
 
 
 def _defer(instr, result, api):
-    return current(api).defer(instr, result, api)
+    prog = current(api)
+    check_operator_args(instr, prog.options.hardware_strict, names=True)
+    return prog.defer(instr, result, api)
 
 
 def _issue(instr, api) -> None:
-    current(api).issue(instr, api)
+    prog = current(api)
+    check_operator_args(instr, prog.options.hardware_strict, names=True)
+    prog.issue(instr, api)
 
 
 def _tile(x, role: str, api: str):
@@ -96,6 +102,7 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, d
                         dge_mode=dge_mode), "nisa.dma_copy")
 
 
+@takes_operands(_dma.DmaTranspose)
 def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
     """A new SBUF tile holding src (HBM or SBUF, 2-4-D) with its axes permuted by DMA."""
     api = "nisa.dma_transpose"
@@ -109,6 +116,7 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
 
 # ------------------------------------------------------------------------------------ Vector: element-wise
 
+@takes_operands(_dve.TensorTensor)
 def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unknown, **kwargs):
     """op(data1, data2) element-wise into a new tile (dtype: promotion of the inputs). Operands of
     broadcastable shapes broadcast (a [P, 1] operand is read with a zero-stride access pattern), as the
@@ -126,6 +134,7 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unkn
                   "nisa.tensor_tensor")
 
 
+@takes_operands(_dve.TensorScalar)
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
                   mask=None, engine=engine.unknown, **kwargs):
     """op1(op0(data, operand0), operand1) with scalar / [P, 1] operands, into a new tile."""
@@ -135,6 +144,7 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
                   "nisa.tensor_scalar")
 
 
+@takes_operands(_dve.ScalarTensorTensor)
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
                          mask=None, **kwargs):
     """op1(op0(data, operand0), operand1) with operand0 a scalar / [P, 1] and operand1 a tile."""
@@ -144,18 +154,21 @@ def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, 
                   out, "nisa.scalar_tensor_tensor")
 
 
+@takes_operands(_dve.Reciprocal)
 def reciprocal(data, *, dtype=None, mask=None, **kwargs):
     """1 / data on the Vector Engine into a new tile."""
     out = _out(data.shape, _dtype(dtype, data.dtype))
     return _defer(_dve.Reciprocal(dst=out, data=data, mask=mask), out, "nisa.reciprocal")
 
 
+@takes_operands(_dve.TensorCopy)
 def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """A copy of src in a new SBUF tile."""
     out = _out(src.shape, _dtype(dtype, src.dtype))
     return _defer(_dve.TensorCopy(dst=out, src=src, engine=engine, mask=mask), out, "nisa.tensor_copy")
 
 
+@takes_operands(_move.TensorCopyDynamicSrc)
 def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """A copy of src, whose free-dim index carries a run-time offset (`t[ix, offs[0, k] + iy]`)."""
     out = _out(src.shape, _dtype(dtype, src.dtype))
@@ -180,6 +193,7 @@ def memset(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
     return _defer(_dve.Memset(dst=out, value=value, engine=engine, mask=mask), out, "nisa.memset")
 
 
+@takes_operands(_rng.Dropout)
 def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
     """data with each element zeroed with probability prob (scalar or [P, 1] tile); no rescaling."""
     out = _out(data.shape, _dtype(dtype, data.dtype))
@@ -188,6 +202,7 @@ def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
 
 # -------------------------------------------------------------------------------------- Vector: reductions
 
+@takes_operands(_dve.TensorReduce)
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
     """Reduce free `axis` of data with op into a new tile."""
     axes = _dve.normalize_axes(axis, data.ndim)
@@ -196,6 +211,7 @@ def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdi
                                     mask=mask), out, "nisa.tensor_reduce")
 
 
+@takes_operands(_pool.TensorPartitionReduce)
 def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     """Reduce data across partitions: [P, F...] -> a new [1, F...] tile (GpSimd)."""
     out = _out((1,) + tuple(data.shape[1:]), _dtype(dtype, data.dtype))
@@ -203,6 +219,7 @@ def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
                   "nisa.tensor_partition_reduce")
 
 
+@takes_operands(_acc.TensorTensorScan)
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None,
                        **kwargs):
     """state = op1(op0(data0[i], state), data1[i]) along the free elements, each state written out."""
@@ -212,6 +229,7 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
                   "nisa.tensor_tensor_scan")
 
 
+@takes_operands(_acc.TensorScalarReduce)
 def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
                          **kwargs):
     """op0(data, operand0) into a new tile; its reduction with reduce_op goes to reduce_res [P, 1]."""
@@ -221,6 +239,7 @@ def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0
                   "nisa.tensor_scalar_reduce")
 
 
+@takes_operands(_acc.RangeSelect)
 def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.idle,
                  reduce_res=None, reduce_op=np.amax, range_start=0, on_false_value=fp32.min, mask=None, dtype=None,
                  **kwargs):
@@ -241,30 +260,35 @@ def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_
                              reverse_pred=reverse_pred, mask=mask), "nisa.select_reduce")
 
 
+@takes_operands(_stats.BnStats)
 def bn_stats(data, *, mask=None, dtype=None, **kwargs):
     """[P, 6] batch-norm statistics of the free elements (even / odd halves)."""
     out = _out((data.shape[0], 6), _dtype(dtype, data.dtype))
     return _defer(_stats.BnStats(dst=out, data=data, mask=mask), out, "nisa.bn_stats")
 
 
+@takes_operands(_stats.BnAggr)
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
     """[P, 2] (mean, variance) from concatenated bn_stats outputs."""
     out = _out((data.shape[0], 2), _dtype(dtype, data.dtype))
     return _defer(_stats.BnAggr(dst=out, data=data, mask=mask), out, "nisa.bn_aggr")
 
 
+@takes_operands(_stats.Max8)
 def max8(*, src, mask=None, dtype=None, **kwargs):
     """[P, 8]: the 8 largest values of each partition, descending."""
     out = _out((src.shape[0], 8), _dtype(dtype, src.dtype))
     return _defer(_stats.Max8(dst=out, src=src, mask=mask), out, "nisa.max8")
 
 
+@takes_operands(_stats.NcFindIndex8)
 def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
     """[P, 8] (uint32 unless dtype=uint16): index of each of the 8 vals in data."""
     out = _out((data.shape[0], 8), _dtype(dtype, uint32))
     return _defer(_stats.NcFindIndex8(dst=out, data=data, vals=vals, mask=mask), out, "nisa.nc_find_index8")
 
 
+@takes_operands(_stats.NcMatchReplace8)
 def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
     """A new tile: data with the first occurrence of each of the 8 vals replaced by imm."""
     out = _out(data.shape, _dtype(dtype, data.dtype))
@@ -274,7 +298,7 @@ def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, *
 
 def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
     """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst). Returns None."""
-    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=tuple(shuffle_mask), mask=mask),
+    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), mask=mask),
            "nisa.nc_stream_shuffle")
 
 
@@ -287,6 +311,7 @@ def _check_activation_op(op, api: str) -> None:
                           instruction=api)
 
 
+@takes_operands(_act.Activation)
 def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) on the Scalar Engine into a new tile."""
@@ -296,6 +321,7 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
                                   reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out, "nisa.activation")
 
 
+@takes_operands(_act.ActivationReduce)
 def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) into a new tile, and its sum over the free dims into reduce_res [P, 1]."""
     _check_activation_op(op, "nisa.activation_reduce")
@@ -306,6 +332,7 @@ def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, 
 
 # ---------------------------------------------------------------------------------------------- Tensor
 
+@takes_operands(_pe.NcMatmul)
 def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               tile_position=(), tile_size=(), mask=None, **kwargs):
     """stationary.T @ moving on the Tensor Engine into a new fp32 PSUM tile; accumulate with
@@ -332,6 +359,7 @@ def _pe_input(t):
     return t
 
 
+@takes_operands(_pe.NcTranspose)
 def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """[P, F] -> [F, P]: Tensor Engine (into PSUM) or Vector Engine (<= 32 x 32, into SBUF)."""
     chosen = engine_of(engine)
@@ -361,6 +389,7 @@ def iota(expr, dtype, *, mask=None, **kwargs):
                   out, "nisa.iota")
 
 
+@takes_operands(_pool.AffineSelect)
 def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
     """on_true_tile where the affine predicate `pred` (e.g. `iy < ix`) holds, else on_false_value, into a
     new SBUF tile."""
@@ -373,6 +402,7 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
                                      mask=mask), out, api)
 
 
+@takes_operands(_pool.LocalGather)
 def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None, **kwargs):
     """A new [P, V, num_elem_per_idx] tile gathered within each GpSimd core (16 partitions) at the core's
     uint16 element offsets."""
@@ -382,6 +412,7 @@ def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, 
                                     num_valid_indices=num_valid_indices, mask=mask), out, "nisa.local_gather")
 
 
+@takes_operands(_pool.SequenceBounds)
 def sequence_bounds(*, segment_ids, dtype=None, **kwargs):
     """A new [1, 2, n] tile: (start, end) of the run of equal ids each element belongs to (n, -1 for 0)."""
     out = _out((1, 2, segment_ids.free_size), _dtype(dtype, segment_ids.dtype))
