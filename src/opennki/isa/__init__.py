@@ -25,12 +25,13 @@ from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
 from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
                                         reduce_cmd)
-from opennki.instructions.base import check_operator_args
+from opennki.instructions import base as _base
 from opennki.instructions.ops import ALU_OPS, activation_fn
 from opennki.instructions import scalars as _scalars
 from opennki.instructions.registers import VirtualRegister
 from opennki.instructions.scalars import NkiScalar
 from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same enum objects)
+from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
 from opennki.releases import added_in, uses_custom_frontend
@@ -58,7 +59,7 @@ def get_nc_version() -> nc_version:
 
 def _issue(instr, api: str) -> None:
     prog = current(api)
-    check_operator_args(instr, prog.options.hardware_strict)
+    _base.check_operator_args(instr, prog.options.hardware_strict)
     prog.issue(instr, api)
 
 
@@ -73,6 +74,14 @@ def _check_activation_op(op, api: str) -> None:
     if not fn.is_token:
         raise KernelError(f"'{fn.name}' is not an activation function of the Scalar Engine", got=fn.name,
                           instruction=api)
+
+
+def _pattern(pattern):
+    """A `[[step, count], ...]` pattern as nested tuples (instructions are hashable values); anything else
+    is passed on for the instruction's check to reject (machine.arguments.as_pattern)."""
+    if isinstance(pattern, (tuple, list)) and all(isinstance(p, (tuple, list)) for p in pattern):
+        return tuple(tuple(p) for p in pattern)
+    return pattern
 
 
 def _dge_mode(value):
@@ -95,7 +104,7 @@ def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engin
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
     """dst = sum of srcs by the DMA engines (fp32); a source that is dst makes it a read-add-write."""
-    _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs), reduce_op=reduce_op, scales=scales,
+    _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs) if isinstance(srcs, (tuple, list)) else srcs, reduce_op=reduce_op, scales=scales,
                            unique_indices=unique_indices, oob_mode=oob_mode, name=name), "nisa.dma_compute")
 
 
@@ -166,7 +175,7 @@ def memset(dst, value, engine=engine.unknown, name=None):
 
 def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst)."""
-    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=tuple(shuffle_mask), name=name),
+    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), name=name),
            "nisa.nc_stream_shuffle")
 
 
@@ -312,7 +321,7 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
 
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     """dst[p, f] = offset + channel_multiplier * p + pattern value at f (integer arithmetic)."""
-    _issue(_pool.Iota(dst=dst, pattern=tuple(tuple(p) for p in pattern), offset=offset,
+    _issue(_pool.Iota(dst=dst, pattern=_pattern(pattern), offset=offset,
                       channel_multiplier=channel_multiplier, name=name), "nisa.iota")
 
 
@@ -320,7 +329,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
                   name=None):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * p + pattern value, 0), else on_false_value."""
     _issue(_pool.AffineSelect(dst=dst, on_true_tile=on_true_tile, on_false_value=on_false_value,
-                              pattern=tuple(tuple(p) for p in pattern), offset=offset,
+                              pattern=_pattern(pattern), offset=offset,
                               channel_multiplier=channel_multiplier, cmp_op=cmp_op, name=name), "nisa.affine_select")
 
 
@@ -361,7 +370,7 @@ def core_barrier(data, cores, engine=engine.gpsimd, name=None):
     """No core of `cores` (ranks of an LNC=2 launch) goes on before all of them arrived (NeuronCore-v3+);
     `data` is the shared HBM tensor the barrier guards."""
     api = "nisa.core_barrier"
-    ranks = (cores,) if isinstance(cores, int) else tuple(cores)
+    ranks = (cores,) if isinstance(cores, int) else tuple(cores) if isinstance(cores, (tuple, list)) else cores
     _lnc.CoreBarrier(data=data, cores=ranks, engine=engine, name=name).issue_on(current(api), api)
 
 

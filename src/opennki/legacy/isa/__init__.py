@@ -37,6 +37,7 @@ from opennki.legacy.isa import constants
 from opennki.legacy.isa.constants import dge_mode, engine, nc_version, oob_mode, reduce_cmd
 from opennki._src import core
 from opennki._src.constants import target_nc_version
+from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of, float32, promote, uint32
 from opennki.machine.index import Index, Predicate
 from opennki.sim.program import current
@@ -297,7 +298,7 @@ def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, *
 
 def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
     """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst). Returns None."""
-    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=tuple(shuffle_mask), mask=mask),
+    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), mask=mask),
            "nisa.nc_stream_shuffle")
 
 
