@@ -50,11 +50,13 @@ def check_scale(scale, role: str, data_partitions: int, columns: int) -> None:
 def read_scales(m, scale, data_partitions: int) -> np.ndarray:
     """[K, cols] fp32 scale factor of every data row (each group's 2^(e - 127) repeated over its 8 rows)."""
     rows = scale_rows(data_partitions // 8)
+    used = np.zeros((scale.shape[0],) + (1,) * (scale.ndim - 1), bool)
+    used[rows] = True           # the other partitions of the view are not read
     if scale.dtype.name == "uint8":
-        e = flat(m.read(scale)).astype(np.int64)[rows]
+        e = flat(m.read(scale, used)).astype(np.int64)[rows]
         factors = np.exp2((e - 127).astype(np.float64)).astype(np.float32)
     else:
-        factors = flat(m.read_f32(scale))[rows]
+        factors = flat(m.read_f32(scale, used))[rows]
     return np.repeat(factors, 8, axis=0)
 
 

@@ -89,11 +89,13 @@ def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
 
 def zeros_like(a, dtype=None, *, buffer=None, name="", **kwargs):
     """zeros of `a`'s shape; dtype defaults to a's, buffer to SBUF."""
+    core.require_tensor(a, "a", "nl.zeros_like")
     return zeros(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer, name=name)
 
 
 def empty_like(a, dtype=None, *, buffer=None, name="", **kwargs):
     """An uninitialised tensor of `a`'s shape; dtype defaults to a's, buffer to SBUF (legacy rule)."""
+    core.require_tensor(a, "a", "nl.empty_like")
     return ndarray(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer, name=name)
 
 

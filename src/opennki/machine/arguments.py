@@ -52,6 +52,13 @@ def as_shape(shape, role: str = "shape", *, wildcard: bool = False) -> tuple[int
     return dims
 
 
+def as_ints(values, role: str) -> tuple[int, ...]:
+    """A flat tuple/list of integers (a shuffle mask, a list of core ranks)."""
+    if not isinstance(values, (tuple, list)):
+        raise ShapeError(f"{role} must be a list of integers", expected="e.g. [0, 1, 2]", got=_describe(values))
+    return tuple(as_int(v, role) for v in values)
+
+
 def as_dim(dim, ndim: int, role: str = "dim") -> int:
     """A dimension index of a rank-`ndim` tensor; negative counts from the end."""
     d = as_int(dim, role)
@@ -73,9 +80,10 @@ def as_axes(axis, ndim: int, role: str = "axis") -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def as_pattern(pattern, role: str = "pattern") -> list[tuple[int, int]]:
-    """An access pattern: a non-empty list of [step, count] pairs of integers, counts positive."""
-    ok = isinstance(pattern, (tuple, list)) and pattern and all(
+def as_pattern(pattern, role: str = "pattern", *, allow_empty: bool = False) -> list[tuple[int, int]]:
+    """An access pattern: a list of [step, count] pairs of integers (non-empty unless `allow_empty`), counts
+    positive."""
+    ok = isinstance(pattern, (tuple, list)) and (pattern or allow_empty) and all(
         isinstance(p, (tuple, list)) and len(p) == 2 and is_int(p[0]) and is_int(p[1]) for p in pattern)
     if not ok:
         raise ShapeError(f"{role} must be a list of [step, count] pairs of integers",

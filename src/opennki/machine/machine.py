@@ -36,6 +36,8 @@ class Machine:
         rng: random generator for `rand`, `dropout` and `rng` instructions.
         registers: virtual register values by register number (None: never written; instructions/registers.py).
         offsets: flat offsets of indirect accesses made by the current instruction, keyed by view id.
+        uninitialized_reads: (view, flat offsets) of the never-written elements the current instruction read,
+            for storages whose elements are tracked (`Storage.initialized`, `uninitialized="raise"`).
         options: the program's SimOptions (None outside a launch): register-driven control flow asks them which
             API release's rules apply (`while reg:`, opennki.releases).
     """
@@ -51,6 +53,8 @@ class Machine:
         self.rng = np.random.default_rng(seed)
         self.registers: dict[int, int | float | None] = {}
         self.offsets: dict[int, np.ndarray] = {}
+        self.uninitialized_reads: list[tuple[TensorView, np.ndarray]] = []
+        self.instruction_mask = None    # the running instruction's mask= (set by the simulator around run)
 
     # -- hidden engine state ------------------------------------------------------------------------------
     def hidden_state(self) -> tuple:
@@ -101,14 +105,19 @@ class Machine:
         """The stored elements of `view` (storage dtype). Masked-off elements of an out-of-bounds or
         indirect view are not read; they come back as poison. The result may share memory: don't mutate."""
         m = self.effective_mask(view, mask)
+        st = view.storage
         if not view.dynamic and view.in_bounds():
+            if st.initialized is not None:
+                self._check_initialized(view, None, self._read_mask(view, mask, m))
             return view.np_view()
         dyn = self.dynamic_values(view) if view.dynamic else None
         view.check_bounds(m, dyn)
         offs = view.flat_offsets(dyn)
-        arr = view.storage.array
+        arr = st.array
         if view.dynamic:
             self.offsets[id(view)] = offs if m is None else offs[np.broadcast_to(m, view.shape)]
+        if st.initialized is not None:
+            self._check_initialized(view, offs, self._read_mask(view, mask, m))
         if m is None:
             return arr[offs]
         out = np.empty(view.shape, arr.dtype)
@@ -117,6 +126,43 @@ class Machine:
         active = np.broadcast_to(m, view.shape)
         out[active] = arr[offs[active]]
         return out
+
+    def _read_mask(self, view: TensorView, mask, m):
+        """The elements of `view` an instruction really reads, for the uninitialised-read check: `m` (its
+        mask laid over the view); with no mask given, the running instruction's own (`instruction_mask`:
+        helpers read [P, 1] operands without one); where a mask cannot be laid over the view (the [P, 6]
+        `bn_stats` result under a [P, F] mask), the partitions it leaves active."""
+        if mask is None:
+            mask = self.instruction_mask
+            if mask is None:
+                return m
+            m = self.effective_mask(view, mask)
+        if m is not None or not view.is_on_chip:
+            return m
+        rows = np.asarray(getattr(mask, "array", mask), dtype=bool)
+        if rows.ndim < 1 or rows.shape[0] != view.shape[0]:
+            return None
+        rows = rows.reshape(rows.shape[0], -1).any(axis=1)
+        return np.broadcast_to(rows.reshape((-1,) + (1,) * (view.ndim - 1)), view.shape)
+
+    def _check_initialized(self, view: TensorView, offs, m) -> None:
+        """Record the elements of `view` (flat offsets `offs`, None for a direct view) read under mask `m`
+        that were never written."""
+        flags = view.storage.initialized
+        if offs is None:
+            offs = view.flat_offsets() if m is not None else None
+            unwritten = ~_flag_view(view, flags)
+            if m is not None:
+                unwritten = unwritten & m
+            if unwritten.any():
+                self.uninitialized_reads.append((view, (offs if offs is not None else view.flat_offsets())
+                                                 [unwritten]))
+            return
+        if m is not None:
+            offs = offs[np.broadcast_to(m, view.shape)]      # masked-off offsets may lie out of bounds
+        where = offs[~flags[offs]]
+        if where.size:
+            self.uninitialized_reads.append((view, where))
 
     def read_f32(self, view: TensorView, mask=None) -> np.ndarray:
         """`read`, converted to fp32 as an engine input (exact for floats)."""
@@ -140,6 +186,7 @@ class Machine:
         st.written = True
         if st.base is not None:
             st.base.written = True    # a reinterpreting view (`t.view(dtype)`) writes its owner's memory
+            st.base.initialized = None  # in elements of another size: its owner's elements are no longer tracked
         if not view.dynamic and view.in_bounds():
             dst = view.np_view()
             if m is None:
@@ -158,6 +205,8 @@ class Machine:
         if view.dynamic:
             self.offsets[id(view)] = offs
         arr[offs] = vals
+        if st.initialized is not None:
+            st.initialized[offs] = True
         if st.kind is _PSUM:
             self._unwritten_flags(view)
             st.unwritten[offs] = False
@@ -168,6 +217,12 @@ class Machine:
         """The bookkeeping of a write through the NumPy view of an in-bounds direct view (`m`: the effective
         mask or None): PSUM "unwritten" flags and the physical image of directly placed tensors."""
         st = view.storage
+        if st.initialized is not None:
+            written = _flag_view(view, st.initialized)
+            if m is None:
+                written[...] = True
+            else:
+                written[np.broadcast_to(m, view.shape)] = True
         if st.kind is _PSUM:
             fresh = self._unwritten_flags(view)
             if m is None:
@@ -185,11 +240,14 @@ class Machine:
         arr = st.array
         if (mask is None and view.mask is None and arr.dtype == np.float32 and st.dtype.mant_bits == 23
                 and not view.dynamic and view.in_bounds()):
+            if st.initialized is not None:
+                self._check_initialized(view, None, self._read_mask(view, None, None))
             dst = view.np_view()
             np.add(dst, values_f32, out=dst)
             st.written = True
             if st.base is not None:
                 st.base.written = True
+                st.base.initialized = None
             self._wrote_direct(view, None)
             return
         current = self.read_f32(view, mask)

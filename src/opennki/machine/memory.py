@@ -106,11 +106,14 @@ class Storage:
         program: the SPMD program that owns it (None for shared HBM).
         physical: for a directly placed on-chip tensor, the PhysicalImage through which it shares bytes with
             the other directly placed tensors overlapping it (machine/physical.py); None otherwise.
+        initialized: with `uninitialized="raise"`, a flat bool array: which elements were written (reads of
+            the others are recorded by `Machine.read`); None when not tracked (kernel arguments, tensors with
+            an initial value, directly placed tensors, which start with the bytes earlier tensors left).
     """
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
-                 "declared", "physical", "spilled", "read_only", "__weakref__")
+                 "declared", "physical", "spilled", "read_only", "initialized", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -135,6 +138,7 @@ class Storage:
         self.declared = False        # created by a tensor declaration (`nl.ndarray`...), not as an API result
         self.physical = None         # directly placed on chip: the PhysicalImage whose bytes it shares
         self.spilled = False         # PSUM only: its range was given back under pressure (Memory._spill)
+        self.initialized = None      # uninitialized="raise": per-element "written" flags (None: not tracked)
 
     @property
     def array(self):
@@ -325,8 +329,12 @@ class Memory:
     `new_storage` creates, poisons and places a tensor; a finalizer frees its range when it dies.
     """
 
-    def __init__(self, hw, hbm: Allocator, precise: bool, shape_only: bool, program, listeners_emit=None):
+    def __init__(self, hw, hbm: Allocator, precise: bool, shape_only: bool, program, listeners_emit=None,
+                 uninitialized: str = "nan"):
         mem = hw.memory
+        # uninitialized="zero": fresh memory holds zeros; "raise": which elements were written is tracked
+        self.fresh_fill = 0 if uninitialized == "zero" else None
+        self.track_initialized = uninitialized == "raise"
         self.hw = hw
         self.sbuf = Allocator(MemoryKind.SBUF, mem.sbuf_usable_bytes_per_partition, hw.tiles.sbuf_min_align,
                               hw.name)
@@ -374,6 +382,9 @@ class Memory:
         allocator = self.allocator(kind)
         if nbytes > allocator.capacity_bytes:         # can never fit: say so before allocating the array
             allocator.overflow(nbytes, name, location)
+        fresh = array is None and fill is None
+        if fresh and self.fresh_fill is not None:
+            fill = self.fresh_fill                      # uninitialized="zero"
         poison = array is None and not self.shape_only and fill is None
         if array is None and not self.shape_only and fill is not None:
             array = new_array(dtype, math.prod(shape), self.precise, fill)
@@ -381,6 +392,8 @@ class Memory:
         storage = Storage(region, dtype, shape, array, None, name, location, program)
         if poison:
             storage.poison_later(self.precise)
+        if fresh and self.track_initialized and not self.shape_only and address is None:
+            storage.initialized = np.zeros(math.prod(shape), bool)
         if address is not None:
             partition, start = address
             storage.placement = Placement(int(partition), int(start))

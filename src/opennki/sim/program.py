@@ -26,9 +26,12 @@ import dataclasses
 import functools
 import itertools
 
+import numpy as np
+
 from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed)
+from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
@@ -115,6 +118,7 @@ class LaunchState:
         self.loop_ids = itertools.count()
         self.findings: list = []        # listeners.findings.Finding records of the checks in the programs
         self.collecting = False         # a findings.collecting() block is open: record findings, don't raise
+        self.finding_keys: set = set()
 
 
 class Program:
@@ -129,7 +133,7 @@ class Program:
         self.core = core
         listening = bool(sim.listeners)
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
-                             self if listening else None)
+                             self if listening else None, self.options.uninitialized)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
         self.pending: Deferred | None = None
         self.shared_count = 0
@@ -261,10 +265,11 @@ class Program:
             return p
         return None
 
-    def retarget(self, deferred: Deferred, **changes) -> bool:
-        """Issue a claimed deferred instruction with some fields replaced (usually `dst`), if that keeps every
-        value the kernel can observe; False (nothing issued) if not, and the caller then issues the
-        instruction as it is and copies its result.
+    def retarget(self, deferred: Deferred, changes: dict, retargeted=None) -> bool:
+        """Issue a claimed deferred instruction with the fields `changes` replaced (usually `dst`), if that
+        keeps every value the kernel can observe; False (nothing issued) if not, and the caller then issues
+        the instruction as it is and copies its result. `retargeted`: that instruction, already made and
+        checked by the caller (`check_instruction`), so it is not checked again.
 
         The decision (issue of record: a retarget once left `e` unwritten in `b1[...] = e; b2[...] = e`):
         - the result is a temporary of the statement (`buf[...] = nl.exp(x)`, `acc += nl.matmul(...)`, or
@@ -284,7 +289,10 @@ class Program:
                 return False
         elif deferred.use != "temporary":
             return False
-        self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+        if retargeted is None:
+            self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+        else:
+            self.execute(retargeted, deferred.location, deferred.api, checked=True)
         return True
 
     def _shadow_run(self, deferred: Deferred, changes: dict) -> bool:
@@ -307,6 +315,7 @@ class Program:
         finally:
             machine.restore_hidden_state(state)
             machine.offsets.clear()
+            machine.uninitialized_reads.clear()    # the retargeted run reads the same elements again
         return True
 
     def flush(self) -> None:
@@ -315,16 +324,19 @@ class Program:
             self.pending = None
             self._run_and_emit(p.instr, p.location, p.api)
 
-    def execute(self, instr, location: SourceLocation | None, api: str | None) -> None:
-        self._check(instr, location, api)
+    def execute(self, instr, location: SourceLocation | None, api: str | None, checked: bool = False) -> None:
+        """Check (the instruction's own check only if not `checked` already), run and report `instr`."""
+        self._check(instr, location, api, checked=checked)
         self._run_and_emit(instr, location, api, placed=True)
 
-    def _check(self, instr, location, api, unplaced=None) -> None:
+    def _check(self, instr, location, api, unplaced=None, checked: bool = False) -> None:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
-        destination (a retargeted instruction writes elsewhere)."""
+        destination (a retargeted instruction writes elsewhere). `checked`: the instruction's own check has
+        passed already; the operand rules, the bounds, the language rules and placement still run."""
         try:
             instr.check_operands()
-            self.check_instruction(instr)
+            if not checked:
+                self.check_instruction(instr)
             check_static_bounds(instr)
             for observer in self.observers:
                 observer.check(self, instr)
@@ -424,7 +436,11 @@ class Program:
                 raise _located(e, instr, location, api)
         if not self.options.shape_only:
             try:
+                machine.instruction_mask = instr.mask
                 instr.run(machine)
+                machine.instruction_mask = None
+                if machine.uninitialized_reads:
+                    self._uninitialized_reads(location, api or f"nisa.{instr.opcode}")
                 for observer in self.observers:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
@@ -439,6 +455,21 @@ class Program:
         if self.sim.progress is not None:
             self.sim.progress.instruction(location)
 
+    def _uninitialized_reads(self, location, api: str) -> None:
+        """The instruction just run read never-written elements (`uninitialized="raise"`): a finding per
+        tensor, raised at once unless a `findings.collecting()` block is open (then recorded, once per
+        tensor and line, and the run goes on with the poisoned values)."""
+        launch = self.launch
+        reads, self.machine.uninitialized_reads = self.machine.uninitialized_reads, []
+        for view, offsets in reads:
+            st = view.storage
+            finding = uninitialized_finding(st, offsets, location, api, self.ids)
+            if not launch.collecting:
+                raise finding.error()
+            if finding.key not in launch.finding_keys:
+                launch.finding_keys.add(finding.key)
+                launch.findings.append(finding)
+
     def _event(self, instr, location) -> InstructionExecuted:
         operands = tuple(operand_record(role, view, access, self.machine.offsets.get(id(view)))
                          for role, view, access in instr.operands())
@@ -447,6 +478,23 @@ class Program:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
                                    operands, instr.params(), mask, location, instr.name)
+
+
+def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:
+    """The finding for a read of the never-written elements `offsets` (flat, into `storage`)."""
+    first = tuple(int(i) for i in np.unravel_index(int(offsets[0]), storage.shape))
+    created = storage.location
+    where = f", created at line {created.lineno}" if created is not None else ""
+    more = f" (and {offsets.size - 1} more never-written element(s))" if offsets.size > 1 else ""
+    return Finding(
+        FindingKind.UNINITIALIZED, "uninitialized_read",
+        f"{api} reads element {list(first)} of tensor '{storage.name}'{where}, which was never written{more}",
+        tuple(loc for loc in (location, created) if loc is not None), programs=(program,),
+        extra={"tensor": storage.name, "element": first, "count": int(offsets.size)},
+        why="on hardware fresh memory holds whatever was there before, so the value read is garbage; the "
+            "simulator's NaN poisoning shows it only if it reaches an output that no mask hides",
+        fix="write every element before reading it (nl.zeros / memset, or load the whole tile), or pass the "
+            "same mask= to the instructions that read the partly written tile")
 
 
 def _storages_in(value, depth: int = 1) -> dict:

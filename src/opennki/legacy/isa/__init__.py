@@ -37,6 +37,7 @@ from opennki.legacy.isa import constants
 from opennki.legacy.isa.constants import dge_mode, engine, nc_version, oob_mode, reduce_cmd
 from opennki._src import core
 from opennki._src.constants import fp32, target_nc_version  # noqa: F401
+from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of, float32, promote, uint32
 from opennki.machine.index import Index, Predicate
 from opennki.sim.program import current
@@ -135,12 +136,12 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
                   "nisa.tensor_scalar")
 
 
-@takes_operands(_dve.ScalarTensorTensor)
+@takes_operands(_acc.ScalarTensorTensor)
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
                          mask=None, **kwargs):
     """op1(op0(data, operand0), operand1) with operand0 a scalar / [P, 1] and operand1 a tile."""
     out = _out(data.shape, _dtype(dtype, promote(data.dtype, operand1.dtype)))
-    return _defer(_dve.ScalarTensorTensor(dst=out, data=data, op0=op0, operand0=operand0, op1=op1,
+    return _defer(_acc.ScalarTensorTensor(dst=out, data=data, op0=op0, operand0=operand0, op1=op1,
                                           operand1=operand1, reverse0=reverse0, reverse1=reverse1, mask=mask),
                   out, "nisa.scalar_tensor_tensor")
 
@@ -289,7 +290,7 @@ def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, *
 
 def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
     """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst). Returns None."""
-    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=tuple(shuffle_mask), mask=mask),
+    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), mask=mask),
            "nisa.nc_stream_shuffle")
 
 
