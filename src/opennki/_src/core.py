@@ -18,6 +18,7 @@ import numpy as np
 from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, OpenNKIError,
                             ShapeError, expect)
 from opennki.events import Engine, MemoryKind
+from opennki.instructions.base import check_operator_args
 from opennki.instructions.dma import DmaCopy
 from opennki.instructions.ops import ACTIVATIONS, SIMULATION_ONLY_OPS, alu
 from opennki.instructions.scalar import Activation
@@ -81,6 +82,13 @@ def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address
     if prog.loops:
         rules.record_scope(prog, t)
     return t
+
+
+def require_tensor(x, role: str, api: str) -> None:
+    """x must be a tensor (in any memory; a tensor with block dims counts) before `.shape` / `.dtype` are read."""
+    if not (is_tensor(x) or getattr(x, "is_block_tensor", False)):
+        raise DtypeError(f"operand '{role}' of '{api}' must be a tensor", expected="a tensor",
+                         got=type(x).__name__, instruction=api, code="err_invalid_operand_type")
 
 
 def require_tile(x, role: str, api: str) -> None:
@@ -327,6 +335,23 @@ def _as_column(t: TensorView) -> TensorView:
     return t._derive((t.size, 1), amap, t.consts, t.dynamic)
 
 
+def issue(instr, api: str, *, operator_names: bool = False) -> None:
+    """Issue an instruction a facade built for the API `api`, after the front doors' operator check
+    (`check_operator_args`; `operator_names`: the legacy generation also takes operators by name)."""
+    prog = current(api)
+    check_operator_args(instr, prog.options.hardware_strict, names=operator_names)
+    prog.issue(instr, api)
+
+
+def fill(t, value, api: str):
+    """Write `value` into every element of `t`: a Memset on chip, a DMA store into HBM; returns `t`."""
+    if t.is_on_chip:
+        current(api).issue(Memset(dst=t, value=value), api)
+    else:
+        store(t, value, api=api)
+    return t
+
+
 def store(dst, value, *, mask=None, api: str = "nl.store") -> None:
     """On-chip value (or scalar) -> HBM (DMA). A PSUM value is first copied to SBUF; a smaller value is
     broadcast into the destination."""
@@ -351,6 +376,8 @@ def store(dst, value, *, mask=None, api: str = "nl.store") -> None:
 
 
 def expect_broadcastable(src_shape, dst_shape, api: str) -> None:
+    if src_shape == dst_shape:
+        return
     try:
         ok = tuple(np.broadcast_shapes(src_shape, dst_shape)) == tuple(dst_shape)
     except ValueError:
@@ -437,10 +464,10 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
     deferred = prog.take_pending(value)
     if deferred is not None:
         changes = _retarget_changes(deferred, dst)
-        if value.shape == dst.shape and _retargetable(prog, deferred, changes) and prog.retarget(deferred,
-                                                                                                 **changes):
+        retargeted = _retargeted(prog, deferred, changes) if value.shape == dst.shape else None
+        if retargeted is not None and prog.retarget(deferred, changes, retargeted):
             return
-        prog.execute(deferred.instr, deferred.location, deferred.api)
+        prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
     copy_into(dst, value, api)
 
 
@@ -450,12 +477,14 @@ def _retarget_changes(deferred, dst) -> dict:
     return {f.name: dst for f in deferred.instr.operand_fields() if getattr(deferred.instr, f.name) is deferred.result}
 
 
-def _retargetable(prog, deferred, changes) -> bool:
+def _retargeted(prog, deferred, changes):
+    """The deferred instruction writing the destination instead, checked; None if that fails its check."""
+    instr = deferred.instr.replace(**changes)
     try:
-        prog.check_instruction(deferred.instr.replace(**changes))
+        prog.check_instruction(instr)
     except OpenNKIError:
-        return False
-    return True
+        return None
+    return instr
 
 
 def copy_into(dst: TensorView, value: TensorView, api: str) -> None:
@@ -485,13 +514,13 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
         if deferred is not None:
             if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
                 changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
-                if not prog.retarget(deferred, **changes):
+                if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates
                     # (adding one PSUM tile into another is no engine's operation)
-                    prog.execute(deferred.instr, deferred.location, deferred.api)
+                    prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
                     prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
                 return
-            prog.execute(deferred.instr, deferred.location, deferred.api)
+            prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
     if is_tensor(value) and value.shape != dst.shape:
         expect_broadcastable(value.shape, dst.shape, api)
     binary(op, dst, value, api=api, out=dst)

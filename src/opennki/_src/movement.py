@@ -17,6 +17,7 @@ from opennki.instructions.gpsimd import NcNGather
 from opennki.instructions.ops import alu
 from opennki.instructions.vector import Memset, TensorCopy
 from opennki._src import core
+from opennki.machine.arguments import as_int
 from opennki.machine.dtypes import convert, dtype_of
 from opennki.machine.memory import MemoryRegion
 
@@ -43,7 +44,7 @@ def gather_flattened(data, indices, *, dtype=None, mask=None, api: str = "nl.gat
     indices' shape and data's dtype (GpSimd gather; operands move to SBUF first). Unlike the hardware, an
     index out of range raises instead of producing garbage."""
     prog = core.current(api)
-    core.require_tile(data, "data", api)
+    core.require_tensor(data, "data", api)
     core.require_tile(indices, "indices", api)
     data, indices = core.to_sbuf(data, api), core.to_sbuf(indices, api)
     result = core.alloc(indices.shape, data.dtype)
@@ -94,7 +95,8 @@ def broadcast_to(src, shape, *, api: str = "nl.broadcast_to"):
 def expand_dims(data, axis, *, api: str = "nl.expand_dims"):
     """A view of `data` with new size-1 axes at `axis` (int or list); the legacy generation only allows new
     axes after the last existing one (never at the partition position)."""
-    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    core.require_tile(data, "data", api)
+    axes = [as_int(a, "expand_dims axis") for a in (axis if isinstance(axis, (tuple, list)) else [axis])]
     rank = data.ndim + len(axes)
     norm = sorted(int(a) + rank if int(a) < 0 else int(a) for a in axes)
     if not core.is_tensor(data) or any(a < data.ndim or a >= rank for a in norm):
@@ -124,7 +126,8 @@ def shared_constant(constant, dtype=None, *, api: str = "nl.shared_constant"):
 
 def shared_identity_matrix(n, dtype=np.uint8, *, api: str = "nl.shared_identity_matrix"):
     """An n x n identity matrix as a shared constant HBM tensor (identities of one dtype are shared)."""
-    return shared_constant(np.identity(int(n), dtype=np.float32), dtype=dtype, api=api)
+    return shared_constant(np.identity(as_int(n, "shared_identity_matrix n", minimum=1), dtype=np.float32),
+                           dtype=dtype, api=api)
 
 
 __all__ = ["load_transpose2d", "gather_flattened", "atomic_rmw", "broadcast_to", "expand_dims",

@@ -19,6 +19,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, re
 from opennki.instructions.ops import alu, op_name
 from opennki.instructions.vector import check_elementwise
 from opennki.machine.index import mask_array
+from opennki.machine.arguments import as_pattern
 from opennki.machine.dtypes import SCALAR_TYPES
 
 _CORE_PARTITIONS = 16
@@ -46,7 +47,8 @@ def pattern_values(partitions: int, pattern, offset: int, channel_multiplier: in
 
 
 def pattern_size(pattern) -> int:
-    return int(np.prod([int(n) for _, n in pattern])) if pattern else 1
+    """Elements a `[step, count]` pattern covers; a malformed pattern is a ShapeError (as_pattern)."""
+    return int(np.prod([n for _, n in as_pattern(pattern, "pattern", allow_empty=True)]))
 
 
 @instruction

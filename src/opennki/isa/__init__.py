@@ -25,12 +25,13 @@ from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
 from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
                                         reduce_cmd)
-from opennki.instructions.base import check_operator_args
-from opennki.instructions.ops import ALU_OPS, activation_fn
+from opennki._src import core
+from opennki.instructions.ops import ALU_OPS, check_activation_op
 from opennki.instructions import scalars as _scalars
 from opennki.instructions.registers import VirtualRegister
 from opennki.instructions.scalars import NkiScalar
 from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same enum objects)
+from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
 from opennki.releases import added_in, uses_custom_frontend
@@ -56,10 +57,7 @@ def get_nc_version() -> nc_version:
     return target_nc_version(nc_version)
 
 
-def _issue(instr, api: str) -> None:
-    prog = current(api)
-    check_operator_args(instr, prog.options.hardware_strict)
-    prog.issue(instr, api)
+_issue = core.issue
 
 
 def _check_dtype_kw(dst, dtype, api: str) -> None:
@@ -68,11 +66,12 @@ def _check_dtype_kw(dst, dtype, api: str) -> None:
                          got=dtype_of(dtype), instruction=api)
 
 
-def _check_activation_op(op, api: str) -> None:
-    fn = activation_fn(op)
-    if not fn.is_token:
-        raise KernelError(f"'{fn.name}' is not an activation function of the Scalar Engine", got=fn.name,
-                          instruction=api)
+def _pattern(pattern):
+    """A `[[step, count], ...]` pattern as nested tuples (instructions are hashable values); anything else
+    is passed on for the instruction's check to reject (machine.arguments.as_pattern)."""
+    if isinstance(pattern, (tuple, list)) and all(isinstance(p, (tuple, list)) for p in pattern):
+        return tuple(tuple(p) for p in pattern)
+    return pattern
 
 
 def _dge_mode(value):
@@ -95,7 +94,7 @@ def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engin
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
     """dst = sum of srcs by the DMA engines (fp32); a source that is dst makes it a read-add-write."""
-    _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs), reduce_op=reduce_op, scales=scales,
+    _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs) if isinstance(srcs, (tuple, list)) else srcs, reduce_op=reduce_op, scales=scales,
                            unique_indices=unique_indices, oob_mode=oob_mode, name=name), "nisa.dma_compute")
 
 
@@ -121,10 +120,15 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
                              operand1=operand1, reverse1=reverse1, engine=engine, name=name), "nisa.tensor_scalar")
 
 
-def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
-    """dst = op1(op0(data, operand0), operand1); operand0 a scalar / [P, 1], operand1 a tile."""
-    _issue(_dve.ScalarTensorTensor(dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
-                                   reverse0=reverse0, reverse1=reverse1, name=name), "nisa.scalar_tensor_tensor")
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_op=Ellipsis, reduce_res=None, name=None):
+    """dst = op1(op0(data, operand0), operand1); operand0 a scalar / [P, 1], operand1 a tile. NKI 0.7: a
+    `reduce_op` also reduces the result into the DVE accumulators (`reduce_cmd`) and `reduce_res`; its default
+    (Ellipsis, as in the 2.33 signature) means no reduction."""
+    _issue(_acc.ScalarTensorTensor(dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
+                                   reverse0=reverse0, reverse1=reverse1,
+                                   reduce_op=None if reduce_op is Ellipsis else reduce_op, reduce_res=reduce_res,
+                                   reduce_cmd=reduce_cmd, name=name), "nisa.scalar_tensor_tensor")
 
 
 def reciprocal(dst, data, name=None):
@@ -161,7 +165,7 @@ def memset(dst, value, engine=engine.unknown, name=None):
 
 def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst)."""
-    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=tuple(shuffle_mask), name=name),
+    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), name=name),
            "nisa.nc_stream_shuffle")
 
 
@@ -251,26 +255,27 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
 # ---------------------------------------------------------------------------------------------- Scalar
 
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
-               name=None):
-    """dst = op(data * scale + bias) on the Scalar Engine."""
-    _check_activation_op(op, "nisa.activation")
+               engine=engine.scalar, name=None):
+    """dst = op(data * scale + bias) on the Scalar Engine (NKI 0.7: or `engine=gpsimd` on NeuronCore-v4+)."""
+    check_activation_op(op, "nisa.activation")
     _issue(_act.Activation(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                           reduce_res=reduce_res, reduce_cmd=reduce_cmd, name=name), "nisa.activation")
+                           reduce_res=reduce_res, reduce_cmd=reduce_cmd, engine=engine, name=name), "nisa.activation")
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     """dst = op(data * scale + bias); its sum over the free dims goes to reduce_res [P, 1]."""
-    _check_activation_op(op, "nisa.activation_reduce")
+    check_activation_op(op, "nisa.activation_reduce")
     _issue(_act.ActivationReduce(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
                                  reduce_res=reduce_res, name=name), "nisa.activation_reduce")
 
 
 def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False, reduce_op=None,
-              reduce_res=None, reduce_cmd=reduce_cmd.idle, name=None):
-    """dst = op(op1(op0(data, imm0), imm1)) on the Scalar Engine (NeuronCore-v4), optionally reduced."""
+              reduce_res=None, reduce_cmd=reduce_cmd.idle, engine=engine.scalar, name=None):
+    """dst = op(op1(op0(data, imm0), imm1)) on the Scalar Engine (NeuronCore-v4; NKI 0.7: or GpSimd),
+    optionally reduced (Scalar Engine only)."""
     _issue(_act.Activate2(dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
                           reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res,
-                          reduce_cmd=reduce_cmd, name=name), "nisa.activate2")
+                          reduce_cmd=reduce_cmd, engine=engine, name=name), "nisa.activate2")
 
 
 # ---------------------------------------------------------------------------------------------- Tensor
@@ -306,7 +311,7 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
 
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     """dst[p, f] = offset + channel_multiplier * p + pattern value at f (integer arithmetic)."""
-    _issue(_pool.Iota(dst=dst, pattern=tuple(tuple(p) for p in pattern), offset=offset,
+    _issue(_pool.Iota(dst=dst, pattern=_pattern(pattern), offset=offset,
                       channel_multiplier=channel_multiplier, name=name), "nisa.iota")
 
 
@@ -314,7 +319,7 @@ def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value
                   name=None):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * p + pattern value, 0), else on_false_value."""
     _issue(_pool.AffineSelect(dst=dst, on_true_tile=on_true_tile, on_false_value=on_false_value,
-                              pattern=tuple(tuple(p) for p in pattern), offset=offset,
+                              pattern=_pattern(pattern), offset=offset,
                               channel_multiplier=channel_multiplier, cmp_op=cmp_op, name=name), "nisa.affine_select")
 
 
@@ -355,7 +360,7 @@ def core_barrier(data, cores, engine=engine.gpsimd, name=None):
     """No core of `cores` (ranks of an LNC=2 launch) goes on before all of them arrived (NeuronCore-v3+);
     `data` is the shared HBM tensor the barrier guards."""
     api = "nisa.core_barrier"
-    ranks = (cores,) if isinstance(cores, int) else tuple(cores)
+    ranks = (cores,) if isinstance(cores, int) else tuple(cores) if isinstance(cores, (tuple, list)) else cores
     _lnc.CoreBarrier(data=data, cores=ranks, engine=engine, name=name).issue_on(current(api), api)
 
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from opennki.errors import DtypeError, ShapeError, UnsupportedError
+from opennki.errors import DtypeError, KernelError, ShapeError, UnsupportedError
 from opennki.instructions.dma import DmaCopy
 from opennki._src import composites, core, debug, movement, rng
 from opennki._src.blocks import declared as _declared
@@ -25,6 +25,7 @@ from opennki._src.grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks
                                 blocks, empty_like_grid, tiles)
 from opennki._src.tensor import NkiTensor  # noqa: F401
 from opennki._src.tokens import NlOp
+from opennki.machine import arguments as _args
 from opennki.machine.index import ds  # noqa: F401
 from opennki.machine.memory import MemoryRegion
 
@@ -112,13 +113,7 @@ def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
 
 
 def _filled(shape, dtype, value, buffer, name, api):
-    from opennki.instructions.vector import Memset
-    t = _declared(core.alloc(shape, dtype, _region(buffer), name or None))
-    if t.is_on_chip:
-        core.current(api).issue(Memset(dst=t, value=value), api)
-    else:
-        core.store(t, value, api=api)
-    return t
+    return core.fill(_declared(core.alloc(shape, dtype, _region(buffer), name or None)), value, api)
 
 
 def zeros(shape, dtype, buffer=sbuf, name=""):
@@ -134,6 +129,7 @@ def full(shape, fill_value, dtype, buffer=sbuf, name=""):
 
 
 def zeros_like(x, dtype=None, buffer=None, name=""):
+    core.require_tensor(x, "x", "nl.zeros_like")
     return zeros(x.shape, dtype if dtype is not None else x.dtype, buffer if buffer is not None else sbuf, name)
 
 
@@ -142,6 +138,7 @@ def empty_like(x, dtype=None, buffer=None, name=""):
     grid (NKI 0.7) gives new storage with its geometry."""
     if isinstance(x, NkiGrid):
         return empty_like_grid(x, dtype, buffer, name)
+    core.require_tensor(x, "x", "nl.empty_like")
     return ndarray(x.shape, dtype if dtype is not None else x.dtype, buffer if buffer is not None else x.buffer,
                    name)
 
@@ -151,7 +148,11 @@ def shared_constant(constant):
     form, spec/language.md §5.1); created once per launch and seen by every core."""
     from opennki._src import movement
     if isinstance(constant, (str, os.PathLike)):
-        constant = np.load(constant)
+        try:
+            constant = np.load(constant)
+        except (OSError, ValueError) as e:
+            raise KernelError(f"nl.shared_constant cannot read the .npy file {str(constant)!r}: {e}",
+                              expected="a NumPy array or the path of a .npy file", got=repr(constant)) from None
     return movement.shared_constant(constant, api="nl.shared_constant")
 
 
@@ -331,9 +332,10 @@ def broadcast_to(x, shape, dtype=None):
 def expand_dims(x, axis):
     """A view of x with new size-1 dims at `axis` (an int or a list; positions in the result, negative ones
     from its end); on-chip tensors keep the partition dim first."""
-    axes = [axis] if isinstance(axis, (int, np.integer)) else list(axis)
+    core.require_tensor(x, "x", "nl.expand_dims")
+    axes = [_args.as_int(a, "expand_dims axis") for a in (axis if isinstance(axis, (tuple, list)) else [axis])]
     rank = x.ndim + len(axes)
-    return x.expand_dims([int(a) + rank if int(a) < 0 else int(a) for a in axes])
+    return x.expand_dims([a + rank if a < 0 else a for a in axes])
 
 
 def device_print(print_prefix, tensor):
@@ -355,5 +357,5 @@ def program_id(axis=0):
 
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "core", "NlOp", "os", "np", "Any",
                                                                    "DmaCopy", "composites", "debug", "movement",
-                                                                   "rng", "DtypeError", "ShapeError",
+                                                                   "rng", "DtypeError", "KernelError", "ShapeError",
                                                                    "UnsupportedError", "empty_like_grid")]

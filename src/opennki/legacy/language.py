@@ -14,7 +14,7 @@ import numpy as np
 
 from opennki._src import collectives, composites, core, debug, movement, rng
 from opennki._src.blocks import create, par_dim
-from opennki._src.constants import tile_size
+from opennki._src.constants import fp32, tile_size  # noqa: F401
 from opennki._src.control import LoopRange, loop_reduce, num_programs, program_id, program_ndim
 from opennki._src.spmd import nc, spmd_dim
 from opennki._src.tokens import NlOp
@@ -89,11 +89,13 @@ def full(shape, fill_value, dtype, *, buffer=None, name="", **kwargs):
 
 def zeros_like(a, dtype=None, *, buffer=None, name="", **kwargs):
     """zeros of `a`'s shape; dtype defaults to a's, buffer to SBUF."""
+    core.require_tensor(a, "a", "nl.zeros_like")
     return zeros(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer, name=name)
 
 
 def empty_like(a, dtype=None, *, buffer=None, name="", **kwargs):
     """An uninitialised tensor of `a`'s shape; dtype defaults to a's, buffer to SBUF (legacy rule)."""
+    core.require_tensor(a, "a", "nl.empty_like")
     return ndarray(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer, name=name)
 
 
@@ -361,12 +363,6 @@ def static_cast(input_data, dtype):
     out = _dt.to_public(_dt.convert(arr.astype(np.float32) if arr.dtype.kind != "f" or arr.dtype.itemsize > 4
                                     else arr, dt), dt)
     return out if arr.ndim else out[()]
-
-
-class fp32:
-    """`nl.fp32.min`: the most negative finite fp32 (bit pattern 0xff7fffff)."""
-
-    min = float(np.array([0xFF7FFFFF], np.uint32).view(np.float32)[0])
 
 
 class bfp16:

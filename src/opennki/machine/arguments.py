@@ -27,6 +27,8 @@ def is_int(x) -> bool:
 
 def as_int(x, role: str, *, minimum: int | None = None) -> int:
     """`x` as an int (anything with `__index__` but a bool), at least `minimum` if given."""
+    if type(x) is int and (minimum is None or x >= minimum):
+        return x                                  # the usual case, without the generic path
     try:
         if isinstance(x, (bool, np.bool_)):
             raise TypeError
@@ -40,6 +42,8 @@ def as_int(x, role: str, *, minimum: int | None = None) -> int:
 
 def as_shape(shape, role: str = "shape", *, wildcard: bool = False) -> tuple[int, ...]:
     """A shape: an int or a flat tuple/list of positive ints (`-1` once, if `wildcard`, as in reshape)."""
+    if type(shape) is tuple and all(type(s) is int and s > 0 for s in shape) and shape:
+        return shape                              # the usual case, without the generic path
     if is_int(shape):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)) or not shape or not all(is_int(s) for s in shape):
@@ -50,6 +54,13 @@ def as_shape(shape, role: str = "shape", *, wildcard: bool = False) -> tuple[int
         rule = "positive sizes (at most one -1)" if wildcard else "positive sizes"
         raise ShapeError(f"{role} must have {rule}", expected=rule, got=dims)
     return dims
+
+
+def as_ints(values, role: str) -> tuple[int, ...]:
+    """A flat tuple/list of integers (a shuffle mask, a list of core ranks)."""
+    if not isinstance(values, (tuple, list)):
+        raise ShapeError(f"{role} must be a list of integers", expected="e.g. [0, 1, 2]", got=_describe(values))
+    return tuple(as_int(v, role) for v in values)
 
 
 def as_dim(dim, ndim: int, role: str = "dim") -> int:
@@ -73,9 +84,10 @@ def as_axes(axis, ndim: int, role: str = "axis") -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
-def as_pattern(pattern, role: str = "pattern") -> list[tuple[int, int]]:
-    """An access pattern: a non-empty list of [step, count] pairs of integers, counts positive."""
-    ok = isinstance(pattern, (tuple, list)) and pattern and all(
+def as_pattern(pattern, role: str = "pattern", *, allow_empty: bool = False) -> list[tuple[int, int]]:
+    """An access pattern: a list of [step, count] pairs of integers (non-empty unless `allow_empty`), counts
+    positive."""
+    ok = isinstance(pattern, (tuple, list)) and (pattern or allow_empty) and all(
         isinstance(p, (tuple, list)) and len(p) == 2 and is_int(p[0]) and is_int(p[1]) for p in pattern)
     if not ok:
         raise ShapeError(f"{role} must be a list of [step, count] pairs of integers",

@@ -19,6 +19,7 @@ import operator
 import numpy as np
 
 from opennki.errors import KernelError, ShapeError
+from opennki.machine.arguments import as_int
 
 
 def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
@@ -370,8 +371,14 @@ mgrid = _MGrid()
 
 
 def ds(start, size) -> slice:
-    """`nl.ds(start, size)`: the slice start:start+size."""
-    return slice(start, start + size)
+    """`nl.ds(start, size)`: the slice start:start+size; `size` a positive int, `start` an int or a run-time
+    index (anything `start + size` is defined for; the subscript checks it)."""
+    size = as_int(size, "nl.ds size", minimum=1)
+    try:
+        stop = start + size
+    except TypeError:
+        raise ShapeError("nl.ds start must be an integer or a run-time index", got=type(start).__name__) from None
+    return slice(start, stop)
 
 
 def mask_array(mask, shape: tuple[int, ...]) -> np.ndarray | None:
