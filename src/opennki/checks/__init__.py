@@ -24,7 +24,7 @@ def checking():
             yield found
     finally:
         for fn, (generation, options) in list(found.kernels.items()):
-            found.extend(lint(fn, generation or "legacy", options))
+            found.extend(lint(fn, generation, options))
         found[:] = unique(found)
 
 

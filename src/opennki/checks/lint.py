@@ -34,7 +34,7 @@ import types
 
 from opennki.errors import SourceLocation
 from opennki.listeners.findings import Finding, FindingKind
-from opennki.releases import level_of, release, uses_custom_frontend
+from opennki.releases import Generation, level_of, release, uses_custom_frontend
 
 TENSOR, INDEX, DECLARED = "tensor", "index", "declared"    # DECLARED: a new-generation nl.ndarray & co.
 
@@ -90,10 +90,12 @@ _FIX = {
 }
 
 
-def lint(kernel, generation: str = "legacy", options=None) -> list[Finding]:
+def lint(kernel, generation="legacy", options=None) -> list[Finding]:
     """The lint findings of `kernel` (a function, or a jit kernel with `.func` / `.spec.func`) for its
-    generation ("legacy" / "new") at the release `options` selects (module docstring). A function whose
+    generation (a `Generation`, or "legacy" / "new"; None: legacy) at the release `options` selects (module docstring). A function whose
     source is not available gives no findings."""
+    if isinstance(generation, Generation) or generation is None:
+        generation = "new" if generation is Generation.NEW else "legacy"
     fn = _function(kernel)
     try:
         lines, start = inspect.getsourcelines(fn)
@@ -138,8 +140,9 @@ class _Linter:
         self.kinds: dict[str, str | None] = {}
         self.loop_vars: set[str] = set()
         self.findings: list[Finding] = []
-        level = level_of(options, "new")
-        self.restricted = generation == "new" and (level < release("0.7") or uses_custom_frontend(options))
+        level = level_of(options, Generation.NEW)
+        self.restricted = generation == "new" and (level < release("0.7", Generation.NEW)
+                                                   or uses_custom_frontend(options))
 
     # -- results --------------------------------------------------------------------------------------------
     def report(self, rule: str, node, message: str) -> None:
