@@ -218,11 +218,12 @@ def check_signature(func, options=None) -> None:
 
 def check_arguments(func_name: str, named: dict, options=None) -> None:
     """New-generation argument rules: lists are not kernel arguments (tuples are; NKI 0.2 took lists:
-    `LIST_ARGUMENTS`)."""
+    `LIST_ARGUMENTS`). `options` is a callable giving the SimOptions, asked only when a list is there (a call
+    traced by torch.compile must not build them)."""
     for name, value in named.items():
         if isinstance(value, list):
             try:
-                LIST_ARGUMENTS.apply(options)
+                LIST_ARGUMENTS.apply(options() if options is not None else None)
             except ReleaseError:
                 raise KernelError(f"lists are not accepted as kernel arguments (argument {name!r} of {func_name}); "
                                   "pass a tuple", got=type(value).__name__, hint=f"call with tuple({name})") from None
@@ -342,7 +343,7 @@ class TraceKernel:
             return self.inline(args, kwargs)
         try:
             if self.spec.generation is Generation.NEW:
-                check_arguments(self.spec.name, arguments.bind(self.spec.func, args, kwargs), self.options())
+                check_arguments(self.spec.name, arguments.bind(self.spec.func, args, kwargs), self.options)
             result = self.call(args, kwargs)
         except OpenNKIError as e:
             raise public_error(e) from None
