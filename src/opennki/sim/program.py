@@ -30,7 +30,7 @@ import numpy as np
 
 from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
-                            TensorAllocated, TensorFreed)
+                            TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
@@ -109,7 +109,7 @@ class LaunchState:
         self.args: tuple = ((), {})     # the bound (args, kwargs) the body receives (HBM tensors for arrays)
         self.cores_of = None            # program ids -> physical core (nl.nc grids), or None
         self.before_program = None      # callback (ids) -> None run before each program
-        self.generation = generation    # "legacy" / "new" / None: selects generation-specific language rules
+        self.generation = generation    # a Generation, or None: selects generation-specific language rules
         self.pending_programs: list = []  # grid points not started yet, in launch order
         self.cooperation = None         # sim.cooperative.Cooperation once programs run as threads (all_reduce)
         self.shared_state: dict = {}    # language-layer state of all programs (all_reduce, shared constants)
@@ -476,8 +476,8 @@ class Program:
         mask = None
         if instr.mask is not None and instr.output is not None:
             mask = Machine.effective_mask(instr.output, instr.mask)
-        return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
-                                   operands, instr.params(), mask, location, instr.name)
+        return _new_instruction_event(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
+                                      operands, instr.params(), mask, location, instr.name)
 
 
 def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:
@@ -601,18 +601,22 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
     return f"{region}_{shape}"
 
 
+_new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
+_new_instruction_event = positional_maker(InstructionExecuted)
+
+
 def region_of(view: TensorView) -> Region:
     st = view.storage
     p0, pc, b0, b1 = view.extent()
     address = st.placement.address
     if view.is_on_chip:
-        return Region(st.kind, st.id, st.placement.partition + max(p0, 0), pc, address + b0, address + b1)
-    return Region(st.kind, st.id, 0, 1, address + b0, address + b1)
+        return _new_region(st.kind, st.id, st.placement.partition + max(p0, 0), pc, address + b0, address + b1)
+    return _new_region(st.kind, st.id, 0, 1, address + b0, address + b1)
 
 
 def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None) -> Operand:
     st = view.storage
     direct = not view.dynamic
-    return Operand(role, access, region_of(view), view.shape, st.dtype.name, st.dtype.itemsize, view.partitions,
-                   view.free_size, view.strides if direct else None, view.offset if direct else None,
-                   st.name, st.shape, offsets)
+    return _new_operand(role, access, region_of(view), view.shape, st.dtype.name, st.dtype.itemsize,
+                        view.partitions, view.free_size, view.strides if direct else None,
+                        view.offset if direct else None, st.name, st.shape, offsets)
