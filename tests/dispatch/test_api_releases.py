@@ -14,6 +14,7 @@ from opennki.errors import KernelError
 from opennki.releases import (LATEST, LEGACY_RELEASES, NEW_RELEASES, ReleaseError, accepts_every_release, level_of,
                               release)
 from opennki.sim import SimOptions
+from tests.raises import raises_at
 
 
 @pytest.fixture
@@ -74,13 +75,13 @@ def test_releases_are_ordered_and_named():
     assert level_of(SimOptions(api_version=None, compiler_frontend="custom")) == release("0.6")
     assert accepts_every_release(SimOptions(api_version=None, hardware_strict=False))
     assert not accepts_every_release(SimOptions(api_version=None, hardware_strict=True))
-    with pytest.raises(KernelError, match="not a public release") as exc:
+    with raises_at(KernelError, match="not a public release") as exc:
         release("0.9")
     assert exc.value.expected == ["0.2", "0.3", "0.4", "0.5", "0.6", "0.7"]
 
 
 def test_an_unknown_api_version_is_an_error_at_the_call(x):
-    with pytest.raises(KernelError, match="'1.5' is not a public release of the new generation"):
+    with raises_at(KernelError, match="'1.5' is not a public release of the new generation"):
         nki.jit(doubled_into_hbm, api_version="1.5")(x)
 
 

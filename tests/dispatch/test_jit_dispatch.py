@@ -19,6 +19,7 @@ from opennki.kernels import TraceKernel, observe_calls
 from opennki.kernels.standalone import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel
 from opennki.listeners import Recorder
 from tests.dispatch import kernels as K
+from tests.raises import raises_at
 
 
 @pytest.fixture
@@ -47,10 +48,10 @@ def test_kernel_is_subscriptable_with_one_or_several_grid_dims(x):
 
 @pytest.mark.parametrize("mode", ["fast", "Simulation", "", None, 3])
 def test_unknown_mode_is_rejected_with_nki_text(mode):
-    with pytest.raises(KernelError) as exc:
+    with raises_at(KernelError) as exc:
         nki.jit(K.scale_rows, mode=mode)
     assert "' passed to nki.jit" in str(exc.value)
-    with pytest.raises(KernelError, match="' passed to nki.jit"):
+    with raises_at(KernelError, match="' passed to nki.jit"):
         compute_mode((), {}, mode)
 
 
@@ -136,7 +137,7 @@ def test_nested_kernel_call_is_inlined(rng):
 def test_nested_kernel_with_grid_is_an_error(rng):
     helper = nki.jit(K.double_helper)[2]
     outer = nki.jit(K.calls_helper)
-    with pytest.raises(KernelError, match="err_nested_kernel_with_spmd_grid"):
+    with raises_at(KernelError, match="err_nested_kernel_with_spmd_grid"):
         outer(rng.standard_normal((128, 64), dtype=np.float32), helper)
 
 
@@ -149,13 +150,13 @@ def test_nc_grid_spreads_programs_over_two_cores(x):
 
 def test_nc_grid_is_refused_on_trn1(x):
     k = nki.jit(K.scale_rows, platform_target="trn1")[nc(2)]
-    with pytest.raises(KernelError, match="err_multi_cores_spmd_not_supported"):
+    with raises_at(KernelError, match="err_multi_cores_spmd_not_supported"):
         k(x, 2.0)
 
 
 def test_outputs_in_sbuf_are_refused_naming_the_allocation(rng):
     k = nki.jit(K.returns_sbuf)
-    with pytest.raises(KernelError, match="kernel outputs must be allocated in HBM") as exc:
+    with raises_at(KernelError, match="kernel outputs must be allocated in HBM") as exc:
         k(rng.standard_normal((128, 64), dtype=np.float32))
     # the error is at the return line, and names the line that created the tensor
     assert exc.value.location.source == "return tile"

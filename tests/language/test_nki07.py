@@ -11,6 +11,7 @@ from opennki.errors import DtypeError, KernelError, UnsupportedError
 from opennki.events import InstructionExecuted
 from opennki.listeners import Recorder
 from opennki.releases import ReleaseError
+from tests.raises import raises_at
 
 INT32_MAX = np.iinfo(np.int32).max
 
@@ -213,7 +214,7 @@ def test_misused_scalars_are_errors_at_the_kernel_line(use, error, match):
 
 def test_the_custom_frontend_rejects_scalars(monkeypatch):
     monkeypatch.setenv("NKI_COMPILER_FRONTEND", "custom")
-    with pytest.raises(KernelError, match="needs the tracer frontend"):
+    with raises_at(KernelError, match="needs the tracer frontend"):
         arithmetic(np.array([[1]], np.int32), np.array([[2]], np.int32))
 
 

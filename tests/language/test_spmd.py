@@ -12,6 +12,7 @@ from opennki.sim.simulator import Simulator
 from opennki._src.tensor import NkiTensor
 from tests.language.coverage import covers
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 
 @covers("program_id", "num_programs", "program_ndim")
@@ -107,7 +108,7 @@ def test_a_program_skipping_the_collective_is_reported(rng):
             t = nl.all_reduce(t, op=np.add, program_axes=[0])
         nl.store(out[i], value=t)
         return out
-    with pytest.raises(KernelError, match="finished|forever"):
+    with raises_at(KernelError, match="finished|forever"):
         run(kernel, x, grid=3)
 
 

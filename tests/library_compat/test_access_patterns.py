@@ -9,6 +9,7 @@ import opennki as nki
 import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import KernelError, OutOfBoundsError
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -41,7 +42,7 @@ def test_scalar_offset_beyond_the_tensor_is_an_error(rng):
     """The pattern spans the flat storage: past the row it goes on into the next one, past the end it is out
     of bounds (checked when the DMA runs, with the run-time value)."""
     src = rng.standard_normal((1, 5)).astype(np.float32)
-    with pytest.raises(OutOfBoundsError, match="Out-of-bound access") as exc:
+    with raises_at(OutOfBoundsError, match="Out-of-bound access") as exc:
         write_at_column(src, np.array([[30]], np.int32), 16)
     assert "nisa.dma_copy(dst=out.ap(" in exc.value.location.source
 
@@ -73,7 +74,7 @@ def test_scalar_offset_must_be_an_integer_tile(rng):
         view = x.ap(pattern=[[8, 1], [1, 4]], offset=0, scalar_offset=off, indirect_dim=1)
         return view
 
-    with pytest.raises(KernelError, match="scalar_offset must be an on-chip integer tile") as exc:
+    with raises_at(KernelError, match="scalar_offset must be an on-chip integer tile") as exc:
         nki.simulate(kernel)(rng.standard_normal((2, 8)).astype(np.float32))
     assert "x.ap(" in exc.value.location.source
 

@@ -9,6 +9,7 @@ import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import OutOfBoundsError
 from tests.isa.helpers import rand, run
+from tests.raises import raises_at
 
 
 def _quarters(x):
@@ -65,7 +66,7 @@ def test_dynamic_offsets_gather_rows(rng):
 def test_a_vector_offset_past_the_end_is_reported_at_the_kernel_line(rng):
     table = rand(rng, 50, 8)
     rows = np.array([[3], [50]], np.int32)
-    with pytest.raises(OutOfBoundsError) as exc:
+    with raises_at(OutOfBoundsError) as exc:
         run(_gather, table, rows, np.array([[0]], np.int32))
     assert "vector_offset=idx" in exc.value.location.source
 
@@ -87,6 +88,6 @@ def _tail_columns(x, start):
 def test_an_out_of_range_pattern_is_an_error_only_when_used(rng):
     x = rand(rng, 32, 64)
     np.testing.assert_array_equal(run(_tail_columns, x, 60), x)
-    with pytest.raises(OutOfBoundsError) as exc:
+    with raises_at(OutOfBoundsError) as exc:
         run(_tail_columns, x, 100)
     assert "nisa.tensor_scalar(" in exc.value.location.source

@@ -10,6 +10,7 @@ import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import DtypeError, KernelError, ShapeError
 from tests.isa.helpers import rand
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -96,7 +97,7 @@ def test_a_core_waiting_for_a_partner_that_never_sends_is_an_error(rng):
         nisa.dma_copy(dst=out, src=t)
         return out
 
-    with pytest.raises(KernelError, match="wait for each other forever"):
+    with raises_at(KernelError, match="wait for each other forever"):
         lonely[2](rand(rng, 32, 8))
 
 

@@ -10,6 +10,7 @@ import opennki.collectives as ncc
 import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import KernelError, ShapeError, UnsupportedError
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -58,5 +59,5 @@ def test_collective_errors_name_the_kernel_line(out_shape, op_name, groups, erro
 
 
 def test_replica_groups_do_not_overlap():
-    with pytest.raises(KernelError, match="non-overlapping"):
+    with raises_at(KernelError, match="non-overlapping"):
         ncc.ReplicaGroup([[0, 1], [1]])
