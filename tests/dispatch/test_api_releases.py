@@ -97,7 +97,7 @@ def test_platform_target_is_silent_under_0_2_and_an_error_from_0_3():
         warnings.simplefilter("error")
         assert nki.jit(doubled_into_hbm, platform_target="trn2", api_version="0.2").spec.target == "trn2"
     for strict in ({"api_version": "0.3"}, {"api_version": "0.7"}, {"hardware_strict": True}):
-        with pytest.raises(ReleaseError, match=r"platform_target=\.\.\.\) is not accepted by NKI 0\.\d .*removed "
+        with raises_at(ReleaseError, match=r"platform_target=\.\.\.\) is not accepted by NKI 0\.\d .*removed "
                            r"in NKI 0\.3") as exc:
             nki.jit(doubled_into_hbm, platform_target="trn2", **strict)
         assert "NEURON_PLATFORM_TARGET_OVERRIDE" in exc.value.hint
@@ -125,7 +125,7 @@ def test_hbm_outputs_run_with_a_warning_by_default(x):
 
 @pytest.mark.parametrize("level", ["0.3", "0.6", "0.7"])
 def test_hbm_outputs_are_the_0_3_error_at_the_allocation_line(x, level):
-    with pytest.raises(ReleaseError, match=r"a kernel output in nl\.hbm is not accepted") as exc:
+    with raises_at(ReleaseError, match=r"a kernel output in nl\.hbm is not accepted") as exc:
         nki.jit(doubled_into_hbm, api_version=level)(x)
     assert exc.value.code == "err_unsupported_memory"
     assert exc.value.location.source == "out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)"
@@ -144,7 +144,7 @@ def test_dynamic_loops_run_by_default_with_a_warning_naming_0_7(kernel):
                                          (count_with_while_reg, "while reg:")])
 @pytest.mark.parametrize("strict", [{"api_version": "0.7"}, {"hardware_strict": True}])
 def test_dynamic_loops_are_the_0_7_error_at_the_loop_line(kernel, line, strict):
-    with pytest.raises(ReleaseError, match=r"is not accepted by NKI 0\.7 .*\(removed in NKI 0\.7") as exc:
+    with raises_at(ReleaseError, match=r"is not accepted by NKI 0\.7 .*\(removed in NKI 0\.7") as exc:
         nki.jit(kernel, **strict)(np.zeros((1, 1), np.float32), np.array([[3]], np.int32))
     assert exc.value.location.source == line
     assert "_loop(" in exc.value.hint

@@ -82,15 +82,15 @@ def test_alloc_with_a_placement_function(rng):
     assert ((0,), 32, 64) in calls and ((1,), 32, 64) in calls
 
 
-@pytest.mark.parametrize("buffer", [
-    ncc.sbuf.alloc(lambda idx, p, f: (16, 0)),          # 128 partitions must start at partition 0
-    ncc.sbuf.mod_alloc(base_addr=3),                    # not aligned
-    ncc.sbuf.mod_alloc(base_addr=10 ** 7),              # beyond the partition
-    ncc.psum.mod_alloc(base_bank=8),                    # no ninth bank
-    ncc.psum.alloc(lambda idx, p, f: (0, 0, 64)),       # PSUM tiles start at byte 0 of their bank
+@pytest.mark.parametrize("buffer,match", [
+    (ncc.sbuf.alloc(lambda idx, p, f: (16, 0)), "must start at partition 0"),
+    (ncc.sbuf.mod_alloc(base_addr=3), "address 3 .* must be aligned to 4 bytes"),
+    (ncc.sbuf.mod_alloc(base_addr=10 ** 7), "end within the 245760 usable bytes"),
+    (ncc.psum.mod_alloc(base_bank=8), "PSUM bank 8 does not exist"),
+    (ncc.psum.alloc(lambda idx, p, f: (0, 0, 64)), "PSUM tiles start at partition 0 and byte 0 of their bank"),
 ])
-def test_illegal_placements_are_rejected(buffer):
-    with raises_at(AllocationError):
+def test_illegal_placements_are_rejected(buffer, match):
+    with raises_at(AllocationError, match=match, line="nl.ndarray((128, 16)"):
         run(lambda: nl.ndarray((128, 16), dtype=nl.float32, buffer=buffer))
 
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import opennki.legacy.language as nl
-from opennki.errors import KernelError
+from opennki.errors import KernelError, MemoryKindError
 from opennki.events import InstructionExecuted, ProgramStarted
 from opennki.listeners import Recorder
 from opennki.sim.simulator import Simulator
@@ -123,7 +123,7 @@ def test_an_error_in_an_adopted_program_reaches_the_caller(rng):
             nl.exp(x)                               # an HBM operand: err_unsupported_memory
         nl.store(out[i], value=t)
         return out
-    with pytest.raises(Exception, match="err_unsupported_memory"):
+    with raises_at(MemoryKindError, match="err_unsupported_memory", line="nl.exp(x)"):
         run(kernel, x, grid=3)
 
 

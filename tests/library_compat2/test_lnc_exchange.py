@@ -81,7 +81,7 @@ def _exchange(shape_dst=(32, 8), dtype_dst=nl.float32, rank_to=None):
     (_exchange(rank_to=2), 2, KernelError, "core rank"),
 ], ids=["outside_lnc2", "shapes", "dtypes", "rank"])
 def test_sendrecv_rejects(rng, kernel, lnc, error, match):
-    with pytest.raises(error, match=match) as exc:
+    with raises_at(error, match=match) as exc:
         nki.jit(kernel)[lnc](rand(rng, 32, 8))
     assert exc.value.location.filename == __file__ and "nisa.sendrecv(" in exc.value.location.source
 

@@ -129,5 +129,5 @@ def test_other_ranks_and_older_releases():
     with raises_at(nki.OpenNKIError, match="needs 2 devices"):
         pairing_kernel(lambda x, o, m: ncc.all_to_all_v_prepare([x], [o], ncc.ReplicaGroup([[0, 1]]), m))(
             x, np.array([[1, 1], [0, 0]], np.uint32))
-    with pytest.raises(ReleaseError, match="all_to_all_v_prepare does not exist in NKI 0.6"):
+    with raises_at(ReleaseError, match="all_to_all_v_prepare does not exist in NKI 0.6"):
         nki.jit(split_exchange.func, api_version="0.6")(x, np.array([[1], [0]], np.uint32), "all_to_all_v", False)

@@ -177,7 +177,7 @@ def too_wide(value: int):
     (too_wide, (1.5,), DtypeError, "nisa.register_alloc(value)", "integer immediate"),
 ])
 def test_register_errors_name_the_kernel_line(kernel, args, error, source, message):
-    with pytest.raises(error, match=message) as exc:
+    with raises_at(error, match=message) as exc:
         kernel(*args)
     assert source in exc.value.location.source
 
