@@ -31,7 +31,7 @@ import functools
 
 from opennki.bridges import bridge
 from opennki.environment import VARIABLES, setting
-from opennki.errors import KernelError, OpenNKIError, hide_internal_frames
+from opennki.errors import KernelError, OpenNKIError, public_error
 from opennki.kernels.base import Generation, LaunchSpec, TraceKernel, check_signature, in_running_kernel
 from opennki.kernels.frameworks import Framework, call_framework
 from opennki.bridges.framework import JAXKernel, PyTorchKernel, PyTorchXLAKernel
@@ -144,7 +144,7 @@ class GenericKernel:
             kernel = self.resolve(compute_mode(args, kwargs, self.mode, self.spec.name))
             result = kernel(*args, **kwargs)
         except OpenNKIError as e:
-            raise hide_internal_frames(e) from None
+            raise public_error(e) from None
         bench = getattr(kernel, "benchmark_result", None)
         if bench is not None:
             node = self

@@ -93,20 +93,42 @@ class OpenNKIError(Exception):
         return "\n".join(parts)
 
 
-class ShapeError(OpenNKIError, ValueError):
+# The built-in bases are the exception types NKI documents for these faults, so tests written against NKI
+# hold on opennki: the legacy docs name ValueError / TypeError, and the new generation's simulator checks
+# hardware constraints with `assert` (spec/language.md §8.10), hence AssertionError too.
+
+class ShapeError(OpenNKIError, ValueError, AssertionError):
     """A shape, rank, partition-count or tile-size rule was broken."""
 
 
-class DtypeError(OpenNKIError, TypeError):
+class DtypeError(OpenNKIError, TypeError, AssertionError):
     """An operand has a data type the instruction does not accept."""
 
 
-class MemoryKindError(OpenNKIError, ValueError):
+class MemoryKindError(OpenNKIError, ValueError, AssertionError):
     """An operand lives in a memory (HBM / SBUF / PSUM) the instruction cannot access."""
 
 
 class OutOfBoundsError(OpenNKIError, IndexError):
     """An access reaches outside its tensor (and is not masked off)."""
+
+
+class IndirectIndexError(OutOfBoundsError):
+    """A run-time (indirect) index reaches outside its tensor when the instruction runs.
+
+    NKI's simulator raises this fault as a plain `IndexError` with NumPy's text for the first element out of
+    range, by its flat position in the tensor ("index 66048 is out of bounds for axis 0 with size 65536"), and
+    the SDK's own tests check exactly that type and text. So the front doors give it to the caller in that
+    form (`public_error`); inside opennki (listeners, `Simulator.launch`) it is this class.
+    """
+
+    def __init__(self, rule: str, *, flat_index: int, size: int, **kwargs):
+        kwargs.setdefault("location", user_location(2))
+        super().__init__(rule, **kwargs)
+        self.flat_index, self.size = flat_index, size
+
+    def builtin(self) -> BaseException:
+        return IndexError(f"index {self.flat_index} is out of bounds for axis 0 with size {self.size}")
 
 
 class UninitializedReadError(OpenNKIError):
@@ -138,6 +160,26 @@ def expect(condition: bool, rule: str, *, expected=None, got=None, code: str | N
     """Raise `error(rule, ...)` unless `condition` holds. Instruction checks use this for every rule."""
     if not condition:
         raise error(rule, expected=expected, got=got, code=code, hint=hint)
+
+
+def public_error(exc: OpenNKIError) -> BaseException:
+    """The form of `exc` a kernel's caller gets from a front door, with opennki's frames hidden.
+
+    An opennki error is also the built-in exception NKI documents for its fault (ShapeError is a ValueError,
+    DtypeError a TypeError, OutOfBoundsError an IndexError...), so `except IndexError` and
+    `assertRaises(IndexError)` hold. A fault NKI raises as exactly a built-in (`builtin()`: run-time
+    out-of-range indices) comes out as that type, and `type(e) is IndexError` holds too; it keeps opennki's
+    fields (`rule`, `code`, `instruction`, `location`, `hint`...), its full text as a note (shown under the
+    message in the traceback) and the opennki error itself as `opennki_error`.
+    """
+    builtin = getattr(exc, "builtin", None)
+    if builtin is None:
+        return hide_internal_frames(exc)
+    plain = builtin()
+    plain.__dict__.update({k: v for k, v in vars(exc).items() if not k.startswith("_")})
+    plain.opennki_error = exc
+    plain.__notes__ = [str(exc)]
+    return plain.with_traceback(hide_internal_frames(exc).__traceback__)
 
 
 def hide_internal_frames(exc: BaseException) -> BaseException:

@@ -72,13 +72,14 @@ def test_builtin_custom_op_is_documented_unsupported():
         run(kernel)
 
 
-# new generation: spec/isa.md signatures (NKI 0.6); unknown keyword arguments are errors
+# new generation: spec/isa.md signatures (NKI 0.6), with NKI 0.7's changes (tests/compat/test_nki07_surface.py);
+# unknown keyword arguments are errors
 NEW_SIGNATURES = {
-    "activation": "dst op data bias scale reduce_op reduce_res reduce_cmd name",
+    "activation": "dst op data bias scale reduce_op reduce_res reduce_cmd engine name",
     "activation_reduce": "dst op data reduce_op reduce_res bias scale name",
     "tensor_tensor": "dst data1 data2 op engine name",
     "tensor_scalar": "dst data op0 operand0 reverse0 op1 operand1 reverse1 engine name",
-    "scalar_tensor_tensor": "dst data op0 operand0 op1 operand1 reverse0 reverse1 name",
+    "scalar_tensor_tensor": "dst data op0 operand0 op1 operand1 reverse0 reverse1 reduce_cmd reduce_op reduce_res name",
     "tensor_reduce": "dst op data axis negate keepdims name",
     "tensor_partition_reduce": "dst op data name",
     "tensor_tensor_scan": "dst data0 data1 initial op0 op1 reverse0 reverse1 name",
@@ -106,7 +107,8 @@ NEW_SIGNATURES = {
                  "tile_position tile_size perf_mode name",
     "nc_transpose": "dst data engine name",
     "dma_transpose": "dst src axes priority dge_mode oob_mode name",
-    "activate2": "dst op data imm0 imm1 op0 op1 relu_param reverse0 reverse1 reduce_op reduce_res reduce_cmd name",
+    "activate2": "dst op data imm0 imm1 op0 op1 relu_param reverse0 reverse1 reduce_op reduce_res reduce_cmd engine "
+                 "name",
     "exponential": "dst src max_value reduce_res reduce_cmd reduce_init name",
     "nonzero_with_count": "dst src index_offset padding_val name",
     "nc_matmul_mx": "dst stationary moving stationary_scale moving_scale tile_position tile_size accumulate name",

@@ -9,7 +9,7 @@ import opennki.isa as nisa2
 import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
-from opennki.errors import DtypeError, KernelError, MemoryKindError, OutOfBoundsError, ShapeError
+from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError
 from tests.isa.helpers import rand, rejects, run
 
 
@@ -167,7 +167,7 @@ REJECTS = [
     ("hwdge_before_v3", _hwdge_v2, "trn1", KernelError, "NeuronCore-v3"),
     ("rmw_op_not_add", _rmw_op, "trn2", KernelError, "must be add"),
     ("rmw_with_skip", _rmw_skip, "trn2", KernelError, "oob_mode=error"),
-    ("indirect_out_of_bounds", _oob_error, "trn2", OutOfBoundsError, "err_tensor_access_out_of_bound"),
+    ("indirect_out_of_bounds", _oob_error, "trn2", IndexError, "out of bounds for axis 0 with size"),
     ("raw_int_enum_new_generation", _bad_enum, "trn2", KernelError, "raw integers"),
 ]
 

@@ -8,7 +8,7 @@ import opennki.isa as nisa2
 import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
-from opennki.errors import KernelError, OutOfBoundsError
+from opennki.errors import KernelError
 from tests.isa.helpers import rand, rejects, run
 
 
@@ -101,7 +101,7 @@ def _dynamic_dst_static(x, idx):
 
 REJECTS = [
     ("src_without_runtime_offset", _static_src, KernelError, "run-time offset"),
-    ("offset_out_of_bounds", _offset_out_of_range, OutOfBoundsError, "err_tensor_access_out_of_bound"),
+    ("offset_out_of_bounds", _offset_out_of_range, IndexError, "out of bounds for axis 0 with size"),
     ("many_offsets_on_a_free_dim", _tile_of_offsets_on_free_dim, KernelError, "err_indirect_indices_free_dim"),
     ("dst_without_runtime_offset", _dynamic_dst_static, KernelError, "run-time offset"),
 ]

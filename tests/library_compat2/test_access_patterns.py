@@ -66,7 +66,7 @@ def test_dynamic_offsets_gather_rows(rng):
 def test_a_vector_offset_past_the_end_is_reported_at_the_kernel_line(rng):
     table = rand(rng, 50, 8)
     rows = np.array([[3], [50]], np.int32)
-    with raises_at(OutOfBoundsError) as exc:
+    with pytest.raises(IndexError, match="out of bounds for axis 0") as exc:     # run-time: NKI's plain form
         run(_gather, table, rows, np.array([[0]], np.int32))
     assert "vector_offset=idx" in exc.value.location.source
 

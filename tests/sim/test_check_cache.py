@@ -107,3 +107,17 @@ def test_cached_and_plain_checks_give_the_same_results(rng, shape, monkeypatch):
     np.testing.assert_array_equal(cached, _chain_reference(a))
     monkeypatch.setattr(TensorScalar, "signature", lambda self: None)
     np.testing.assert_array_equal(run(chain, a), cached)
+
+
+def test_operators_are_keyed_by_name_and_registers_are_not_keyed():
+    from opennki.instructions.registers import VirtualRegister
+    import opennki.language as nl2
+    sb = _root(MemoryRegion.sbuf, (32, 8))
+    by_token = _tt(sb, sb, sb, op=nl2.add).signature()
+    assert by_token is not None and by_token == _tt(sb, sb, sb, op=nl.add).signature()
+    assert by_token != _tt(sb, sb, sb, op=nl2.subtract).signature()
+
+    class Holder:        # a program state for a register
+        registers = {}
+    register = VirtualRegister(Holder())
+    assert TensorScalar(dst=sb, data=sb, op0="add", operand0=register).signature() is None

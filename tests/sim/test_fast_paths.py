@@ -155,3 +155,21 @@ def test_poison_is_made_when_first_needed_and_never_for_a_tile_written_whole(rng
     assert np.isnan(got[8:]).all()                                 # the rest is still poison
     assert untouched.storage._array is None                        # nothing made for a tile never touched
     assert np.isnan(m.read(untouched)).all()
+
+
+def test_events_made_positionally_are_the_records_the_dataclass_makes():
+    from opennki.events import AccessKind, InstructionExecuted, Operand, Region, positional_maker
+    region_args = (MemoryKind.SBUF, 7, 0, 128, 64, 1088)
+    fast, plain = positional_maker(Region)(*region_args), Region(*region_args)
+    assert fast == plain and hash(fast) == hash(plain) and fast.size_bytes == plain.size_bytes
+    operand_args = ("dst", AccessKind.WRITE, plain, (128, 256), "float32", 4, 128, 256, (256, 1), 0, "t",
+                    (128, 256), None)
+    made, init = positional_maker(Operand)(*operand_args), Operand(*operand_args)
+    assert dataclasses.asdict(made) == dataclasses.asdict(init)
+    event_args = (3, (0,), 0, "tensor_copy", None, (made,), {"engine": None}, None, None, None)
+    assert dataclasses.asdict(positional_maker(InstructionExecuted)(*event_args)) == \
+        dataclasses.asdict(InstructionExecuted(*event_args))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.role = "src"
+    with pytest.raises(TypeError, match="13 fields"):
+        positional_maker(Operand)(*operand_args[:-1])

@@ -358,6 +358,8 @@ def store(dst, value, *, mask=None, api: str = "nl.store") -> None:
 
 
 def expect_broadcastable(src_shape, dst_shape, api: str) -> None:
+    if src_shape == dst_shape:
+        return
     try:
         ok = tuple(np.broadcast_shapes(src_shape, dst_shape)) == tuple(dst_shape)
     except ValueError:
@@ -444,10 +446,10 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
     deferred = prog.take_pending(value)
     if deferred is not None:
         changes = _retarget_changes(deferred, dst)
-        if value.shape == dst.shape and _retargetable(prog, deferred, changes) and prog.retarget(deferred,
-                                                                                                 **changes):
+        retargeted = _retargeted(prog, deferred, changes) if value.shape == dst.shape else None
+        if retargeted is not None and prog.retarget(deferred, changes, retargeted):
             return
-        prog.execute(deferred.instr, deferred.location, deferred.api)
+        prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
     copy_into(dst, value, api)
 
 
@@ -457,12 +459,14 @@ def _retarget_changes(deferred, dst) -> dict:
     return {f.name: dst for f in deferred.instr.operand_fields() if getattr(deferred.instr, f.name) is deferred.result}
 
 
-def _retargetable(prog, deferred, changes) -> bool:
+def _retargeted(prog, deferred, changes):
+    """The deferred instruction writing the destination instead, checked; None if that fails its check."""
+    instr = deferred.instr.replace(**changes)
     try:
-        prog.check_instruction(deferred.instr.replace(**changes))
+        prog.check_instruction(instr)
     except OpenNKIError:
-        return False
-    return True
+        return None
+    return instr
 
 
 def copy_into(dst: TensorView, value: TensorView, api: str) -> None:
@@ -492,13 +496,13 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
         if deferred is not None:
             if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
                 changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
-                if not prog.retarget(deferred, **changes):
+                if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates
                     # (adding one PSUM tile into another is no engine's operation)
-                    prog.execute(deferred.instr, deferred.location, deferred.api)
+                    prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
                     prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
                 return
-            prog.execute(deferred.instr, deferred.location, deferred.api)
+            prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
     if is_tensor(value) and value.shape != dst.shape:
         expect_broadcastable(value.shape, dst.shape, api)
     binary(op, dst, value, api=api, out=dst)

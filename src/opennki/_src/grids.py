@@ -217,15 +217,14 @@ def _grid(cls, source, tile_shape, block_shape, api: str):
     return cls(layout, tile_shape, lo, hi, range(len(lo)), block_shape)
 
 
-def tiles(source, tile_shape=None) -> NkiTileGrid:
+def tiles(source, *, tile_shape=None) -> NkiTileGrid:
     """`nl.tiles(source, tile_shape=...)`: `source` (a tensor, or a grid whose tile shape is reused) as a
     grid of tiles."""
     return _grid(NkiTileGrid, source, tile_shape, None, "nl.tiles")
 
 
-def blocks(source, tile_shape=None, block_shape=None) -> NkiBlockGrid:
+def blocks(source, *, tile_shape=None, block_shape) -> NkiBlockGrid:
     """`nl.blocks(source, tile_shape=..., block_shape=...)`: a grid of blocks of `block_shape` tiles."""
-    expect(block_shape is not None, "nl.blocks needs block_shape", error=ShapeError)
     return _grid(NkiBlockGrid, source, tile_shape, block_shape, "nl.blocks")
 
 

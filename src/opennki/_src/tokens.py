@@ -8,6 +8,7 @@ selects the same table entry.
 from __future__ import annotations
 
 from opennki.errors import KernelError
+from opennki.instructions.base import OPERATOR_TYPES
 
 
 class NlOp:
@@ -35,3 +36,6 @@ class NlOp:
 
     def __reduce__(self):
         return (NlOp, (self.nki_name,))
+
+
+OPERATOR_TYPES.add(NlOp)        # its name never changes: instruction signatures key it by name

@@ -19,6 +19,8 @@ memory regions it reads and writes (`AccessTracker`).
   previous transfer's data), then its descriptors on the DMA engines that own its partitions
   (backfilling idle gaps, as engines serve their queues round-robin), capped by the HBM bandwidth the
   launch's cores share.
+* Engines: an instruction the kernel left to the compiler (`engine=unknown`: tensor_copy, tensor_scalar,
+  memset) goes to the eligible engine on which it finishes first (`cost/engines.py`).
 * Programs of an SPMD grid on one core queue up behind each other on the same engines; programs on
   different cores (LNC=2) run in parallel.
 
@@ -27,7 +29,10 @@ The result is a `CostResult`.
 
 from __future__ import annotations
 
+import dataclasses
+
 from opennki.cost.deps import NO_PRODUCER, AccessTracker
+from opennki.cost.engines import candidate_engines
 from opennki.cost.result import CostResult, InstructionRecord, Row
 from opennki.cost.rules import cost_of
 from opennki.cost.rules.common import engine_spec, schedulable_engine
@@ -47,8 +52,9 @@ class _CoreState:
 
     def __init__(self, dma_engines: int, dge_instances: int):
         n = max(e.value for e in Engine) + 1
-        self.free = [0.0] * n                     # by Engine value (cheaper than hashing the enum)
+        self.free = [0.0] * n                     # by Engine value (cheaper than hashing the enum): the PE
         self.last = [NO_PRODUCER] * n
+        self.lines = [Timeline() for _ in range(n)]   # the other engines, with their idle stretches
         self.ls_free = 0.0
         self.mm_last_start = 0.0
         self.mm_last_end = None
@@ -172,6 +178,11 @@ class CostModel:
         else:
             engine, queue = schedulable_engine(cost.dma.trigger), _DMA
         dep = self.deps.dependency(ev.operands, queue, core)
+        if cost.dma is None and engine is not _TENSOR:
+            choices = candidate_engines(ev, self.hw.nc_version)
+            if len(choices) > 1:
+                ev, cost, engine = self._choose_engine(ev, cost, choices, state, dep)
+                queue = engine
         if cost.dma is not None:
             rec = self._place_dma(ev, cost, state, dep, index)
         elif engine is _TENSOR:
@@ -180,6 +191,20 @@ class CostModel:
             rec = self._place_engine(ev, cost, state, dep, index, engine)
         self.deps.record(ev.operands, rec.end, index, queue, core, dep.boxes)
         result.add(rec, ev)
+
+    def _choose_engine(self, ev, cost, choices, state, dep):
+        """(event, cost, engine) on the engine where `ev` finishes first (cost/engines.py)."""
+        best = None
+        for e in choices:
+            ev_e = ev if e is ev.engine else dataclasses.replace(ev, engine=e)
+            cost_e = cost if e is ev.engine else cost_of(ev_e, self.hw)
+            if cost_e is None:
+                continue
+            start = self._slot(engine_spec(self.hw, e), state.lines[e._value_], dep, cost_e.busy_ns, ev_e)[0]
+            finish = start + cost_e.busy_ns
+            if best is None or finish < best[0]:
+                best = (finish, ev_e, cost_e, e)
+        return best[1], best[2], best[3]
 
     def _gate(self, spec, free: float, last: int, dep) -> tuple[float, int, float, str | None]:
         """(start, gating record, stall, stall kind) on an engine free at `free` after record `last`."""
@@ -190,17 +215,31 @@ class CostModel:
             return ready, dep.producer, ready - free, dep.kind
         return free, last, 0.0, None
 
+    def _slot(self, spec, line: Timeline, dep, duration: float, ev) -> tuple[float, int, float, str | None]:
+        """(start, gating record, stall, stall kind) of an instruction on an engine timeline. Like the
+        compiler's list scheduler, an instruction whose inputs are ready early runs in an idle stretch the
+        engine left before instructions placed earlier (which waited for their own inputs), when it fits;
+        an instruction inside `no_reorder` (`ev.ordered`) keeps program order on its engine."""
+        if getattr(ev, "ordered", False) or not line.gaps:
+            return self._gate(spec, line.free, line.last, dep)
+        ready = 0.0 if dep.producer == NO_PRODUCER else dep.ready + spec.ns(spec.dependency_overhead_cycles)
+        start, gap = line.fit(ready, duration)
+        if gap is None:
+            return self._gate(spec, line.free, line.last, dep)
+        if dep.producer != NO_PRODUCER and start == ready:
+            return start, dep.producer, 0.0, None
+        return start, NO_PRODUCER, 0.0, None
+
     def _place_engine(self, ev, cost, state, dep, index, engine) -> InstructionRecord:
         spec = engine_spec(self.hw, engine)
         e = engine._value_
-        start, pred, stall, kind = self._gate(spec, state.free[e], state.last[e], dep)
         duration = cost.busy_ns
         if cost.table is not None and engine is Engine.SCALAR and cost.table != state.act_table:
             duration += self.hw.cost.scalar.table_load_ns
             state.act_table = cost.table
+        start, pred, stall, kind = self._slot(spec, state.lines[e], dep, duration, ev)
+        state.lines[e] = state.lines[e].reserved(start, duration, index)[0]
         end = start + duration
-        state.free[e] = end
-        state.last[e] = index
         return InstructionRecord(index, ev, cost, Row.of(engine), start, end, pred, stall, kind)
 
     def _place_pe(self, ev, cost, state, dep, index) -> InstructionRecord:
@@ -274,9 +313,8 @@ class CostModel:
         t_data = work.size_bytes / n_engines / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
         timelines = state.dma[first:last + 1]
         if timelines.count(timelines[0]) == n_engines:      # the usual case: all share one timeline
-            timeline, start, waited = timelines[0].reserved(data_ready, t_data, index)
+            timeline, start, end, waited = timelines[0].spread(data_ready, t_data, index)
             state.dma[first:last + 1] = [timeline] * n_engines
-            end = start + t_data
             if waited != NO_PRODUCER:
                 pred = waited                        # the DMA engines' previous transfer gated it
         else:
@@ -286,18 +324,18 @@ class CostModel:
                 old = state.dma[e]
                 new = placed.get(id(old))
                 if new is None:
-                    timeline, s, waited = old.reserved(data_ready, t_data, index)
+                    timeline, s, e_end, waited = old.spread(data_ready, t_data, index)
                     new = placed[id(old)] = (timeline, s)
-                    if waited != NO_PRODUCER and (end is None or s + t_data > end):
+                    if waited != NO_PRODUCER and (end is None or e_end > end):
                         pred = waited
                     start = s if start is None else min(start, s)
-                    end = s + t_data if end is None else max(end, s + t_data)
+                    end = e_end if end is None else max(end, e_end)
                 state.dma[e] = new[0]
         hbm = work.hbm_read_bytes + work.hbm_write_bytes
         if hbm:
             occupancy = hbm / (hw.cost.hbm_bandwidth_bytes_per_ns * self.launch_cores)
-            self.hbm, h_start, _ = self.hbm.reserved(start, occupancy, index)
-            end = max(end, h_start + occupancy)
+            self.hbm, _, h_end, _ = self.hbm.spread(start, occupancy, index)
+            end = max(end, h_end)
         rec = InstructionRecord(index, ev, cost, Row.dma(work.queue), start, end, pred, stall, kind)
         rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, Row.of(trigger)
         rec.dma_engine_ns = t_data * n_engines

@@ -1,10 +1,13 @@
 """Cost layer: a resource timeline that can backfill idle gaps. Imports nothing from opennki.
 
 DMA engines serve several queues round-robin, so a transfer that becomes ready early may run in a gap left
-before a transfer that was placed earlier but had to wait (a store behind its compute). A `Timeline` keeps
-the end of its last reservation and the most recent idle gaps before it; `reserve(ready, duration)` takes
-the earliest gap that fits, else appends. Timelines are values shared copy-on-write: `reserved()` returns a
-new timeline, so the 16 DMA engines of a core can share one object while every transfer spans them all.
+before a transfer that was placed earlier but had to wait (a store behind its compute); compute engines run
+what the compiler's scheduler put there, so an instruction whose inputs are ready early can take an idle
+stretch before instructions placed earlier. A `Timeline` keeps the end of its last reservation and the most
+recent idle gaps before it: `reserved(ready, duration)` takes the earliest gap that fits, else appends (an
+instruction); `spread(ready, duration)` fills the gaps it meets and continues at the end (a transfer's
+bytes, interleaved with others'). Timelines are values shared copy-on-write: both return a new timeline, so
+the 16 DMA engines of a core can share one object while every transfer spans them all.
 """
 
 from __future__ import annotations
@@ -28,6 +31,30 @@ class Timeline:
             if g1 - s >= duration:
                 return s, i
         return (self.free if self.free > ready else ready), None
+
+    def spread(self, ready: float, duration: float, record: int) -> tuple["Timeline", float, float, int]:
+        """(new timeline, start, end, record it waited for) after reserving `duration` of work from `ready`
+        on, split over the idle gaps it meets and the end: how a DMA engine serving its queues round-robin
+        interleaves a transfer with others already placed."""
+        left, start, gaps = duration, None, []
+        for i, (g0, g1) in enumerate(self.gaps):
+            s = g0 if g0 > ready else ready
+            if g1 - s <= 1e-9:
+                gaps.append((g0, g1))
+                continue
+            take = min(left, g1 - s)
+            start = s if start is None else start
+            left -= take
+            gaps += [p for p in ((g0, s), (s + take, g1)) if p[1] > p[0]]
+            if left <= 1e-9:
+                gaps += self.gaps[i + 1:]
+                return Timeline(self.free, tuple(gaps[-MAX_GAPS:]), self.last), start, s + take, NO_PRODUCER
+        s = self.free if self.free > ready else ready
+        waited = self.last if self.free > ready and start is None else NO_PRODUCER
+        if s > self.free:
+            gaps.append((self.free, s))
+        start = s if start is None else start
+        return Timeline(s + left, tuple(gaps[-MAX_GAPS:]), record), start, s + left, waited
 
     def reserved(self, ready: float, duration: float, record: int) -> tuple["Timeline", float, int]:
         """(new timeline, start, record it waited for) after reserving `duration` from `ready` on."""

@@ -31,7 +31,7 @@ import numpy as np
 
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
-from opennki.instructions.ops import SIMULATION_ONLY_OPS, op_name
+from opennki.instructions.ops import SIMULATION_ONLY_OPS, ActivationFn, AluOp, op_name
 from opennki.machine.dtypes import SCALAR_TYPES, DataType
 from opennki.machine.index import Predicate, mask_array
 from opennki.machine.machine import Machine
@@ -120,7 +120,8 @@ class Instruction:
     def replace(self, **changes) -> "Instruction":
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
         generated __init__ has already set, so they are taken over as they are instead of running it again
-        (retargeting a deferred result does this for most legacy instructions); the operand cache is dropped."""
+        (retargeting a deferred result does this for most legacy instructions); the operand and signature caches
+        are dropped."""
         if hasattr(self, "__post_init__"):       # a class that derives state on construction: the slow way
             return dataclasses.replace(self, **changes)
         unknown = changes.keys() - self._field_names
@@ -130,14 +131,18 @@ class Instruction:
         state = new.__dict__
         state.update(self.__dict__)
         state.pop("_operands", None)
+        state.pop("_signature", None)
         state.update(changes)
         return new
 
     def signature(self):
         """A hashable key of everything `check` reads (module docstring), or None when the instruction has a
         field the key cannot hold faithfully (run-time indices, a register, an unknown object): then it is
-        checked every time. Built on every issue, so the common field types take one dictionary look-up."""
+        checked every time. Kept on the instruction (instructions are immutable; `replace` drops it); the
+        common field types take one set look-up."""
         fields = self.__dict__
+        if "_signature" in fields:
+            return fields["_signature"]
         key = [type(self), self.mask is None]
         for fname in self._key_fields:
             value = fields[fname]
@@ -147,9 +152,12 @@ class Instruction:
             else:
                 part = _param_key(value)
                 if part is None:
-                    return None
+                    key = None
+                    break
                 key.append(part)
-        return tuple(key)
+        key = tuple(key) if key is not None else None
+        object.__setattr__(self, "_signature", key)
+        return key
 
     def params(self) -> dict:
         """The non-tensor fields as plain values (ops by name, enums by name, scalars as numbers)."""
@@ -202,28 +210,45 @@ def view_signature(view: TensorView):
 
 def _param_key(value):
     """A field that is not a plain value, as a key part: tensors by `view_signature`, enums and operators by
-    name, tuples element by element; None for what cannot be keyed faithfully."""
-    if isinstance(value, TensorView):
-        return view_signature(value)
+    name, tuples element by element; None for what cannot be keyed faithfully. The way to key a value is
+    chosen once per type."""
     kind = type(value)
-    if isinstance(value, enum.Enum):
-        return (kind, value._name_)
-    if isinstance(value, (tuple, list)):
-        parts = []
-        for v in value:
-            part = (type(v), v) if type(v) in _PLAIN_TYPES else _param_key(v)
-            if part is None:
-                return None
-            parts.append(part)
-        return (kind, tuple(parts))
-    if isinstance(value, np.generic):
-        return (kind, value.item())
-    name = getattr(value, "nki_name", None)
-    if isinstance(name, str):
-        return (kind, name)
-    if isinstance(value, (np.ufunc, DataType)):      # never mutated; the key holds them, so ids stay unique
-        return value
-    return None
+    keyer = _KEYERS.get(kind)
+    if keyer is None:
+        keyer = _KEYERS[kind] = _keyer_for(kind)
+    return keyer(value)
+
+
+def _tuple_key(value):
+    parts = []
+    for v in value:
+        part = (type(v), v) if type(v) in _PLAIN_TYPES else _param_key(v)
+        if part is None:
+            return None
+        parts.append(part)
+    return (type(value), tuple(parts))
+
+
+def _keyer_for(kind):
+    if issubclass(kind, TensorView):
+        return view_signature
+    if issubclass(kind, enum.Enum):
+        return lambda v: (kind, v._name_)
+    if issubclass(kind, (tuple, list)):
+        return _tuple_key
+    if issubclass(kind, np.generic):
+        return lambda v: (kind, v.item())
+    if issubclass(kind, (np.ufunc, DataType)):          # never mutated; the key holds them, so ids stay unique
+        return lambda v: v
+    if issubclass(kind, tuple(OPERATOR_TYPES)):
+        return lambda v: (kind, v.nki_name)
+    return lambda v: None
+
+
+_KEYERS: dict = {}
+# Operator objects, immutable and keyed in signatures by their NKI name (not every object with an `nki_name`
+# is: a register's changes value). The language layer adds its operator tokens.
+OPERATOR_TYPES: set[type] = {AluOp, ActivationFn}
 
 
 def plain(value):

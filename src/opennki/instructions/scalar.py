@@ -17,11 +17,33 @@ from opennki.instructions import accumulators as acc
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, require,
                                        check_on_chip, check_same_partitions, column, instruction, is_tensor, operand,
                                        read_operand)
+from opennki.instructions.enums import engine_of
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.ops import activation_fn, alu, evaluate
 from opennki.instructions.vector import check_elementwise
 
 _BIAS_DTYPES = ("float32", "float16", "bfloat16")
+
+
+def activation_engine(instr) -> Engine:
+    """The engine of an activation: the Scalar Engine, or (NKI 0.7, `engine=nisa.engine.gpsimd`) GpSimd."""
+    return Engine.GPSIMD if instr.engine is not None and engine_of(instr.engine) is Engine.GPSIMD else Engine.SCALAR
+
+
+def check_activation_engine(instr, ctx) -> None:
+    """NKI 0.7 (docs: nki.isa.activation / activate2, v2.33): `engine` is scalar, or gpsimd on NeuronCore-v4+,
+    where no accumulator exists (no reduce_op, reduce_res or accumulating reduce_cmd)."""
+    if instr.engine is None:
+        return
+    chosen = engine_of(instr.engine)
+    expect(chosen in (Engine.UNKNOWN, Engine.SCALAR, Engine.GPSIMD), f"{instr.opcode} runs on the Scalar or "
+           "GpSimd Engine", got=chosen.name, error=KernelError)
+    if chosen is Engine.GPSIMD:
+        expect(ctx.hw.nc_version >= 4, f"{instr.opcode} on the GpSimd Engine needs NeuronCore-v4 or newer",
+               got=ctx.hw.name, error=KernelError)
+        expect(instr.reduce_op is None and instr.reduce_res is None and instr.reduce_cmd in (None, cmds.idle),
+               f"{instr.opcode}: the accumulator is only available on the Scalar Engine", got="engine=gpsimd",
+               error=KernelError)
 
 
 @instruction
@@ -51,10 +73,16 @@ class Activation(Instruction):
     reduce_op: object = None
     reduce_res: object = operand(WRITE, optional=True)
     reduce_cmd: object = None
+    engine: object = None
 
     allowed_cmds = (cmds.idle, cmds.reset, cmds.reduce, cmds.reset_reduce)
 
+    @property
+    def executor(self) -> Engine:
+        return activation_engine(self)
+
     def check(self, ctx) -> None:
+        check_activation_engine(self, ctx)
         fn = activation_fn(self.op)
         check_elementwise(ctx, self.dst, {"data": self.data})
         P = self.data.shape[0]
@@ -154,9 +182,15 @@ class Activate2(Instruction):
     reduce_op: object = None
     reduce_res: object = operand(WRITE, optional=True)
     reduce_cmd: object = None
+    engine: object = None
+
+    @property
+    def executor(self) -> Engine:
+        return activation_engine(self)
 
     def check(self, ctx) -> None:
         require(ctx, "activate2", "activate2")
+        check_activation_engine(self, ctx)
         activation_fn(self.op)
         check_elementwise(ctx, self.dst, {"data": self.data})
         P = self.data.shape[0]

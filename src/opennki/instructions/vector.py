@@ -236,46 +236,6 @@ def pair_names(op0, op1):
 
 
 @instruction
-class ScalarTensorTensor(Instruction):
-    """dst = op1(op0(data, operand0), operand1): operand0 a scalar or [P, 1] column, operand1 a tile
-    shaped like data. Arithmetic ops only, fp32 throughout, one rounding on write. `reverse0` / `reverse1`
-    swap the operand order of a stage. data and operand1 cannot both be in PSUM."""
-
-    opcode = "scalar_tensor_tensor"
-    default_engine = Engine.VECTOR
-
-    dst: object = operand(WRITE)
-    data: object = operand(READ)
-    op0: object = None
-    operand0: object = operand(READ, optional=True)
-    op1: object = None
-    operand1: object = operand(READ)
-    reverse0: bool = False
-    reverse1: bool = False
-
-    def check(self, ctx) -> None:
-        check_elementwise(ctx, self.dst, {"data": self.data, "operand1": self.operand1})
-        expect(is_tensor(self.operand1), "operand1 of scalar_tensor_tensor must be a tile",
-               got=type(self.operand1).__name__, error=DtypeError)
-        check_not_both_psum(self.data, self.operand1, "data", "operand1")
-        op0, op1 = alu(self.op0), alu(self.op1)
-        check_arith(op0, "op0")
-        check_arith(op1, "op1")
-        expect(op1.arity == 2, "op1 of scalar_tensor_tensor must be binary", got=op1.name, error=KernelError)
-        if op0.arity == 2:
-            check_column(self.operand0, "operand0", self.data.shape[0])
-        check_v4_ops(ctx, (op0, op1))
-
-    def run(self, m) -> None:
-        P = self.data.shape[0]
-        op0, op1 = alu(self.op0), alu(self.op1)
-        x = read_operand(m, self.data, self.dst, self.mask)
-        u = read_operand(m, self.operand1, self.dst, self.mask)
-        t = apply(op0, x, column(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
-        m.write(self.dst, np.asarray(apply(op1, t, u, self.reverse1)).reshape(self.dst.shape), self.mask)
-
-
-@instruction
 class Reciprocal(Instruction):
     """dst = 1 / data in fp32 on the Vector Engine (more precise than the Scalar Engine's `reciprocal`
     activation, which is only valid on ±[2^-42, 2^42]). 1/0 = inf."""

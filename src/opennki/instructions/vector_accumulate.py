@@ -100,6 +100,70 @@ class TensorTensorScan(Instruction):
 
 
 @instruction
+class ScalarTensorTensor(Instruction):
+    """dst = op1(op0(data, operand0), operand1): operand0 a scalar or [P, 1] column, operand1 a tile
+    shaped like data. Arithmetic ops only, fp32 throughout, one rounding on write. `reverse0` / `reverse1`
+    swap the operand order of a stage. data and operand1 cannot both be in PSUM.
+
+    NKI 0.7 (SDK 2.33 signature: `reduce_cmd`, `reduce_op`, `reduce_res`): with a `reduce_op` the result is also
+    reduced along the free dims into the DVE accumulators as `tensor_scalar_reduce` does (reduce_cmd
+    reset_reduce by default), and `reduce_res` [P, 1] receives them. Without one (`reduce_op=None`) the
+    accumulators are untouched."""
+
+    opcode = "scalar_tensor_tensor"
+    default_engine = Engine.VECTOR
+
+    dst: object = operand(WRITE)
+    data: object = operand(READ)
+    op0: object = None
+    operand0: object = operand(READ, optional=True)
+    op1: object = None
+    operand1: object = operand(READ)
+    reverse0: bool = False
+    reverse1: bool = False
+    reduce_op: object = None
+    reduce_res: object = operand(WRITE, optional=True)
+    reduce_cmd: object = cmds.reset_reduce
+
+    def check(self, ctx) -> None:
+        check_elementwise(ctx, self.dst, {"data": self.data, "operand1": self.operand1})
+        expect(is_tensor(self.operand1), "operand1 of scalar_tensor_tensor must be a tile",
+               got=type(self.operand1).__name__, error=DtypeError)
+        check_not_both_psum(self.data, self.operand1, "data", "operand1")
+        op0, op1 = alu(self.op0), alu(self.op1)
+        check_arith(op0, "op0")
+        check_arith(op1, "op1")
+        expect(op1.arity == 2, "op1 of scalar_tensor_tensor must be binary", got=op1.name, error=KernelError)
+        if op0.arity == 2:
+            check_column(self.operand0, "operand0", self.data.shape[0])
+        check_v4_ops(ctx, (op0, op1))
+        if self.reduce_op is None:
+            expect(self.reduce_res is None, "scalar_tensor_tensor writes reduce_res only with a reduce_op",
+                   got="reduce_res without reduce_op", error=KernelError)
+            return
+        expect(alu(self.reduce_op).name in ("add", "subtract", "multiply", "maximum", "minimum"),
+               "reduce_op must be add, subtract, multiply, maximum or minimum", got=alu(self.reduce_op).name,
+               error=KernelError)
+        acc.check_reduce_cmd(self.reduce_cmd, (cmds.idle, cmds.reset, cmds.reduce, cmds.reset_reduce), self.opcode,
+                             reduce_res=self.reduce_res, idle_reads_undefined=True)
+        check_reduce_res(self.reduce_res, self.data)
+
+    def run(self, m) -> None:
+        P = self.data.shape[0]
+        op0, op1 = alu(self.op0), alu(self.op1)
+        x = read_operand(m, self.data, self.dst, self.mask)
+        u = read_operand(m, self.operand1, self.dst, self.mask)
+        t = apply(op0, x, column(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
+        r = np.asarray(apply(op1, t, u, self.reverse1), np.float32)
+        if self.reduce_op is not None:
+            rop = alu(self.reduce_op)
+            cmd = acc.check_reduce_cmd(self.reduce_cmd, (cmds.idle, cmds.reset, cmds.reduce, cmds.reset_reduce),
+                                       self.opcode)
+            fold_and_read_out(m, self, r.reshape(P, -1), rop, cmd, reset_value=rop.identity)
+        m.write(self.dst, r.reshape(self.dst.shape), self.mask)
+
+
+@instruction
 class TensorScalarReduce(Instruction):
     """dst = op0(data, operand0); the result is reduced along the free dims with `reduce_op` into the DVE
     accumulators, and reduce_res[P, 1] (optional in NKI >= 0.6) receives them (negated with

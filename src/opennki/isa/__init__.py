@@ -130,10 +130,15 @@ def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=N
                              operand1=operand1, reverse1=reverse1, engine=engine, name=name), "nisa.tensor_scalar")
 
 
-def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, name=None):
-    """dst = op1(op0(data, operand0), operand1); operand0 a scalar / [P, 1], operand1 a tile."""
-    _issue(_dve.ScalarTensorTensor(dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
-                                   reverse0=reverse0, reverse1=reverse1, name=name), "nisa.scalar_tensor_tensor")
+def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
+                         reduce_cmd=reduce_cmd.reset_reduce, reduce_op=Ellipsis, reduce_res=None, name=None):
+    """dst = op1(op0(data, operand0), operand1); operand0 a scalar / [P, 1], operand1 a tile. NKI 0.7: a
+    `reduce_op` also reduces the result into the DVE accumulators (`reduce_cmd`) and `reduce_res`; its default
+    (Ellipsis, as in the 2.33 signature) means no reduction."""
+    _issue(_acc.ScalarTensorTensor(dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
+                                   reverse0=reverse0, reverse1=reverse1,
+                                   reduce_op=None if reduce_op is Ellipsis else reduce_op, reduce_res=reduce_res,
+                                   reduce_cmd=reduce_cmd, name=name), "nisa.scalar_tensor_tensor")
 
 
 def reciprocal(dst, data, name=None):
@@ -260,11 +265,11 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
 # ---------------------------------------------------------------------------------------------- Scalar
 
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
-               name=None):
-    """dst = op(data * scale + bias) on the Scalar Engine."""
+               engine=engine.scalar, name=None):
+    """dst = op(data * scale + bias) on the Scalar Engine (NKI 0.7: or `engine=gpsimd` on NeuronCore-v4+)."""
     _check_activation_op(op, "nisa.activation")
     _issue(_act.Activation(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                           reduce_res=reduce_res, reduce_cmd=reduce_cmd, name=name), "nisa.activation")
+                           reduce_res=reduce_res, reduce_cmd=reduce_cmd, engine=engine, name=name), "nisa.activation")
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
@@ -275,11 +280,12 @@ def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0
 
 
 def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False, reduce_op=None,
-              reduce_res=None, reduce_cmd=reduce_cmd.idle, name=None):
-    """dst = op(op1(op0(data, imm0), imm1)) on the Scalar Engine (NeuronCore-v4), optionally reduced."""
+              reduce_res=None, reduce_cmd=reduce_cmd.idle, engine=engine.scalar, name=None):
+    """dst = op(op1(op0(data, imm0), imm1)) on the Scalar Engine (NeuronCore-v4; NKI 0.7: or GpSimd),
+    optionally reduced (Scalar Engine only)."""
     _issue(_act.Activate2(dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
                           reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res,
-                          reduce_cmd=reduce_cmd, name=name), "nisa.activate2")
+                          reduce_cmd=reduce_cmd, engine=engine, name=name), "nisa.activate2")
 
 
 # ---------------------------------------------------------------------------------------------- Tensor

@@ -24,7 +24,7 @@ import sys
 from dataclasses import dataclass, field, replace
 
 from opennki.environment import VARIABLES, setting
-from opennki.errors import KernelError, OpenNKIError, SourceLocation, hide_internal_frames
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, public_error
 from opennki.events import InstructionExecuted
 from opennki.hw import get_target
 from opennki.kernels import arguments
@@ -55,7 +55,7 @@ def run_kernel(fn, args=(), kwargs=None, *, grid=(), target=None, options: SimOp
     try:
         return sim.launch(fn, args, kwargs, grid=grid, tensor_type=NkiTensor, **launch_kwargs)
     except OpenNKIError as e:
-        raise hide_internal_frames(e) from None
+        raise public_error(e) from None
 
 
 class Generation(enum.Enum):
@@ -343,7 +343,7 @@ class TraceKernel:
                 check_arguments(self.spec.name, arguments.bind(self.spec.func, args, kwargs))
             result = self.call(args, kwargs)
         except OpenNKIError as e:
-            raise hide_internal_frames(e) from None
+            raise public_error(e) from None
         for observer in list(_observers):
             observer(KernelCall(self, args, kwargs, result))
         return result

@@ -27,6 +27,8 @@ def is_int(x) -> bool:
 
 def as_int(x, role: str, *, minimum: int | None = None) -> int:
     """`x` as an int (anything with `__index__` but a bool), at least `minimum` if given."""
+    if type(x) is int and (minimum is None or x >= minimum):
+        return x                                  # the usual case, without the generic path
     try:
         if isinstance(x, (bool, np.bool_)):
             raise TypeError
@@ -40,6 +42,8 @@ def as_int(x, role: str, *, minimum: int | None = None) -> int:
 
 def as_shape(shape, role: str = "shape", *, wildcard: bool = False) -> tuple[int, ...]:
     """A shape: an int or a flat tuple/list of positive ints (`-1` once, if `wildcard`, as in reshape)."""
+    if type(shape) is tuple and all(type(s) is int and s > 0 for s in shape) and shape:
+        return shape                              # the usual case, without the generic path
     if is_int(shape):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)) or not shape or not all(is_int(s) for s in shape):

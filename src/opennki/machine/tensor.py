@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from opennki.errors import KernelError, OutOfBoundsError, ShapeError, UnsupportedError
+from opennki.errors import IndirectIndexError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from opennki.machine.arguments import as_int
 from opennki.events import MemoryKind
 from opennki.machine.index import DynamicIndex, Index, NonAffineIndex, Predicate, _is_int
@@ -400,6 +400,8 @@ class TensorView:
                     if vals.size == 0:
                         continue
                     lo, hi = int(vals.min()), int(vals.max())
+            if (lo < 0 or hi >= dim_size) and self.dynamic:
+                self._raise_indirect_out_of_bounds(d, lo, hi, mask, dynamic_values)
             if lo < 0 or hi >= dim_size:
                 raise OutOfBoundsError(
                     f"Out-of-bound access for tensor `{self.name}` on dimension {d}: index range "
@@ -407,6 +409,23 @@ class TensorView:
                     expected=f"indices in [0, {dim_size - 1}]", got=f"[{lo}, {hi}]",
                     code="err_tensor_access_out_of_bound",
                     hint="restrict the access with mask= (legacy) or clamp the slice with min() (new)")
+
+    def _raise_indirect_out_of_bounds(self, d, lo, hi, mask, dynamic_values) -> None:
+        """A run-time index outside the tensor: IndirectIndexError naming the first such element (view order)
+        by its flat position in the tensor, as NumPy's flat indexing in NKI's simulator does."""
+        outside = ~self.in_range(dynamic_values)
+        if mask is not None:
+            outside &= np.broadcast_to(mask, self.shape)
+        first = np.unravel_index(int(np.argmax(outside)), self.shape)
+        flat = 0
+        for dim, dim_size in enumerate(self.coords):
+            flat = flat * dim_size + int(self.dim_positions(dim, dynamic_values)[first])
+        raise IndirectIndexError(
+            f"Out-of-bound access for tensor `{self.name}` on dimension {d}: run-time index range [{lo}, {hi}] "
+            f"exceeds dimension size of {self.coords[d]}", flat_index=flat, size=math.prod(self.coords),
+            expected=f"indices in [0, {self.coords[d] - 1}]", got=f"[{lo}, {hi}]",
+            code="err_tensor_access_out_of_bound",
+            hint="keep run-time indices in range, or pass oob_mode=nisa.oob_mode.skip to skip them")
 
     def in_bounds(self) -> bool:
         """True if every element is inside the tensor (always False for indirect views)."""

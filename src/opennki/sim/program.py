@@ -30,7 +30,7 @@ import numpy as np
 
 from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
-                            TensorAllocated, TensorFreed)
+                            TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
@@ -265,10 +265,11 @@ class Program:
             return p
         return None
 
-    def retarget(self, deferred: Deferred, **changes) -> bool:
-        """Issue a claimed deferred instruction with some fields replaced (usually `dst`), if that keeps every
-        value the kernel can observe; False (nothing issued) if not, and the caller then issues the
-        instruction as it is and copies its result.
+    def retarget(self, deferred: Deferred, changes: dict, retargeted=None) -> bool:
+        """Issue a claimed deferred instruction with the fields `changes` replaced (usually `dst`), if that
+        keeps every value the kernel can observe; False (nothing issued) if not, and the caller then issues
+        the instruction as it is and copies its result. `retargeted`: that instruction, already made and
+        checked by the caller (`check_instruction`), so it is not checked again.
 
         The decision (issue of record: a retarget once left `e` unwritten in `b1[...] = e; b2[...] = e`):
         - the result is a temporary of the statement (`buf[...] = nl.exp(x)`, `acc += nl.matmul(...)`, or
@@ -288,7 +289,10 @@ class Program:
                 return False
         elif deferred.use != "temporary":
             return False
-        self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+        if retargeted is None:
+            self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+        else:
+            self.execute(retargeted, deferred.location, deferred.api, checked=True)
         return True
 
     def _shadow_run(self, deferred: Deferred, changes: dict) -> bool:
@@ -320,16 +324,19 @@ class Program:
             self.pending = None
             self._run_and_emit(p.instr, p.location, p.api)
 
-    def execute(self, instr, location: SourceLocation | None, api: str | None) -> None:
-        self._check(instr, location, api)
+    def execute(self, instr, location: SourceLocation | None, api: str | None, checked: bool = False) -> None:
+        """Check (the instruction's own check only if not `checked` already), run and report `instr`."""
+        self._check(instr, location, api, checked=checked)
         self._run_and_emit(instr, location, api, placed=True)
 
-    def _check(self, instr, location, api, unplaced=None) -> None:
+    def _check(self, instr, location, api, unplaced=None, checked: bool = False) -> None:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
-        destination (a retargeted instruction writes elsewhere)."""
+        destination (a retargeted instruction writes elsewhere). `checked`: the instruction's own check has
+        passed already; the operand rules, the bounds, the language rules and placement still run."""
         try:
             instr.check_operands()
-            self.check_instruction(instr)
+            if not checked:
+                self.check_instruction(instr)
             check_static_bounds(instr)
             for observer in self.observers:
                 observer.check(self, instr)
@@ -469,8 +476,8 @@ class Program:
         mask = None
         if instr.mask is not None and instr.output is not None:
             mask = Machine.effective_mask(instr.output, instr.mask)
-        return InstructionExecuted(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
-                                   operands, instr.params(), mask, location, instr.name)
+        return _new_instruction_event(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
+                                      operands, instr.params(), mask, location, instr.name)
 
 
 def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:
@@ -594,18 +601,22 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
     return f"{region}_{shape}"
 
 
+_new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
+_new_instruction_event = positional_maker(InstructionExecuted)
+
+
 def region_of(view: TensorView) -> Region:
     st = view.storage
     p0, pc, b0, b1 = view.extent()
     address = st.placement.address
     if view.is_on_chip:
-        return Region(st.kind, st.id, st.placement.partition + max(p0, 0), pc, address + b0, address + b1)
-    return Region(st.kind, st.id, 0, 1, address + b0, address + b1)
+        return _new_region(st.kind, st.id, st.placement.partition + max(p0, 0), pc, address + b0, address + b1)
+    return _new_region(st.kind, st.id, 0, 1, address + b0, address + b1)
 
 
 def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None) -> Operand:
     st = view.storage
     direct = not view.dynamic
-    return Operand(role, access, region_of(view), view.shape, st.dtype.name, st.dtype.itemsize, view.partitions,
-                   view.free_size, view.strides if direct else None, view.offset if direct else None,
-                   st.name, st.shape, offsets)
+    return _new_operand(role, access, region_of(view), view.shape, st.dtype.name, st.dtype.itemsize,
+                        view.partitions, view.free_size, view.strides if direct else None,
+                        view.offset if direct else None, st.name, st.shape, offsets)

@@ -172,6 +172,8 @@ class Simulator:
         storages = []
 
         def wrap(value, name):
+            if isinstance(value, np.generic):
+                return value.item()      # a NumPy scalar (`1 / np.sqrt(d)`) is a scalar argument, like a float
             if is_array_arg(value):
                 view = self._arg_tensor(value, name, launch)
                 storages.append((view.storage, value))

@@ -144,12 +144,12 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
                   "nisa.tensor_scalar")
 
 
-@takes_operands(_dve.ScalarTensorTensor)
+@takes_operands(_acc.ScalarTensorTensor)
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
                          mask=None, **kwargs):
     """op1(op0(data, operand0), operand1) with operand0 a scalar / [P, 1] and operand1 a tile."""
     out = _out(data.shape, _dtype(dtype, promote(data.dtype, operand1.dtype)))
-    return _defer(_dve.ScalarTensorTensor(dst=out, data=data, op0=op0, operand0=operand0, op1=op1,
+    return _defer(_acc.ScalarTensorTensor(dst=out, data=data, op0=op0, operand0=operand0, op1=op1,
                                           operand1=operand1, reverse0=reverse0, reverse1=reverse1, mask=mask),
                   out, "nisa.scalar_tensor_tensor")
 
