@@ -17,15 +17,17 @@ from opennki.errors import OpenNKIError, is_internal
 
 
 def check_kernel_line(error: BaseException, line: str | None = None, *, code: str | None = None) -> None:
-    """The checks of `raises_at` on an error already caught."""
-    assert isinstance(error, OpenNKIError), f"not an opennki error: {type(error).__name__}: {error}"
+    """The checks of `raises_at` on an error already caught (an opennki error, or the plain built-in NKI
+    raises for its fault, which carries the opennki error as `opennki_error`: errors.public_error)."""
+    inner = getattr(error, "opennki_error", error)
+    assert isinstance(inner, OpenNKIError), f"not an opennki error: {type(error).__name__}: {error}"
     loc = error.location
     assert loc is not None, f"the error names no kernel line: {error}"
     assert not is_internal(loc.filename), f"the error is located inside opennki: {loc.filename}:{loc.lineno}"
     if line is not None:
         assert line in loc.source, f"error at {loc} ({loc.source!r}), expected the line {line!r}"
     if code is not None:
-        assert error.code == code, (error.code, code)
+        assert inner.code == code, (inner.code, code)
     frames = traceback.extract_tb(error.__traceback__)
     if frames and not is_internal(frames[-1].filename):     # through a front door: internal frames hidden
         last = frames[-1]
