@@ -21,8 +21,9 @@ apply?"); `accepts_every_release(options)` says whether old forms are tolerated.
 
 from __future__ import annotations
 
+import enum
 import warnings
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from opennki.environment import VARIABLES
 from opennki.errors import KernelError
@@ -32,19 +33,26 @@ FRONTEND_ENV = VARIABLES["compiler_frontend"]
 CUSTOM_FRONTEND = "custom"      # NKI 0.7: the deprecated 0.6 parser frontend ("tracer" is the default)
 
 
+class Generation(enum.Enum):
+    """Which NKI API generation a kernel was decorated with (it decides grid, output and language rules)."""
+
+    LEGACY = "neuronxcc.nki"
+    NEW = "nki"
+
+
 @dataclass(frozen=True, order=True)
 class Release:
     """One public NKI release: `number` orders releases within a generation.
 
     Fields:
         number: (major, minor) of NKI (new generation, (0, 7)) or of the Neuron SDK (legacy, (2, 26)).
-        generation: "new" or "legacy".
+        generation: the API generation (`Generation`).
         sdk: the Neuron SDK version(s) that shipped it ("2.33", "2.27/2.28").
     """
 
     number: tuple
-    generation: str
-    sdk: str
+    generation: Generation = field(compare=False)
+    sdk: str = field(compare=False)
 
     @property
     def name(self) -> str:
@@ -52,7 +60,7 @@ class Release:
 
     def label(self) -> str:
         """How NKI's documents name it: 'NKI 0.7 (Neuron SDK 2.33)' / 'Neuron SDK 2.26'."""
-        if self.generation == "new":
+        if self.generation is Generation.NEW:
             return f"NKI {self.name} (Neuron SDK {self.sdk})"
         return f"Neuron SDK {self.sdk}"
 
@@ -60,21 +68,21 @@ class Release:
         return self.label()
 
 
-NEW_RELEASES = tuple(Release((0, minor), "new", sdk) for minor, sdk in
+NEW_RELEASES = tuple(Release((0, minor), Generation.NEW, sdk) for minor, sdk in
                      ((2, "2.27/2.28"), (3, "2.29"), (4, "2.30"), (5, "2.31"), (6, "2.32"), (7, "2.33")))
-LEGACY_RELEASES = tuple(Release((2, minor), "legacy", f"2.{minor}") for minor in range(20, 27))
-LATEST = {"new": NEW_RELEASES[-1], "legacy": LEGACY_RELEASES[-1]}
+LEGACY_RELEASES = tuple(Release((2, minor), Generation.LEGACY, f"2.{minor}") for minor in range(20, 27))
+LATEST = {Generation.NEW: NEW_RELEASES[-1], Generation.LEGACY: LEGACY_RELEASES[-1]}
 
 
 class ReleaseError(KernelError):
     """A form the kernel's API release no longer accepts (the error that release raises)."""
 
 
-def release(version, generation: str = "new") -> Release:
+def release(version, generation: Generation = Generation.NEW) -> Release:
     """The Release named `version` ("0.6", "0.6.0", (0, 6), "2.24", or a Release) in `generation`."""
     if isinstance(version, Release):
         return version
-    releases = NEW_RELEASES if generation == "new" else LEGACY_RELEASES
+    releases = NEW_RELEASES if generation is Generation.NEW else LEGACY_RELEASES
     if isinstance(version, str):
         parts = version.strip().split(".")
     elif isinstance(version, tuple):
@@ -83,14 +91,14 @@ def release(version, generation: str = "new") -> Release:
         parts = [version]
     try:
         number = tuple(int(p) for p in parts[:2])
-        if len(parts) > 2 and any(int(p) != 0 for p in parts[2:]) and generation == "new":
+        if len(parts) > 2 and any(int(p) != 0 for p in parts[2:]) and generation is Generation.NEW:
             raise ValueError
     except (TypeError, ValueError):
         number = None
     for r in releases:
         if r.number == number:
             return r
-    raise KernelError(f"api_version {version!r} is not a public release of the {generation} generation",
+    raise KernelError(f"api_version {version!r} is not a public release of the {generation.name.lower()} generation",
                       expected=[r.name for r in releases], got=version)
 
 
@@ -105,13 +113,13 @@ def accepts_every_release(options) -> bool:
     return requested_version(options) is None and not getattr(options, "hardware_strict", False)
 
 
-def level_of(options, generation: str = "new") -> Release:
+def level_of(options, generation: Generation = Generation.NEW) -> Release:
     """The release whose rules apply: the explicit `api_version`, else the latest of the generation. The
     custom frontend (`NKI_COMPILER_FRONTEND=custom`) keeps the new generation at NKI 0.6's rules."""
-    generation = generation or "new"
+    generation = generation or Generation.NEW
     version = requested_version(options)
     level = LATEST[generation] if version is None else release(version, generation)
-    if generation == "new" and uses_custom_frontend(options):
+    if generation is Generation.NEW and uses_custom_frontend(options):
         level = min(level, release("0.6"))
     return level
 
@@ -129,7 +137,7 @@ class Change:
         replacement: what to write instead.
         removed_in: the release ("0.3") from which the form is an error (None: only deprecated so far).
         deprecated_in: the release that started warning about it (None: removed without a deprecation).
-        generation: "new" or "legacy".
+        generation: the API generation (`Generation`).
         code: the NKI error code of the removal, when documented.
         source: the document stating the change (for docs/compatibility.md and the messages).
     """
@@ -138,7 +146,7 @@ class Change:
     replacement: str
     removed_in: str | None = None
     deprecated_in: str | None = None
-    generation: str = "new"
+    generation: Generation = Generation.NEW
     code: str | None = None
     source: str = ""
 
@@ -152,7 +160,7 @@ class Change:
     def apply(self, options, *, location=None, instruction=None) -> None:
         """Warn or raise for one use of the old form under `options` (module docstring). Returns when the
         old form may go on."""
-        if accepts_every_release(options) and not (uses_custom_frontend(options) and self.generation == "new"):
+        if accepts_every_release(options) and not (uses_custom_frontend(options) and self.generation is Generation.NEW):
             _warn(self.message("deprecated" if self.removed_in is None else "removed", self.changed_in()), location)
             return
         level = level_of(options, self.generation)
@@ -172,7 +180,7 @@ def _warn(text: str, location=None) -> None:
     warnings.warn(text + where, DeprecationWarning, stacklevel=4)
 
 
-def added_in(version: str, api: str, options, generation: str = "new") -> None:
+def added_in(version: str, api: str, options, generation: Generation = Generation.NEW) -> None:
     """`api` first appeared in `version`: under an explicit earlier level it does not exist."""
     if requested_version(options) is None:
         return
@@ -183,5 +191,5 @@ def added_in(version: str, api: str, options, generation: str = "new") -> None:
                            instruction=api, hint=f"use api_version={first.name!r} or later")
 
 
-__all__ = ["uses_custom_frontend", "FRONTEND_ENV", "Release", "NEW_RELEASES", "LEGACY_RELEASES", "LATEST", "ReleaseError", "Change", "release",
+__all__ = ["Generation", "uses_custom_frontend", "FRONTEND_ENV", "Release", "NEW_RELEASES", "LEGACY_RELEASES", "LATEST", "ReleaseError", "Change", "release",
            "level_of", "accepts_every_release", "added_in", "API_VERSION_ENV"]

@@ -11,6 +11,7 @@ import opennki.isa as nisa_new
 import opennki.language as nl_new
 import opennki.legacy as nki
 import opennki.legacy.language as nl
+from opennki.releases import Generation
 from opennki.errors import RaceError
 from opennki.listeners.findings import FindingKind, collecting
 from opennki.kernels.base import run_kernel
@@ -134,7 +135,7 @@ def test_write_after_write_is_reported_in_a_shape_only_run():
         return out
     checker = RaceChecker()
     run_kernel(reuse, (ShapeSpec((64, 8), np.float32),), options=SimOptions(shape_only=True),
-               listeners=[checker], generation="legacy")
+               listeners=[checker], generation=Generation.LEGACY)
     rules = sorted({f.rule for f in checker.report()})
     assert rules == ["affine_loop_carried_raw", "affine_loop_carried_war", "affine_loop_carried_waw"]
     assert all(loc.lineno in (_line(reuse, "t[...] ="), _line(reuse, "nl.store(out[i"))

@@ -10,6 +10,7 @@ import pytest
 import opennki as nki
 import opennki.isa as nisa
 import opennki.language as nl
+from opennki.releases import Generation
 from opennki.errors import KernelError
 from opennki.releases import (LATEST, LEGACY_RELEASES, NEW_RELEASES, ReleaseError, accepts_every_release, level_of,
                               release)
@@ -66,10 +67,10 @@ def count_with_while_reg(x, n):
 def test_releases_are_ordered_and_named():
     assert [r.name for r in NEW_RELEASES] == ["0.2", "0.3", "0.4", "0.5", "0.6", "0.7"]
     assert [r.name for r in LEGACY_RELEASES] == [f"2.{m}" for m in range(20, 27)]
-    assert release("0.6.0") == release((0, 6)) < release("0.7") == LATEST["new"]
-    assert release("2.24", "legacy").label() == "Neuron SDK 2.24"
-    assert LATEST["new"].label() == "NKI 0.7 (Neuron SDK 2.33)"
-    assert level_of(SimOptions(api_version=None), "legacy") == LATEST["legacy"]
+    assert release("0.6.0") == release((0, 6)) < release("0.7") == LATEST[Generation.NEW]
+    assert release("2.24", Generation.LEGACY).label() == "Neuron SDK 2.24"
+    assert LATEST[Generation.NEW].label() == "NKI 0.7 (Neuron SDK 2.33)"
+    assert level_of(SimOptions(api_version=None), Generation.LEGACY) == LATEST[Generation.LEGACY]
     assert level_of(SimOptions(api_version="0.4")) == release("0.4")
     assert level_of(SimOptions(api_version=None, compiler_frontend="custom")) == release("0.6")
     assert accepts_every_release(SimOptions(api_version=None, hardware_strict=False))

@@ -20,6 +20,7 @@ import opennki.legacy.compiler as ncc
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 import opennki.legacy.typing as nt
+from opennki.releases import Generation
 from opennki.errors import OpenNKIError
 from opennki._src.tensor import NkiTensor
 from opennki.sim.options import SimOptions
@@ -286,7 +287,7 @@ def test_err_tensor_output_not_written_to():
     def kernel(x, out):
         nl.load(x)
     with pytest.raises(OpenNKIError, match="err_tensor_output_not_written_to") as info:
-        Simulator().launch(kernel, (X, X.copy()), tensor_type=NkiTensor, generation="legacy")
+        Simulator().launch(kernel, (X, X.copy()), tensor_type=NkiTensor, generation=Generation.LEGACY)
     assert info.value.location.lineno == kernel.__code__.co_firstlineno
 
 

@@ -8,6 +8,7 @@ import pytest
 import opennki.legacy as nki
 import opennki.legacy.language as nl
 import opennki.legacy.typing as nt
+from opennki.releases import Generation
 from opennki.errors import KernelError
 from opennki._src.tensor import NkiTensor
 from opennki.sim.options import SimOptions
@@ -84,8 +85,8 @@ def test_the_legacy_generation_makes_unannotated_parameters_immutable(rng):
         nl.store(b, value=nl.load(a))
     sim = Simulator()
     with pytest.raises(KernelError, match="err_cannot_update_immutable_parameter"):
-        sim.launch(kernel, (x.copy(), x), tensor_type=NkiTensor, generation="legacy")
-    sim.launch(kernel, (x.copy(), x), tensor_type=NkiTensor, generation="new")
+        sim.launch(kernel, (x.copy(), x), tensor_type=NkiTensor, generation=Generation.LEGACY)
+    sim.launch(kernel, (x.copy(), x), tensor_type=NkiTensor, generation=Generation.NEW)
     out = np.zeros_like(x)
-    sim.launch(old_convention, (x, out), tensor_type=NkiTensor, generation="legacy")
+    sim.launch(old_convention, (x, out), tensor_type=NkiTensor, generation=Generation.LEGACY)
     np.testing.assert_array_equal(out, x)

@@ -9,6 +9,7 @@ import pytest
 import opennki.legacy as nki
 from opennki.perf.estimate import estimate
 from opennki.perf import artifact_names, chrome_trace, format_report, hints, write_profile
+from opennki.perf.report import critical_dependencies
 from tests.cost import kernels as K
 from tests.cost.helpers import spec
 
@@ -112,3 +113,32 @@ def test_summaries_are_strict_json_even_without_hbm_traffic():
     summary = json.loads(json.dumps(r.to_dict(), allow_nan=False))
     assert summary["hbm_read_bytes"] == 0 and summary["roofline"]["mm_arithmetic_intensity"] is None
     assert summary["engines"]["GpSimd"]["instruction_count"] == 1
+
+
+def test_instruction_details_list_predecessors_with_kind_and_region(tmp_path):
+    r = estimate(K.scale_reused, (spec((512, 2048)),), target="trn2")
+    write_profile(r, str(tmp_path / "out"))
+    with open(tmp_path / "out" / "json_reports" / "profile.json") as f:
+        rows = json.load(f)["instruction"]
+    # iteration 1's load into `t` overwrites what iteration 0's load wrote (output) and its multiply read (anti)
+    load1 = rows[3]
+    assert load1["nki_source_location"] == "kernels.py:99"
+    kinds = {(p["instruction"], p["kind"]) for p in load1["predecessors"]}
+    assert kinds == {(0, "output"), (1, "anti")}
+    assert all(p["region"].startswith("sbuf ") and "partitions [0, 128)" in p["region"]
+               for p in load1["predecessors"])
+    mul1 = rows[4]
+    assert {(p["instruction"], p["kind"]) for p in mul1["predecessors"]} >= {(3, "flow")}
+    assert [p for p in mul1["predecessors"] if p["gating"]][0]["kind"] == "flow"
+
+
+def test_text_report_names_the_dependence_that_makes_the_critical_path():
+    r = estimate(K.scale_reused, (spec((512, 2048)),), target="trn2")
+    deps = critical_dependencies(r)
+    top = deps[0]
+    assert (top.line, top.opcode, top.pred_line, top.pred_opcode, top.kind) == (
+        "kernels.py:101", "dma_copy", "kernels.py:100", "tensor_scalar", "flow")
+    assert top.count == 4 and top.stall_ns > 0
+    text = format_report(r)
+    assert "Critical path:" in text
+    assert "kernels.py:101 dma_copy waits for kernels.py:100 tensor_scalar: flow dependence on sbuf" in text

@@ -228,9 +228,8 @@ def declared(t):
 
 def _filled(t, fill, api):
     if fill is not None:
-        from opennki.instructions.vector import Memset
         from opennki._src import core
-        core.current(api).issue(Memset(dst=t, value=fill), api)
+        core.fill(t, fill, api)
     return t
 
 

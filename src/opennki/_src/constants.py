@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from opennki.environment import setting
+from opennki.instructions.vector_accumulate import FP32_MIN
 from opennki.hw import get_target
 from opennki.sim.program import active
 
@@ -92,3 +93,9 @@ class _TileSize:
 
 
 tile_size = _TileSize()
+
+
+class fp32:
+    """`nl.fp32.min` / `nisa.fp32.min`: the most negative finite fp32 (bit pattern 0xff7fffff)."""
+
+    min = FP32_MIN

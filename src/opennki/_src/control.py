@@ -20,7 +20,7 @@ from opennki.instructions.registers import RuntimeInt, VirtualRegister
 from opennki.instructions.scalars import NkiScalar
 from opennki.instructions.vector import TensorTensor
 from opennki._src import core, dependencies
-from opennki.releases import Change, level_of, release
+from opennki.releases import Change, Generation, level_of, release
 from opennki.sim.frames import peek_variable, pending_store_target, stores_into_subscript, user_frame
 from opennki.sim.program import active, current
 
@@ -192,7 +192,7 @@ class DeviceRange(LoopRange):
     def loop_variable(self, prog):
         """A new read-only run-time integer for the loop's iteration value (class docstring)."""
         start, stop, _ = self.bounds
-        scalar = (self.kind == "fori_loop" and level_of(prog.options, "new") >= release("0.7")
+        scalar = (self.kind == "fori_loop" and level_of(prog.options, Generation.NEW) >= release("0.7")
                   and not any(isinstance(b, VirtualRegister) for b in (start, stop)))
         return NkiScalar(prog.machine, "int32", prog.issue) if scalar else VirtualRegister(prog.machine, frozen=True)
 

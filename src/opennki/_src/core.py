@@ -18,6 +18,7 @@ import numpy as np
 from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, OpenNKIError,
                             ShapeError, expect)
 from opennki.events import Engine, MemoryKind
+from opennki.instructions.base import check_operator_args
 from opennki.instructions.dma import DmaCopy
 from opennki.instructions.ops import ACTIVATIONS, SIMULATION_ONLY_OPS, alu
 from opennki.instructions.scalar import Activation
@@ -332,6 +333,23 @@ def _as_column(t: TensorView) -> TensorView:
     first = [t.amap[d][0] if t.ndim else 0 for d in range(nd)]
     amap = tuple((first[d], 0) for d in range(nd))
     return t._derive((t.size, 1), amap, t.consts, t.dynamic)
+
+
+def issue(instr, api: str, *, operator_names: bool = False) -> None:
+    """Issue an instruction a facade built for the API `api`, after the front doors' operator check
+    (`check_operator_args`; `operator_names`: the legacy generation also takes operators by name)."""
+    prog = current(api)
+    check_operator_args(instr, prog.options.hardware_strict, names=operator_names)
+    prog.issue(instr, api)
+
+
+def fill(t, value, api: str):
+    """Write `value` into every element of `t`: a Memset on chip, a DMA store into HBM; returns `t`."""
+    if t.is_on_chip:
+        current(api).issue(Memset(dst=t, value=value), api)
+    else:
+        store(t, value, api=api)
+    return t
 
 
 def store(dst, value, *, mask=None, api: str = "nl.store") -> None:

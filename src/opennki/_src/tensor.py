@@ -26,6 +26,7 @@ from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index
 from opennki.machine.memory import Storage
 from opennki.machine.tensor import TensorView, row_major_strides, slice_params
+from opennki.releases import Generation
 
 
 def _nocopy_reshape(old_shape, old_strides, new_shape):
@@ -144,7 +145,7 @@ class NkiTensor(TensorView):
         from opennki.sim.program import active
         prog = active()
         st = self.storage.base or self.storage
-        if prog is not None and prog.launch.generation == "new" and \
+        if prog is not None and prog.launch.generation is Generation.NEW and \
                 (st.declared or st.is_kernel_arg or not st.kind.is_on_chip):
             return True
         if self.size == 1:

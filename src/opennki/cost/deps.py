@@ -110,19 +110,23 @@ class _StorageAccesses:
 
 class Dependency:
     """When an access may start, and why: `producer` is the record index that gates it (NO_PRODUCER if
-    nothing does), `kind` one of "raw", "war", "waw", "reuse"."""
+    nothing does), `kind` one of "raw", "war", "waw", "reuse". `edges` maps every (producer, kind) the
+    instruction depends on to the index of its operand that carries the dependence (the region)."""
 
-    __slots__ = ("ready", "producer", "kind", "engine", "core", "boxes")
+    __slots__ = ("ready", "producer", "kind", "engine", "core", "boxes", "edges")
 
     def __init__(self):
         self.boxes: list = []
+        self.edges: dict[tuple[int, str], int] = {}
         self.ready = 0.0
         self.producer = NO_PRODUCER
         self.kind = None
         self.engine = None
         self.core = None
 
-    def consider(self, end: float, producer: int, kind: str, engine=None, core=None) -> None:
+    def consider(self, end: float, producer: int, kind: str, engine=None, core=None, operand: int = 0) -> None:
+        if producer != NO_PRODUCER:
+            self.edges.setdefault((producer, kind), operand)
         # on a tie a read-after-write wins: an in-place update waits for its input, not for a reused buffer
         if end > self.ready or (end == self.ready and kind == "raw" and self.kind != "raw"):
             self.ready, self.producer, self.kind, self.engine, self.core = end, producer, kind, engine, core
@@ -208,14 +212,14 @@ class AccessTracker:
     def dependency(self, operands, engine: Engine, core: int) -> Dependency:
         """The dependency of an instruction with `operands` running on `engine` of `core`."""
         dep = Dependency()
-        for op in operands:
+        for i, op in enumerate(operands):
             region = op.region
             sid = region.storage_id
             box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
             dep.boxes.append(box)
             floor = self.floor.get(sid)
             if floor is not None:
-                dep.consider(floor[0], floor[1], "reuse")
+                dep.consider(floor[0], floor[1], "reuse", operand=i)
             acc = self.storages.get(sid)
             if acc is None:
                 continue
@@ -231,12 +235,12 @@ class AccessTracker:
                             and slot.core == core):
                         continue                 # an accumulation group: in order on the engine, no wait
                     dep.consider(slot.end, slot.producer, "raw" if access is _READ else "waw",
-                                 slot.engine, slot.core)
+                                 slot.engine, slot.core, i)
                 if access is not _READ:
                     for slot in acc.reads.get(page, ()):
                         if id(slot) not in seen and slot.overlaps(region, box):
                             seen.add(id(slot))
-                            dep.consider(slot.end, slot.producer, "war", slot.engine, slot.core)
+                            dep.consider(slot.end, slot.producer, "war", slot.engine, slot.core, i)
         return dep
 
     def record(self, operands, end: float, producer: int, engine: Engine, core: int, boxes=None) -> None:

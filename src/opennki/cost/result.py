@@ -42,13 +42,19 @@ class Row:
         return queue
 
 
+# dependence kinds as the Neuron profiler's instruction details name them (address reuse: a new tensor over
+# the bytes of a freed one, an output dependence across tensors)
+DEPENDENCE_NAMES = {"raw": "flow", "war": "anti", "waw": "output", "reuse": "reuse"}
+
+
 class InstructionRecord:
     """Where one instruction landed: its row and [start, end) in ns, the record that gated its start
-    (`pred`), and how long it stalled on a dependency (`stall_ns`, `stall_kind`: raw/war/waw/reuse)."""
+    (`pred`), how long it stalled on a dependency (`stall_ns`, `stall_kind`: raw/war/waw/reuse), and every
+    dependence it has (`deps`: (record index, kind, operand index) per predecessor)."""
 
     __slots__ = ("index", "seq", "opcode", "core", "program", "row", "start", "end", "pred", "stall_ns",
                  "stall_kind", "cost", "location", "name", "event", "ls_start", "ls_end", "issue_start",
-                 "issue_end", "issue_row", "dma_engine_ns")
+                 "issue_end", "issue_row", "dma_engine_ns", "deps")
 
     def __init__(self, index, ev, cost, row, start, end, pred, stall_ns, stall_kind):
         self.index = index
@@ -69,6 +75,7 @@ class InstructionRecord:
         self.ls_start = self.ls_end = None
         self.issue_start = self.issue_end = self.issue_row = None
         self.dma_engine_ns = 0.0
+        self.deps = ()
 
     @property
     def duration_ns(self) -> float:

@@ -190,6 +190,8 @@ class CostModel:
         else:
             rec = self._place_engine(ev, cost, state, dep, index, engine)
         self.deps.record(ev.operands, rec.end, index, queue, core, dep.boxes)
+        if self.keep_instructions and dep.edges:
+            rec.deps = tuple((p, kind, i) for (p, kind), i in dep.edges.items())
         result.add(rec, ev)
 
     def _choose_engine(self, ev, cost, choices, state, dep):

@@ -340,6 +340,15 @@ ACTIVATIONS: dict[str, ActivationFn] = {a.name: a for a in [
 ]}
 
 
+def check_activation_op(op, api: str) -> None:
+    """`op` is an activation function of the Scalar Engine (the `op=` of `nisa.activation*`), else a
+    KernelError naming the facade API."""
+    fn = activation_fn(op)
+    if not fn.is_token:
+        raise KernelError(f"'{fn.name}' is not an activation function of the Scalar Engine", got=fn.name,
+                          instruction=api)
+
+
 def activation_fn(op) -> ActivationFn:
     name = op_name(op)
     try:

@@ -25,8 +25,8 @@ from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
 from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
                                         reduce_cmd)
-from opennki.instructions import base as _base
-from opennki.instructions.ops import ALU_OPS, activation_fn
+from opennki._src import core
+from opennki.instructions.ops import ALU_OPS, check_activation_op
 from opennki.instructions import scalars as _scalars
 from opennki.instructions.registers import VirtualRegister
 from opennki.instructions.scalars import NkiScalar
@@ -57,23 +57,13 @@ def get_nc_version() -> nc_version:
     return target_nc_version(nc_version)
 
 
-def _issue(instr, api: str) -> None:
-    prog = current(api)
-    _base.check_operator_args(instr, prog.options.hardware_strict)
-    prog.issue(instr, api)
+_issue = core.issue
 
 
 def _check_dtype_kw(dst, dtype, api: str) -> None:
     if dtype is not None and dtype_of(dtype) is not dst.dtype:
         raise DtypeError(f"{api} writes dst.dtype; a different dtype= is not accepted", expected=dst.dtype,
                          got=dtype_of(dtype), instruction=api)
-
-
-def _check_activation_op(op, api: str) -> None:
-    fn = activation_fn(op)
-    if not fn.is_token:
-        raise KernelError(f"'{fn.name}' is not an activation function of the Scalar Engine", got=fn.name,
-                          instruction=api)
 
 
 def _pattern(pattern):
@@ -267,14 +257,14 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                engine=engine.scalar, name=None):
     """dst = op(data * scale + bias) on the Scalar Engine (NKI 0.7: or `engine=gpsimd` on NeuronCore-v4+)."""
-    _check_activation_op(op, "nisa.activation")
+    check_activation_op(op, "nisa.activation")
     _issue(_act.Activation(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
                            reduce_res=reduce_res, reduce_cmd=reduce_cmd, engine=engine, name=name), "nisa.activation")
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     """dst = op(data * scale + bias); its sum over the free dims goes to reduce_res [P, 1]."""
-    _check_activation_op(op, "nisa.activation_reduce")
+    check_activation_op(op, "nisa.activation_reduce")
     _issue(_act.ActivationReduce(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
                                  reduce_res=reduce_res, name=name), "nisa.activation_reduce")
 

@@ -17,7 +17,6 @@ and framework bridges sit above it. Pieces:
 from __future__ import annotations
 
 import contextlib
-import enum
 import functools
 import inspect
 import sys
@@ -36,7 +35,7 @@ from opennki._src.tensor import NkiTensor
 from opennki.listeners import Recorder
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
-from opennki.releases import Change, level_of, release
+from opennki.releases import Change, Generation, level_of, release
 from opennki.sim.frames import return_lines
 from opennki.sim.options import SimOptions
 from opennki.sim.program import active
@@ -56,13 +55,6 @@ def run_kernel(fn, args=(), kwargs=None, *, grid=(), target=None, options: SimOp
         return sim.launch(fn, args, kwargs, grid=grid, tensor_type=NkiTensor, **launch_kwargs)
     except OpenNKIError as e:
         raise public_error(e) from None
-
-
-class Generation(enum.Enum):
-    """Which NKI API generation a kernel was decorated with (it decides grid and output rules)."""
-
-    LEGACY = "neuronxcc.nki"
-    NEW = "nki"
 
 
 @dataclass(frozen=True)
@@ -128,7 +120,7 @@ def new_generation_lnc(spec: LaunchSpec, options=None) -> int:
         raise KernelError("a new-generation kernel is launched as kernel[lnc] with one integer (1 or 2)", got=key)
     compiler = _compiler_lnc()
     configured = setting("lnc")
-    if key is None and configured is not None and level_of(options, "new") >= release("0.7"):
+    if key is None and configured is not None and level_of(options, Generation.NEW) >= release("0.7"):
         lnc = configured
     else:
         lnc = 1 if key is None else key
@@ -313,14 +305,9 @@ class TraceKernel:
                 changes.setdefault(name, convert(value))
         version = self.spec.config.get("api_version")
         if version is not None:
-            release(version, self.generation_name)      # an unknown release is an error at the call
+            release(version, self.spec.generation)      # an unknown release is an error at the call
             changes.setdefault("api_version", str(version))
         return replace(base, **changes) if changes else base
-
-    @property
-    def generation_name(self) -> str:
-        """"legacy" / "new": selects the generation's language rules in the simulator."""
-        return "new" if self.spec.generation is Generation.NEW else "legacy"
 
     def body(self):
         """The kernel function wrapped with the output rules (signature preserved for argument binding)."""
@@ -376,7 +363,7 @@ class TraceKernel:
         return run_kernel(self.body(), args, kwargs, grid=grid.sizes, target=hw, options=options,
                           listeners=self.spec.listeners + tuple(listeners), cores_of=grid.cores_of,
                           before_program=before_program, after_program=after_program,
-                          kernel_name=self.spec.name, generation=self.generation_name)
+                          kernel_name=self.spec.name, generation=self.spec.generation)
 
     # -- tracing ----------------------------------------------------------------------------------------
     def split(self, args, kwargs):
@@ -420,7 +407,7 @@ class TraceKernel:
         grid = resolve(self.spec, hw, options)
         result = run_kernel(self.body(), args, kwargs, grid=grid.sizes, target=hw, options=options,
                             listeners=(recorder,), cores_of=grid.cores_of, kernel_name=self.spec.name,
-                            generation=self.generation_name)
+                            generation=self.spec.generation)
         events = recorder.events
         return TracedProgram(
             func_name=self.spec.name, grid=grid.sizes, target=hw.name, inputs=tuple(infos),

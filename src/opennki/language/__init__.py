@@ -113,13 +113,7 @@ def ndarray(shape, dtype, buffer=sbuf, name="", address=None):
 
 
 def _filled(shape, dtype, value, buffer, name, api):
-    from opennki.instructions.vector import Memset
-    t = _declared(core.alloc(shape, dtype, _region(buffer), name or None))
-    if t.is_on_chip:
-        core.current(api).issue(Memset(dst=t, value=value), api)
-    else:
-        core.store(t, value, api=api)
-    return t
+    return core.fill(_declared(core.alloc(shape, dtype, _region(buffer), name or None)), value, api)
 
 
 def zeros(shape, dtype, buffer=sbuf, name=""):

@@ -14,7 +14,7 @@ import numpy as np
 
 from opennki._src import collectives, composites, core, debug, movement, rng
 from opennki._src.blocks import create, par_dim
-from opennki._src.constants import tile_size
+from opennki._src.constants import fp32, tile_size  # noqa: F401
 from opennki._src.control import LoopRange, loop_reduce, num_programs, program_id, program_ndim
 from opennki._src.spmd import nc, spmd_dim
 from opennki._src.tokens import NlOp
@@ -363,12 +363,6 @@ def static_cast(input_data, dtype):
     out = _dt.to_public(_dt.convert(arr.astype(np.float32) if arr.dtype.kind != "f" or arr.dtype.itemsize > 4
                                     else arr, dt), dt)
     return out if arr.ndim else out[()]
-
-
-class fp32:
-    """`nl.fp32.min`: the most negative finite fp32 (bit pattern 0xff7fffff)."""
-
-    min = float(np.array([0xFF7FFFFF], np.uint32).view(np.float32)[0])
 
 
 class bfp16:

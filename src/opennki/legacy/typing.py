@@ -13,7 +13,7 @@ Parameter mutability (`err_cannot_update_immutable_parameter`): since SDK 2.20.1
 their outputs and return them, and their array parameters are immutable unless annotated
 `nt.mutable_tensor`. Kernels of the older convention return nothing and receive their outputs as parameters,
 which they write. So opennki applies the rule to kernels that return a value (read from the function's
-bytecode) and either run as the legacy generation (`Simulator.launch(generation="legacy")`) or use `nt`
+bytecode) and either run as the legacy generation (`Simulator.launch(generation=Generation.LEGACY)`) or use `nt`
 annotations; a write into such a parameter raises at the writing instruction's kernel line.
 
 An old-convention kernel of the legacy generation (it returns nothing) must write at least one of its
@@ -36,6 +36,7 @@ from opennki.events import AccessKind
 from opennki.machine.dtypes import dtype_of
 from opennki.sim.program import PROGRAM_SETUP, Observer
 from opennki.sim.simulator import ShapeSpec
+from opennki.releases import Generation
 
 
 class TensorType(ShapeSpec):
@@ -195,10 +196,10 @@ def _rules_of(launch):
                 raise KernelError(f"argument '{name}' does not match its annotation nt.tensor{list(shape)}",
                                   expected=shape, got=got, code="err_annotation_shape_mismatch",
                                   location=location)
-    legacy_rules = uses_nt or launch.generation == "legacy"
+    legacy_rules = uses_nt or launch.generation is Generation.LEGACY
     returns = returns_value(code)
     immutable = {n for n in signature.parameters if n not in mutable} if legacy_rules and returns else set()
-    old_convention = launch.generation == "legacy" and not returns and bool(signature.parameters)
+    old_convention = launch.generation is Generation.LEGACY and not returns and bool(signature.parameters)
     if immutable or mutable or old_convention:
         return mutable, immutable, location, old_convention
     return None

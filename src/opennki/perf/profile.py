@@ -55,7 +55,7 @@ def json_report(result, execution: int) -> dict:
     summary = result.to_dict()
     summary["execution"] = execution
     rows = [{"timestamp": rec.start, "duration": rec.duration_ns, "label": rec.row, "core": rec.core,
-             **instruction_args(rec)} for rec in result.records]
+             **instruction_args(rec, result.records)} for rec in result.records]
     return {"summary": [summary], "instruction": rows}
 
 

@@ -1,9 +1,10 @@
 """Front-door services: the plain-text profile report and the anti-pattern hints. Imports the cost layer's
-result types only.
+result types and the trace's region format.
 
-`hints(result)` returns findings as data (`Hint`: kind, message, kernel lines); `format_report(result)` is
-the human-readable text: totals, per-engine utilisation, the top hot spots by kernel line (busy time and
-time on the critical path, with the source text), and the hints.
+`hints(result)` returns findings as data (`Hint`: kind, message, kernel lines); `critical_dependencies(result)`
+the dependences that gate the critical path; `format_report(result)` is the human-readable text: totals,
+per-engine utilisation, the top hot spots by kernel line (busy time and time on the critical path, with the
+source text), the dependences that make the critical path, and the hints.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ from __future__ import annotations
 import linecache
 from dataclasses import dataclass
 
-from opennki.cost.result import Row, format_bytes, format_time, location_key
+from opennki.cost.result import DEPENDENCE_NAMES, Row, format_bytes, format_time, location_key
+from opennki.perf.trace import describe_region
 
 SMALL_DMA_BYTES = 2048          # hardware.md §6.3: >= 2 KiB per partition recommended, 4 KiB saturates
 STALL_SHARE = 0.05              # stalls / inefficient DMAs worth a hint: 5% of the latency
@@ -72,6 +74,41 @@ def hints(result) -> list[Hint]:
     return out
 
 
+@dataclass(frozen=True)
+class CriticalDependence:
+    """A dependence on the critical path, summed over its occurrences: `line`'s `opcode` waited for
+    `pred_line`'s `pred_opcode` (`kind`: flow / anti / output / reuse) through `region`."""
+
+    line: str
+    opcode: str
+    pred_line: str
+    pred_opcode: str
+    kind: str
+    region: str
+    count: int
+    stall_ns: float
+
+
+def critical_dependencies(result, top: int = 3) -> list[CriticalDependence]:
+    """The dependences that gate instructions on the critical path, by the time they made it wait."""
+    result.finish()
+    groups: dict[tuple, list] = {}
+    for rec in result.critical_path:
+        edge = next(((kind, i) for p, kind, i in rec.deps if p == rec.pred), None)
+        if rec.stall_kind is None or edge is None:
+            continue                     # not gated, or gated by its engine / DMA engines, not a dependence
+        pred = result.records[rec.pred]
+        kind, i = edge
+        region = describe_region(rec.event.operands[i]) if rec.event is not None else ""
+        key = (location_key(rec.location), rec.opcode, location_key(pred.location), pred.opcode,
+               DEPENDENCE_NAMES.get(kind, kind), region)
+        g = groups.setdefault(key, [0, 0.0])
+        g[0] += 1
+        g[1] += rec.stall_ns
+    ranked = sorted(groups.items(), key=lambda kv: (-kv[1][1], -kv[1][0]))[:top]
+    return [CriticalDependence(*key, count, stall) for key, (count, stall) in ranked]
+
+
 def hot_spots(result, top: int = 10) -> list[tuple[str, float, float, int, str]]:
     """(kernel line, busy ns, critical-path ns, instructions, opcodes) of the `top` lines, by critical-path
     time then busy time."""
@@ -118,6 +155,13 @@ def format_report(result, top: int = 10) -> str:
         src = sources.get(line)
         if src:
             out.append(f"      {src}")
+    deps = critical_dependencies(result)
+    if deps:
+        out += ["", f"Critical path: {format_time(result.total_ns)} over {len(result.critical_path)} instructions; "
+                    "the dependences that make it:"]
+        for d in deps:
+            out.append(f"  {d.line} {d.opcode} waits for {d.pred_line} {d.pred_opcode}: {d.kind} dependence"
+                       f"{' on ' + d.region if d.region else ''} ({d.count}x, {format_time(d.stall_ns)} of waiting)")
     found = hints(result)
     out += ["", "Hints:" if found else "Hints: none (no known anti-pattern seen)."]
     for h in found:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 
-from opennki.cost.result import Row, location_key
+from opennki.cost.result import DEPENDENCE_NAMES, Row, location_key
 from opennki.perf.estimate import estimate
 
 MAX_DMA_LANES = 16
@@ -34,7 +34,32 @@ def describe_operands(event) -> str:
     return "; ".join(f"{o.role}={o.kind.value} {o.dtype}{list(o.shape)}" for o in event.operands)
 
 
-def instruction_args(rec) -> dict:
+def describe_region(op) -> str:
+    """`sbuf x partitions [0, 128) bytes [0, 8192)` / `hbm out bytes [0, 65536)` for an operand."""
+    r = op.region
+    where = f"partitions [{r.partition_start}, {r.partition_start + r.partition_count}) " if r.kind.is_on_chip else ""
+    return f"{r.kind.value} {op.tensor_name} {where}bytes [{r.byte_start}, {r.byte_end})"
+
+
+def predecessors(rec, records) -> list[dict]:
+    """The instruction's dependences, as the profiler's instruction details list them: the predecessor, the
+    kind (flow = read after write, anti = write after read, output = write after write, reuse = a tensor
+    over a freed tensor's bytes) and the region of this instruction's operand that carries it."""
+    out = []
+    for p, kind, i in rec.deps:
+        item = {"instruction": p, "kind": DEPENDENCE_NAMES.get(kind, kind), "gating": p == rec.pred}
+        if 0 <= p < len(records):
+            item["opcode"] = records[p].opcode
+            item["nki_source_location"] = location_key(records[p].location)
+        if rec.event is not None and i < len(rec.event.operands):
+            op = rec.event.operands[i]
+            item["operand"] = op.role
+            item["region"] = describe_region(op)
+        out.append(item)
+    return out
+
+
+def instruction_args(rec, records=()) -> dict:
     args = {"opcode": rec.opcode, "nki_source_location": location_key(rec.location),
             "duration_ns": round(rec.duration_ns, 3), "program": list(rec.program)}
     if rec.event is not None:
@@ -45,7 +70,9 @@ def instruction_args(rec) -> dict:
         args["name"] = str(rec.name)
     if rec.stall_ns > 0:
         args["stall_ns"] = round(rec.stall_ns, 3)
-        args["stall_on"] = rec.stall_kind
+        args["stall_on"] = DEPENDENCE_NAMES.get(rec.stall_kind, rec.stall_kind)
+    if rec.deps:
+        args["predecessors"] = predecessors(rec, records)
     cost = rec.cost
     if cost.perf_mode:
         args["performance_mode"] = cost.perf_mode
@@ -98,7 +125,7 @@ def chrome_trace(result) -> dict:
                        "ts": start / 1000.0, "dur": max(end - start, 0.0) / 1000.0, "args": args})
 
     for rec in result.records:
-        args = instruction_args(rec)
+        args = instruction_args(rec, result.records)
         row = rec.row
         if rec.cost.dma is not None:
             row = rows.dma_lane(rec.core, rec.row, rec.start, rec.end)

@@ -109,7 +109,7 @@ class LaunchState:
         self.args: tuple = ((), {})     # the bound (args, kwargs) the body receives (HBM tensors for arrays)
         self.cores_of = None            # program ids -> physical core (nl.nc grids), or None
         self.before_program = None      # callback (ids) -> None run before each program
-        self.generation = generation    # "legacy" / "new" / None: selects generation-specific language rules
+        self.generation = generation    # a Generation, or None: selects generation-specific language rules
         self.pending_programs: list = []  # grid points not started yet, in launch order
         self.cooperation = None         # sim.cooperative.Cooperation once programs run as threads (all_reduce)
         self.shared_state: dict = {}    # language-layer state of all programs (all_reduce, shared constants)

@@ -83,7 +83,7 @@ class Simulator:
             cores_of: optional function mapping program ids to a physical core index.
             before_program / after_program: callbacks `(ids) -> None` and `(ids) -> bool | None`; when
                 after_program returns False the remaining programs are skipped.
-            generation: "legacy" or "new" when the front door knows it; selects generation-specific
+            generation: the kernel's `Generation` (opennki.releases) when the front door knows it; selects generation-specific
                 language rules (e.g. legacy kernel parameters are immutable unless `nt.mutable_tensor`).
 
         Programs run one after the other in grid order. A collective (`nl.all_reduce`) needs every program

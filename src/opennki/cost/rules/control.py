@@ -44,6 +44,6 @@ def rng_state(ev, hw) -> Cost:
 def builtin_custom_op(ev, hw) -> Cost:
     """[GAP] chosen (legacy library call on GpSimd, semantics unknown): GPSIMD_START plus one pass over its
     largest operand."""
-    op = main_input(ev) or main_output(ev)
+    op = max(ev.operands, key=lambda o: o.free_elems, default=None)
     g = hw.cost.gpsimd
     return Cost(schedulable_engine(ev.engine), busy_ns=g.ns(g.start_cycles + elems(ev, op)))

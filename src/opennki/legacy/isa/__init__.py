@@ -32,11 +32,11 @@ from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
 from opennki.instructions.base import check_operator_args, takes_operands
 from opennki.instructions.enums import engine_of
-from opennki.instructions.ops import activation_fn
+from opennki.instructions.ops import check_activation_op
 from opennki.legacy.isa import constants
 from opennki.legacy.isa.constants import dge_mode, engine, nc_version, oob_mode, reduce_cmd
 from opennki._src import core
-from opennki._src.constants import target_nc_version
+from opennki._src.constants import fp32, target_nc_version  # noqa: F401
 from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of, float32, promote, uint32
 from opennki.machine.index import Index, Predicate
@@ -49,12 +49,6 @@ scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 dma_engine = engine.unknown   # the legacy module alias is unused (spec/isa.md §3)
 unknown_engine = engine.unknown
-
-
-class fp32:
-    """`nisa.fp32.min`: the most negative finite fp32 (bit pattern 0xff7fffff)."""
-
-    min = _acc.FP32_MIN
 
 
 def get_nc_version() -> nc_version:
@@ -80,9 +74,7 @@ def _defer(instr, result, api):
 
 
 def _issue(instr, api) -> None:
-    prog = current(api)
-    check_operator_args(instr, prog.options.hardware_strict, names=True)
-    prog.issue(instr, api)
+    core.issue(instr, api, operator_names=True)
 
 
 def _tile(x, role: str, api: str):
@@ -304,18 +296,11 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs
 
 # ---------------------------------------------------------------------------------------------- Scalar
 
-def _check_activation_op(op, api: str) -> None:
-    fn = activation_fn(op)
-    if not fn.is_token:
-        raise KernelError(f"'{fn.name}' is not an activation function of the Scalar Engine", got=fn.name,
-                          instruction=api)
-
-
 @takes_operands(_act.Activation)
 def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) on the Scalar Engine into a new tile."""
-    _check_activation_op(op, "nisa.activation")
+    check_activation_op(op, "nisa.activation")
     out = _out(data.shape, _dtype(dtype, data.dtype))
     return _defer(_act.Activation(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
                                   reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out, "nisa.activation")
@@ -324,7 +309,7 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
 @takes_operands(_act.ActivationReduce)
 def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) into a new tile, and its sum over the free dims into reduce_res [P, 1]."""
-    _check_activation_op(op, "nisa.activation_reduce")
+    check_activation_op(op, "nisa.activation_reduce")
     out = _out(data.shape, _dtype(dtype, data.dtype))
     return _defer(_act.ActivationReduce(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
                                         reduce_res=reduce_res, mask=mask), out, "nisa.activation_reduce")
