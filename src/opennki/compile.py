@@ -36,6 +36,7 @@ from opennki.kernels.base import Generation, LaunchSpec, TraceKernel, check_sign
 from opennki.kernels.frameworks import Framework, call_framework
 from opennki.bridges.framework import JAXKernel, PyTorchKernel, PyTorchXLAKernel
 from opennki.kernels.standalone import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel
+from opennki.sim.options import SimOptions
 
 SIMULATOR_ENV = VARIABLES["simulator"]
 
@@ -178,7 +179,8 @@ class Kernel(GenericKernel):
 
     def __init__(self, func, mode: str = AUTO, *, spec: LaunchSpec | None = None, parent=None, **config):
         if spec is None:
-            check_signature(func)
+            check_signature(func, SimOptions(**{k: config[k] for k in ("api_version", "hardware_strict")
+                                                if config.get(k) is not None}))
         super().__init__(func, mode, spec=spec, parent=parent, **config)
 
     def __getitem__(self, lnc) -> "Kernel":

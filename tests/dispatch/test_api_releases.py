@@ -166,3 +166,55 @@ def test_the_custom_frontend_keeps_the_0_6_rules(monkeypatch):
         got = nki.jit(count_with_dynamic_range, hardware_strict=True)(np.zeros((1, 1), np.float32),
                                                                       np.array([[3]], np.int32))
     assert got[0, 0] == 3
+
+
+def string_buffer_and_int_memset(x):
+    """out = x + 3: a buffer named 'sbuf' (NKI 0.2) and an int tile memset with 3.0 (cast, as in 0.2)."""
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer="sbuf")
+    nisa.dma_copy(dst=t, src=x)
+    three = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
+    nisa.memset(dst=three, value=3.0)
+    nisa.tensor_tensor(dst=t, data1=t, data2=three, op=nl.add)
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_0_2_buffer_strings_and_memset_casts_warn_by_default(x):
+    with pytest.warns(DeprecationWarning) as record:
+        np.testing.assert_allclose(nki.jit(string_buffer_and_int_memset)(x), x + 3, rtol=1e-6)
+    texts = " | ".join(str(w.message) for w in record)
+    assert "a buffer named by a string (buffer='sbuf') is removed in NKI 0.3" in texts
+    assert "nisa.memset of a float value into an integer tensor is removed in NKI 0.3" in texts
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(nki.jit(string_buffer_and_int_memset, api_version="0.2")(x), x + 3, rtol=1e-6)
+
+
+@pytest.mark.parametrize("kernel_line", ["t = nl.ndarray(x.shape, dtype=x.dtype, buffer=\"sbuf\")"])
+def test_0_2_buffer_strings_are_the_0_3_error(x, kernel_line):
+    with pytest.raises(ReleaseError, match="buffer='sbuf'.*not accepted by NKI 0.3") as exc:
+        nki.jit(string_buffer_and_int_memset, api_version="0.3")(x)
+    assert exc.value.location.source == kernel_line
+
+
+def test_a_memset_cast_is_the_0_3_error(x):
+    def cast_only(x):
+        three = nl.ndarray(x.shape, dtype=nl.int32, buffer=nl.sbuf)
+        nisa.memset(dst=three, value=3.0)
+        return x
+    with pytest.raises(ReleaseError, match="memset of a float value into an integer tensor") as exc:
+        nki.jit(cast_only, hardware_strict=True)(x)
+    assert exc.value.location.source == "nisa.memset(dst=three, value=3.0)"
+
+
+@pytest.mark.parametrize("api", [nisa.tensor_copy_dynamic_src, nisa.tensor_copy_dynamic_dst])
+def test_the_dynamic_copies_are_the_0_4_error(x, api):
+    def kernel(x):
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        api(dst=t, src=t)
+        return x
+    with pytest.raises(ReleaseError, match=r"tensor_copy_dynamic_src / tensor_copy_dynamic_dst is not accepted by "
+                       r"NKI 0\.4 .*removed in NKI 0\.4") as exc:
+        nki.jit(kernel, api_version="0.4")(x)
+    assert "tensor_copy with .ap" in exc.value.hint and exc.value.location.source == "api(dst=t, src=t)"

@@ -73,19 +73,22 @@ def test_new_generation_outputs_must_be_shared_hbm(x):
         np.testing.assert_array_equal(nki.jit(K.new_private_output)(x), x)
 
 
-def test_keyword_only_parameters_are_refused_at_decoration():
+def test_keyword_only_parameters_are_refused_at_decoration_from_0_3():
     def kernel(a, *, scale):
         return a
     with pytest.raises(KernelError, match=r"cannot use the '\*' separator.*\['scale'\]"):
-        nki.jit(kernel)
+        nki.jit(kernel, api_version="0.3")
+    with pytest.warns(DeprecationWarning, match=r"'\*' separator .* removed in NKI 0.3"):
+        nki.jit(kernel)                             # NKI 0.2 allowed them
 
 
-def test_list_arguments_are_refused(x):
-    @nki.jit
-    def first(tensors):
-        return tensors[0]
+def test_list_arguments_are_refused_from_0_3(x):
+    def second(tensors):
+        return K.new_copy.func(tensors[1])
     with pytest.raises(KernelError, match="lists are not accepted as kernel arguments.*pass a tuple"):
-        first([x, x])
+        nki.jit(second, hardware_strict=True)([x, x])
+    with pytest.warns(DeprecationWarning, match="a list as a kernel argument is removed in NKI 0.3"):
+        np.testing.assert_array_equal(nki.jit(second)([-x, x]), x)
 
 
 def test_platform_target_is_refused_from_0_3_and_mode_is_ignored(x):

@@ -9,6 +9,8 @@ dtype (official samples pass it to `tensor_copy`). Signatures follow NKI 0.6 (SD
 
 from __future__ import annotations
 
+import numpy as np
+
 from opennki.errors import DtypeError, KernelError
 from opennki._src.constants import target_nc_version
 from opennki.instructions import dma as _dma
@@ -34,7 +36,7 @@ from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same 
 from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
-from opennki.releases import added_in, uses_custom_frontend
+from opennki.releases import Change, added_in, uses_custom_frontend
 from opennki.sim.program import current
 
 tensor_engine = engine.tensor
@@ -142,13 +144,23 @@ def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
     _issue(_dve.TensorCopy(dst=dst, src=src, engine=engine, name=name), "nisa.tensor_copy")
 
 
+DYNAMIC_COPY = Change("nisa.tensor_copy_dynamic_src / tensor_copy_dynamic_dst", "nisa.tensor_copy with .ap(...) and "
+                      "scalar_offset", deprecated_in="0.3", removed_in="0.4",
+                      source="Migrating from NKI 0.3.0 to NKI 0.4.0: Removed APIs")
+MEMSET_CAST = Change("nisa.memset of a float value into an integer tensor", "a value of the destination's type (an "
+                     "integer literal)", removed_in="0.3",
+                     source="Migrating from NKI 0.2.0 to NKI 0.3.0: nisa.memset - strict type matching")
+
+
 def tensor_copy_dynamic_src(dst, src, engine=engine.unknown, name=None):
-    """dst = src, where src's free-dim index carries a run-time offset (NKI 0.2)."""
+    """dst = src, where src's free-dim index carries a run-time offset (NKI 0.2; `DYNAMIC_COPY`)."""
+    DYNAMIC_COPY.apply(current("nisa.tensor_copy_dynamic_src").options)
     _issue(_move.TensorCopyDynamicSrc(dst=dst, src=src, engine=engine, name=name), "nisa.tensor_copy_dynamic_src")
 
 
 def tensor_copy_dynamic_dst(dst, src, engine=engine.unknown, name=None):
-    """dst = src, where dst's free-dim index carries a run-time offset (NKI 0.2)."""
+    """dst = src, where dst's free-dim index carries a run-time offset (NKI 0.2; `DYNAMIC_COPY`)."""
+    DYNAMIC_COPY.apply(current("nisa.tensor_copy_dynamic_dst").options)
     _issue(_move.TensorCopyDynamicDst(dst=dst, src=src, engine=engine, name=name), "nisa.tensor_copy_dynamic_dst")
 
 
@@ -159,7 +171,9 @@ def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
 
 
 def memset(dst, value, engine=engine.unknown, name=None):
-    """dst = value everywhere."""
+    """dst = value everywhere (a float into an integer dst: `MEMSET_CAST`, cast as NKI 0.2 did)."""
+    if (isinstance(dst, TensorView) and dst.dtype.is_int and isinstance(value, (float, np.floating))):
+        MEMSET_CAST.apply(current("nisa.memset").options)
     _issue(_dve.Memset(dst=dst, value=value, engine=engine, name=name), "nisa.memset")
 
 

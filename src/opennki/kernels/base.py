@@ -35,7 +35,7 @@ from opennki._src.tensor import NkiTensor
 from opennki.listeners import Recorder
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
-from opennki.releases import Change, Generation, level_of, release
+from opennki.releases import Change, Generation, ReleaseError, level_of, release
 from opennki.sim.frames import return_lines
 from opennki.sim.options import SimOptions
 from opennki.sim.program import active
@@ -192,25 +192,41 @@ def check_outputs(result, generation: Generation, func, options=None) -> None:
                                    "the result into them")
 
 
-def check_signature(func) -> None:
-    """New-generation signature rules (spec/entrypoints.md §2.4): no keyword-only parameters."""
+KEYWORD_ONLY = Change("the '*' separator in a kernel signature (keyword-only parameters)", "ordinary parameters with "
+                      "defaults at the end", removed_in="0.3",
+                      source="Migrating from NKI 0.2.0 to NKI 0.3.0: Remove keyword-only argument separator")
+LIST_ARGUMENTS = Change("a list as a kernel argument", "a tuple", removed_in="0.3",
+                        source="Migrating from NKI 0.2.0 to NKI 0.3.0: Replace list kernel arguments with tuples")
+
+
+def check_signature(func, options=None) -> None:
+    """New-generation signature rules (spec/entrypoints.md §2.4): no keyword-only parameters (NKI 0.2 allowed
+    them: `KEYWORD_ONLY`)."""
     try:
         params = inspect.signature(func).parameters.values()
     except (TypeError, ValueError):
         return
     keyword_only = [p.name for p in params if p.kind is inspect.Parameter.KEYWORD_ONLY]
     if keyword_only:
-        raise KernelError(f"nki.jit kernels cannot use the '*' separator in their signature (keyword-only "
-                          f"parameters {keyword_only} of {func.__name__})",
-                          hint="make them ordinary parameters")
+        try:
+            KEYWORD_ONLY.apply(options)
+        except ReleaseError as e:
+            raise KernelError(f"nki.jit kernels cannot use the '*' separator in their signature (keyword-only "
+                              f"parameters {keyword_only} of {func.__name__})", hint=e.hint,
+                              code=e.code) from None
 
 
-def check_arguments(func_name: str, named: dict) -> None:
-    """New-generation argument rules: lists are not kernel arguments (tuples are)."""
+def check_arguments(func_name: str, named: dict, options=None) -> None:
+    """New-generation argument rules: lists are not kernel arguments (tuples are; NKI 0.2 took lists:
+    `LIST_ARGUMENTS`). `options` is a callable giving the SimOptions, asked only when a list is there (a call
+    traced by torch.compile must not build them)."""
     for name, value in named.items():
         if isinstance(value, list):
-            raise KernelError(f"lists are not accepted as kernel arguments (argument {name!r} of {func_name}); "
-                              "pass a tuple", got=type(value).__name__, hint=f"call with tuple({name})")
+            try:
+                LIST_ARGUMENTS.apply(options() if options is not None else None)
+            except ReleaseError:
+                raise KernelError(f"lists are not accepted as kernel arguments (argument {name!r} of {func_name}); "
+                                  "pass a tuple", got=type(value).__name__, hint=f"call with tuple({name})") from None
 
 
 # ------------------------------------------------------------------------------------------- call observers
@@ -327,7 +343,7 @@ class TraceKernel:
             return self.inline(args, kwargs)
         try:
             if self.spec.generation is Generation.NEW:
-                check_arguments(self.spec.name, arguments.bind(self.spec.func, args, kwargs))
+                check_arguments(self.spec.name, arguments.bind(self.spec.func, args, kwargs), self.options)
             result = self.call(args, kwargs)
         except OpenNKIError as e:
             raise public_error(e) from None

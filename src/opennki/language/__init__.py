@@ -28,6 +28,8 @@ from opennki._src.tokens import NlOp
 from opennki.machine import arguments as _args
 from opennki.machine.index import ds  # noqa: F401
 from opennki.machine.memory import MemoryRegion
+from opennki.releases import Change
+from opennki.sim.program import active
 
 DType = str
 
@@ -48,11 +50,21 @@ hbm = MemoryRegion.private_hbm
 shared_hbm = MemoryRegion.shared_hbm
 
 
+STRING_BUFFER = Change("a buffer named by a string (buffer='sbuf')", "the nl memory regions (nl.sbuf, nl.psum, "
+                       "nl.hbm, nl.private_hbm, nl.shared_hbm)", removed_in="0.3",
+                       source="Migrating from NKI 0.2.0 to NKI 0.3.0: String buffer names no longer supported")
+_BUFFER_NAMES = {"sbuf": MemoryRegion.sbuf, "psum": MemoryRegion.psum, "hbm": MemoryRegion.private_hbm,
+                 "private_hbm": MemoryRegion.private_hbm, "shared_hbm": MemoryRegion.shared_hbm}
+
+
 def _region(buffer):
     if isinstance(buffer, str):
-        from opennki.errors import KernelError
-        raise KernelError(f"buffer must be an nl memory region (nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm), not the "
-                          f"string {buffer!r}", got=buffer)
+        if buffer not in _BUFFER_NAMES:
+            raise KernelError(f"buffer must be an nl memory region (nl.sbuf, nl.psum, nl.hbm, nl.shared_hbm), not "
+                              f"the string {buffer!r}", got=buffer)
+        prog = active()
+        STRING_BUFFER.apply(prog.options if prog is not None else None)
+        buffer = _BUFFER_NAMES[buffer]
     return core.region_of(buffer)
 
 
@@ -358,4 +370,5 @@ def program_id(axis=0):
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "core", "NlOp", "os", "np", "Any",
                                                                    "DmaCopy", "composites", "debug", "movement",
                                                                    "rng", "DtypeError", "KernelError", "ShapeError",
-                                                                   "UnsupportedError", "empty_like_grid")]
+                                                                   "UnsupportedError", "empty_like_grid", "KernelError", "Change", "active",
+                                                                   "STRING_BUFFER")]
