@@ -11,7 +11,6 @@ from opennki.events import InstructionExecuted
 from opennki.kernels.base import run_kernel
 from opennki.listeners import Recorder
 from tests.isa.helpers import rand, run
-from tests.raises import raises_at
 
 
 def _first_phase(x):
