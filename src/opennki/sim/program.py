@@ -250,9 +250,10 @@ class Program:
     def defer(self, instr, result: TensorView, api: str | None = None) -> TensorView:
         """Check an instruction now and keep it pending until its result is consumed (module docstring)."""
         self.flush()
-        location = user_location()
+        frame = user_frame()            # the kernel line, and the statement that receives the result
+        location = None if frame is None else SourceLocation(frame.f_code.co_filename, frame.f_lineno,
+                                                             frame.f_code.co_name)
         self._check(instr, location, api, result.storage)
-        frame = user_frame()
         use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
         self.pending = Deferred(instr, result, location, api, use, frame, name)
         return result
