@@ -461,7 +461,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         retargeted = _retargeted(prog, deferred, changes) if value.shape == dst.shape else None
         if retargeted is not None and prog.retarget(deferred, changes, retargeted):
             return
-        prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
+        prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     copy_into(dst, value, api)
 
 
@@ -511,10 +511,10 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
                 if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates
                     # (adding one PSUM tile into another is no engine's operation)
-                    prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
+                    prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
                     prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
                 return
-            prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
+            prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     if is_tensor(value) and value.shape != dst.shape:
         expect_broadcastable(value.shape, dst.shape, api)
     binary(op, dst, value, api=api, out=dst)
