@@ -9,6 +9,9 @@ Imports compat, the dispatch layer's call observers and the cost-model services 
         Run the script and print, for every NKI kernel call it makes, the cost model's latency estimate.
     opennki profile [--force] [--target T] SCRIPT [ARGS...] --out DIR
         Run the script and write one profile per NKI kernel call into DIR/<nnn>_<kernel>/.
+    opennki check [--force] [--target T] [--json] SCRIPT [ARGS...]
+        Run the script with every check on (races, uninitialised reads, the compiler-rule lint of each
+        kernel launched; opennki.checks) and print the findings; exit status 1 if there are any.
 
 The script runs exactly as `python SCRIPT ARGS...` would (`__name__ == "__main__"`, `sys.argv`, its folder
 first on `sys.path`); its kernels run on the simulator as usual, and the benchmark / profile commands observe
@@ -31,6 +34,7 @@ COMMANDS = {
     "run": "run a script with neuronxcc.nki / nki imported as opennki",
     "benchmark": "run a script and print the estimated latency of every kernel call",
     "profile": "run a script and write a profile of every kernel call into --out DIR",
+    "check": "run a script with every check on and print the findings",
 }
 
 
@@ -46,6 +50,8 @@ def _parser() -> argparse.ArgumentParser:
                                              f"${TARGET_ENV} or trn3")
         if name == "profile":
             p.add_argument("--out", help="directory for the profiles (may also follow the script's arguments)")
+        if name == "check":
+            p.add_argument("--json", action="store_true", help="print the findings as JSON")
         p.add_argument("script", help="the Python script to run")
         p.add_argument("args", nargs=argparse.REMAINDER, help="arguments for the script")
     return parser
@@ -137,6 +143,30 @@ def _write_profile_into(out: Path):
     return write
 
 
+def check_script(script: str, args=(), *, as_json: bool = False) -> int:
+    """`opennki check`: run the script under `opennki.checks.checking()` and print what was found. An error
+    that stops the script is printed after the findings made before it."""
+    import json
+    from opennki.checks import checking, format_findings
+    status, error = 0, None
+    with checking() as found:
+        try:
+            status = run_script(script, args)
+        except Exception as e:      # the script failed: report it with what was found before
+            error = e
+    if as_json:
+        print(json.dumps({"script": script, "findings": [f.to_json() for f in found],
+                          "error": None if error is None else _error_text(error)}, indent=2))
+    else:
+        print(f"opennki check: {script}")
+        print(format_findings(found))
+        if error is not None:
+            print(f"the script stopped with an {_error_text(error)}")
+    if error is not None:
+        return 2
+    return 1 if found else status
+
+
 def main(argv=None) -> int:
     options = _parser().parse_args(argv)
     args = list(options.args)
@@ -155,6 +185,8 @@ def main(argv=None) -> int:
     try:
         if options.command == "run":
             return run_script(options.script, args)
+        if options.command == "check":
+            return check_script(options.script, args, as_json=options.json)
         if options.command == "benchmark":
             reporter = CallReporter()
             try:

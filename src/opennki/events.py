@@ -148,6 +148,7 @@ class InstructionExecuted(Event):
         mask: for masked legacy instructions, the boolean mask over the output (None: all active).
         location: the kernel line that issued it.
         name: the user's `name=` label, if any.
+        ordered: issued inside `no_reorder` (the compiler keeps program order for it).
     """
 
     seq: int
@@ -160,6 +161,7 @@ class InstructionExecuted(Event):
     mask: np.ndarray | None = None
     location: SourceLocation | None = None
     name: str | None = None
+    ordered: bool = False
 
     @property
     def reads(self) -> tuple[Operand, ...]:

@@ -225,3 +225,19 @@ def test_an_instruction_ready_early_runs_in_the_idle_stretch_before_a_waiting_on
     # the exp table load is charged to the first exp in program order (act1); act2 finds it loaded
     assert act2.end == pytest.approx(act2.start + _ns(64, 1.2)) and act2.end <= act1.start
     assert act1.start == pytest.approx(load.end + _ns(100, 1.2))
+
+
+def test_no_reorder_keeps_program_order_on_the_engine():
+    def in_order(a):
+        with nl.no_reorder():
+            x = nl.ndarray((128, 2048), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=x, src=a)
+            y = nl.ndarray((128, 2048), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.activation(dst=y, op=nl.exp, data=x)
+            small = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.memset(dst=small, value=1.0, engine=nisa.gpsimd_engine)
+            w = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.activation(dst=w, op=nl.exp, data=small)
+        return a
+    load, act1, fill, act2 = estimate(in_order, (spec((128, 2048)),), target="trn2").records
+    assert act2.start == pytest.approx(act1.end) and act2.pred == act1.index     # behind act1, not in the gap

@@ -76,8 +76,10 @@ def rmsnorm(a_tensor, g_tensor):
         rows = t * 128 + i_p
         a = nl.load(a_tensor[rows, i_d], mask=(rows < n))
         sq = nl.square(a, mask=(rows < n))
-        ms = nl.sum(sq, axis=[1], mask=(rows < n)) * (1.0 / d)
-        inv = nl.rsqrt(ms + 1e-6, mask=(rows < n))
+        # every op masked: the rows past n of the last tile are never loaded (reading them is an
+        # uninitialised read, even though the store's mask would discard the result)
+        ms = nl.multiply(nl.sum(sq, axis=[1], mask=(rows < n)), 1.0 / d, mask=(rows < n))
+        inv = nl.rsqrt(nl.add(ms, 1e-6, mask=(rows < n)), mask=(rows < n))
         normed = nl.multiply(a, inv, mask=(rows < n))
         g_b = g.broadcast_to((128, d))
         nl.store(out[rows, i_d], value=nl.multiply(normed, g_b, mask=(rows < n)), mask=(rows < n))

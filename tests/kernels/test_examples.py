@@ -26,3 +26,13 @@ def test_demo_runs_every_example_and_writes_profiles(capsys, tmp_path):
         assert (tmp_path / example["name"]).is_dir() and any((tmp_path / example["name"]).iterdir())
     assert "Estimated on trn2" in out
     assert len(EXAMPLES) >= 3 and {e["generation"] for e in EXAMPLES} == {"legacy", "new"}
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=[e["name"] for e in EXAMPLES])
+def test_example_has_no_findings_with_every_check_on(example):
+    """No race, no uninitialised read and no compiler-rule finding in the examples (opennki.checks)."""
+    from opennki.checks import checking, format_findings
+    with checking() as found:
+        row = run_demo.run(example, seed=7)
+    assert row["rel_err"] < TOLERANCE.get(example["name"], 1e-5), row
+    assert found.kernels and not found, format_findings(found)

@@ -125,10 +125,22 @@ _collector: contextvars.ContextVar["list[Finding] | None"] = contextvars.Context
                                                                                     default=None)
 
 
+class Collected(list):
+    """The findings of a `collecting()` block, in order; `kernels` maps each kernel function launched in the
+    block to (generation, options), for checks that read kernels rather than runs (the lint). With
+    `all_checks`, every launch in the block runs with the race checker and uninitialised-read tracking on,
+    whatever its options say (`opennki check`, `--nki-check`)."""
+
+    def __init__(self, *args, all_checks: bool = False):
+        super().__init__(*args)
+        self.kernels: dict = {}
+        self.all_checks = all_checks
+
+
 @contextlib.contextmanager
-def collecting(into: list | None = None):
+def collecting(into: Collected | None = None):
     """Within the block, launches hand their findings to the yielded list instead of raising them."""
-    found = [] if into is None else into
+    found = Collected() if into is None else into
     token = _collector.set(found)
     try:
         yield found
@@ -136,9 +148,17 @@ def collecting(into: list | None = None):
         _collector.reset(token)
 
 
-def collector() -> "list[Finding] | None":
+def collector() -> "Collected | None":
     """The list of the innermost open `collecting()` block, or None."""
     return _collector.get()
+
+
+def launched(fn, generation, options) -> None:
+    """A launch of kernel function `fn` began: remembered by the open `collecting()` block, if any."""
+    found = _collector.get()
+    if found is not None:
+        fn = getattr(fn, "__wrapped__", fn)
+        found.kernels.setdefault(fn, (generation, options))
 
 
 def report(findings) -> None:
@@ -161,5 +181,5 @@ def with_kernel(f: Finding, kernel: str) -> Finding:
                    kernel, f.extra)
 
 
-__all__ = ["Finding", "FindingKind", "collecting", "collector", "format_findings", "report", "unique",
+__all__ = ["Collected", "Finding", "FindingKind", "collecting", "launched", "collector", "format_findings", "report", "unique",
            "with_kernel"]

@@ -42,6 +42,8 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
 _TENSOR, _PSUM = Engine.TENSOR, MemoryKind.PSUM     # bound once: class lookups of members are slow (3.11)
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
+# depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
+NO_REORDER: contextvars.ContextVar[int] = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
 
 
 def current(api: str | None = None) -> "Program":
@@ -477,7 +479,8 @@ class Program:
         if instr.mask is not None and instr.output is not None:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return _new_instruction_event(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
-                                      operands, instr.params(), mask, location, instr.name)
+                                      operands, instr.params(), mask, location, instr.name,
+                                      NO_REORDER.get() > 0)
 
 
 def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:

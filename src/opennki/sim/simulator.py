@@ -9,6 +9,7 @@ returns with its tensors converted to NumPy arrays. Listeners attached to the si
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 import itertools
 import math
@@ -93,6 +94,9 @@ class Simulator:
         kwargs = dict(kwargs or {})
         grid = tuple(int(g) for g in grid)
         name = kernel_name or getattr(fn, "__name__", "kernel")
+        collected, options = _findings.collector(), self.options
+        if collected is not None and collected.all_checks:
+            self.options = dataclasses.replace(options, detect_races=True, uninitialized="raise")
         checker = RaceChecker() if self.options.detect_races else None
         if checker is not None:
             self.listeners.append(checker)
@@ -100,6 +104,7 @@ class Simulator:
             return self._launch(fn, args, kwargs, grid, tensor_type, name, cores_of, before_program,
                                 after_program, generation, checker)
         finally:
+            self.options = options
             if checker is not None:
                 self.listeners.remove(checker)
 
@@ -108,6 +113,8 @@ class Simulator:
         hbm = Allocator(MemoryKind.HBM, self.hw.memory.hbm_bytes, HBM_ALIGN_BYTES, self.hw.name)
         launch = LaunchState(self, hbm, tensor_type, grid, name, fn=fn, generation=generation)
         launch.collecting = _findings.collector() is not None
+        if launch.collecting:
+            _findings.launched(fn, generation, self.options)
         bound_args, bound_kwargs, arg_storages = self._bind(fn, args, kwargs, launch)
         launch.body = lambda: fn(*bound_args, **bound_kwargs)
         launch.args = (bound_args, bound_kwargs)
