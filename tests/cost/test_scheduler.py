@@ -15,6 +15,7 @@ from opennki.hw import TRN2
 from opennki.kernels.base import run_kernel
 from tests.cost import kernels as K
 from tests.cost.helpers import spec
+from tests.raises import raises_at
 
 
 def test_a_single_load_waits_trigger_plus_setup_then_moves_its_descriptors():
@@ -138,7 +139,7 @@ def test_estimate_errors_name_the_kernel_line():
         x = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=x, src=a)
         return a
-    with pytest.raises(ShapeError, match="same number of elements") as exc:     # 256 per partition into 512
+    with raises_at(ShapeError, match="same number of elements") as exc:     # 256 per partition into 512
         estimate(bad, (spec((128, 256)),), target="trn2")
     assert traceback.extract_tb(exc.value.__traceback__)[-1].line == "nisa.dma_copy(dst=x, src=a)"
 

@@ -11,6 +11,7 @@ from opennki.kernels.base import run_kernel
 from opennki.sim.options import SimOptions
 from tests.language.coverage import covers
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 
 @covers("device_print", "arange")
@@ -34,13 +35,13 @@ def _strict(fn, *args):
 
 def test_device_print_is_simulation_only_in_strict_mode():
     x = np.zeros((2, 2), np.float32)
-    with pytest.raises(HardwareUnsupportedError, match="only works in simulation"):
+    with raises_at(HardwareUnsupportedError, match="only works in simulation"):
         _strict(lambda x: nl.device_print("x", nl.load(x)), x)
 
 
 def test_env_var_turns_strict_mode_on(monkeypatch):
     monkeypatch.setenv("OPENNKI_HARDWARE_STRICT", "1")
-    with pytest.raises(HardwareUnsupportedError):
+    with raises_at(HardwareUnsupportedError):
         run(lambda x: nl.device_print("x", nl.load(x)), np.zeros((2, 2), np.float32))
 
 
@@ -67,7 +68,7 @@ def test_new_generation_limits_raise_only_in_strict_mode(what, fn, rng):
     a, b = rng.uniform(1, 2, (2, 4, 8)).astype(np.float32)
     kernel = _binary_kernel(fn, a, b)
     assert np.isfinite(run_kernel(kernel, (a, b))).all()
-    with pytest.raises(HardwareUnsupportedError):
+    with raises_at(HardwareUnsupportedError):
         _strict(kernel, a, b)
 
 
@@ -82,6 +83,6 @@ def test_legacy_operators_cannot_broadcast_partitions_on_hardware(rng):
     a, b = rng.uniform(1, 2, (2, 4, 8)).astype(np.float32)
     kernel = _binary_kernel(lambda x, y: x + y[0:1, :], a, b)
     np.testing.assert_allclose(run_kernel(kernel, (a, b)), a + b[0:1], rtol=1e-6)
-    with pytest.raises(HardwareUnsupportedError, match="partition"):
+    with raises_at(HardwareUnsupportedError, match="partition"):
         _strict(kernel, a, b)
     _strict(_binary_kernel(lambda x, y: x + y[:, 0:1], a, b), a, b)   # free-dim broadcast is native

@@ -10,6 +10,7 @@ import opennki.legacy.language as nl
 from opennki.errors import KernelError
 from tests.language.coverage import covers
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 DEPENDENCY = "err_unexpected_output_dependencies"
 
@@ -80,7 +81,7 @@ def test_affine_iterations_writing_the_same_location_are_reported(pattern, confl
     x = rng.standard_normal((4, 16, 8)).astype(np.float32)
     kernel = _kernel_writing(pattern)
     if conflicts:
-        with pytest.raises(KernelError, match=DEPENDENCY) as info:
+        with raises_at(KernelError, match=DEPENDENCY) as info:
             run(kernel, x)
         assert "iterations 0 and 1" in str(info.value) and "test_loops.py" in str(info.value)
     else:
@@ -119,7 +120,7 @@ def test_nested_affine_loops_check_both_levels(rng):
             for j in nl.affine_range(3):
                 nl.store(out[i], value=nl.load(x[i, j]))
         return out
-    with pytest.raises(KernelError, match=DEPENDENCY):
+    with raises_at(KernelError, match=DEPENDENCY):
         run(kernel, x)
 
 
@@ -134,7 +135,7 @@ def test_run_time_scatter_indices_are_checked(rng):
         return out
     disjoint = np.arange(8, dtype=np.int32).reshape(2, 4, 1)
     run(kernel, x, disjoint)
-    with pytest.raises(KernelError, match=DEPENDENCY):
+    with raises_at(KernelError, match=DEPENDENCY):
         run(kernel, x, np.array([[0, 1, 2, 3], [3, 4, 5, 6]], np.int32).reshape(2, 4, 1))
 
 
@@ -163,7 +164,7 @@ def test_loop_reduce_needs_a_destination_created_before_the_loop(rng):
         for k in nl.affine_range(2):
             fresh = nl.loop_reduce(nl.load(x[k]), op=np.add, loop_indices=[k])
         return fresh
-    with pytest.raises(KernelError, match="assignment target"):
+    with raises_at(KernelError, match="assignment target"):
         run(kernel, rng.standard_normal((2, 4, 4)).astype(np.float32))
 
 
@@ -177,7 +178,7 @@ def test_nisa_instructions_are_checked_too(rng):
             buf[...] = nisa.tensor_copy(nl.load(x[i]))
         nl.store(out, value=buf)
         return out
-    with pytest.raises(KernelError, match=DEPENDENCY):
+    with raises_at(KernelError, match=DEPENDENCY):
         run(kernel, x)
 
 

@@ -9,6 +9,7 @@ import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import AllocationError
 from opennki.hw import get_target
+from tests.raises import raises_at
 
 COLS = int(get_target("trn3").memory.sbuf_usable_bytes_per_partition * 0.6) // 4   # fp32: 60% of SBUF each
 
@@ -52,6 +53,6 @@ def test_a_tensor_never_read_again_gives_its_memory_back(rng, monkeypatch):
 def test_a_tensor_read_later_keeps_its_memory(rng, monkeypatch):
     monkeypatch.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
     x = rng.standard_normal((128, 8)).astype(np.float32)
-    with pytest.raises(AllocationError, match="SBUF overflow") as exc:
+    with raises_at(AllocationError, match="SBUF overflow") as exc:
         two_stages_reading_first_again(x)
     assert "nisa.dma_copy(dst=scratch[:, 0:8], src=x)" in exc.value.location.source

@@ -10,6 +10,7 @@ import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import AllocationError
 from tests.isa.helpers import rand, run
+from tests.raises import raises_at
 
 
 def _first_phase(x):
@@ -57,5 +58,5 @@ def test_a_dead_list_of_tiles_gives_its_memory_back(rng):
 
 
 def test_a_list_read_later_keeps_its_tiles(rng):
-    with pytest.raises(AllocationError, match="SBUF overflow"):
+    with raises_at(AllocationError, match="SBUF overflow"):
         run(_first_list_read_later, rand(rng, 2, 8192))

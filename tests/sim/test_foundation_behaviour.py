@@ -14,6 +14,7 @@ from opennki.kernel import run_kernel
 from opennki.listeners import Recorder
 from opennki.listeners.tracer import Tracer
 from tests.kernels import legacy_kernels as K
+from tests.raises import raises_at
 
 
 def _last_frame(exc_info):
@@ -56,7 +57,7 @@ def overflows_sbuf(a):
 
 @pytest.mark.parametrize("target,capacity", [("trn1", 176 * 1024), ("trn2", 208 * 1024)])
 def test_sbuf_overflow_raises_with_numbers_and_line(target, capacity):
-    with pytest.raises(AllocationError) as exc:
+    with raises_at(AllocationError) as exc:
         run_kernel(overflows_sbuf.func, (np.zeros((1, 1), np.float32),), target=target)
     msg = str(exc.value)
     assert "SBUF overflow" in msg and "2048 bytes per partition needed" in msg
@@ -85,7 +86,7 @@ def psum_operands_too_big(a):
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
 def test_psum_overflow_raises_when_spilling_cannot_make_room(kernel, needed, line, target):
     """PSUM tiles are spilled to make room (docs/design-notes.md); what spilling cannot place still raises."""
-    with pytest.raises(AllocationError) as exc:
+    with raises_at(AllocationError) as exc:
         run_kernel(kernel.func, (np.zeros((1, 1), np.float32),), target=target)
     msg = str(exc.value)
     assert "PSUM overflow" in msg and f"{needed} bytes per partition needed" in msg
@@ -133,7 +134,7 @@ def test_overflow_message_names_the_creation_line():
         second[...] = 2.0
         nl.store(a, value=nl.add(first[0:1, 0:1], second[0:1, 0:1]))   # both stay live up to here
         return a
-    with pytest.raises(AllocationError) as exc:
+    with raises_at(AllocationError) as exc:
         run_kernel(two_big.func, (np.zeros((1, 1), np.float32),), target="trn1")
     assert "created at test_foundation_behaviour.py" in str(exc.value)
     assert _last_frame(exc).line == "second[...] = 2.0"
@@ -151,7 +152,7 @@ def too_many_partitions(a):
 
 
 def test_256_partition_tile_raises_with_kernel_line():
-    with pytest.raises(ShapeError) as exc:
+    with raises_at(ShapeError) as exc:
         too_many_partitions(np.zeros((1, 1), np.float32))
     assert "err_num_partition_exceed_arch_limit" in str(exc.value)
     assert "number of partitions 256 exceed architecture limitation of 128" in str(exc.value)
@@ -169,7 +170,7 @@ def loads_past_the_end(a):
 
 
 def test_out_of_bounds_raises_with_index_range_and_line():
-    with pytest.raises(OutOfBoundsError) as exc:
+    with raises_at(OutOfBoundsError) as exc:
         loads_past_the_end(np.zeros((200, 64), np.float32))
     msg = str(exc.value)
     assert "err_tensor_access_out_of_bound" in msg and "index range [100, 227]" in msg and "200" in msg
@@ -202,7 +203,7 @@ def wrong_memory(a):
 
 def test_wrong_buffer_kind_raises():
     from opennki.errors import MemoryKindError
-    with pytest.raises(MemoryKindError) as exc:
+    with raises_at(MemoryKindError) as exc:
         wrong_memory(np.zeros((4, 4), np.float32))
     assert "err_unsupported_memory" in str(exc.value)
     assert _last_frame(exc).line == "nl.exp(a)             # an HBM tensor straight into a compute op"

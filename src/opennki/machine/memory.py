@@ -177,10 +177,6 @@ class Storage:
         """Elements per partition on chip; all elements in HBM."""
         return math.prod(self.shape[1:]) if self.kind.is_on_chip else self.size
 
-    @property
-    def bytes_per_partition(self) -> int:
-        return self.row_elems * self.dtype.itemsize
-
     def __repr__(self) -> str:
         return f"<{self.region.name} {self.name} {self.shape} {self.dtype}>"
 

@@ -252,9 +252,10 @@ class Program:
     def defer(self, instr, result: TensorView, api: str | None = None) -> TensorView:
         """Check an instruction now and keep it pending until its result is consumed (module docstring)."""
         self.flush()
-        location = user_location()
+        frame = user_frame()            # the kernel line, and the statement that receives the result
+        location = None if frame is None else SourceLocation(frame.f_code.co_filename, frame.f_lineno,
+                                                             frame.f_code.co_name)
         self._check(instr, location, api, result.storage)
-        frame = user_frame()
         use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
         self.pending = Deferred(instr, result, location, api, use, frame, name)
         return result
@@ -326,17 +327,23 @@ class Program:
             self.pending = None
             self._run_and_emit(p.instr, p.location, p.api)
 
-    def execute(self, instr, location: SourceLocation | None, api: str | None, checked: bool = False) -> None:
-        """Check (the instruction's own check only if not `checked` already), run and report `instr`."""
-        self._check(instr, location, api, checked=checked)
+    def execute(self, instr, location: SourceLocation | None, api: str | None, checked: bool = False,
+                deferred: bool = False) -> None:
+        """Check, run and report `instr`. `checked`: its own check has passed already (`check_instruction`);
+        `deferred`: it is a deferred instruction issued as it is, whose operand rules passed when it was
+        deferred, too."""
+        self._check(instr, location, api, checked=checked or deferred, operands_checked=deferred)
         self._run_and_emit(instr, location, api, placed=True)
 
-    def _check(self, instr, location, api, unplaced=None, checked: bool = False) -> None:
+    def _check(self, instr, location, api, unplaced=None, checked: bool = False,
+               operands_checked: bool = False) -> None:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
-        destination (a retargeted instruction writes elsewhere). `checked`: the instruction's own check has
-        passed already; the operand rules, the bounds, the language rules and placement still run."""
+        destination (a retargeted instruction writes elsewhere). `checked` / `operands_checked`: the
+        instruction's own check / its operand rules passed already; the bounds, the language rules and
+        placement still run."""
         try:
-            instr.check_operands()
+            if not operands_checked:
+                instr.check_operands()
             if not checked:
                 self.check_instruction(instr)
             check_static_bounds(instr)
