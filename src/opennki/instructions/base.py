@@ -506,5 +506,3 @@ def read_operand(m, view: TensorView, dst: TensorView, mask, *, raw: bool = Fals
     return flat(values)
 
 
-def shape_error(rule, **kw):
-    return ShapeError(rule, **kw)
