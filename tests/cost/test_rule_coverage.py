@@ -100,6 +100,11 @@ DMA_CASES = [
                        sb("src1", R, (128, 512))), (8 * 2.2 + 2 * 8 * 2048 / 23.0) / 0.5),
     ("sendrecv", ev("sendrecv", Engine.DMA, sb("dst", W, (128, 512)), sb("src", R, (128, 512))),
      8 * 2.2 + 8 * 2048 / 23.0),
+    # SBUF spill / reload: the whole tile to or from its HBM staging range, one row descriptor per partition
+    ("sbuf_spill", ev("sbuf_spill", Engine.DMA, sb("src", R, (128, 512)), sb("dst", W, (128, 512), kind=HBM)),
+     8 * 2.2 + 8 * 2048 / 23.0),
+    ("sbuf_reload", ev("sbuf_reload", Engine.DMA, sb("src", R, (128, 512), kind=HBM), sb("dst", W, (128, 512))),
+     8 * 2.2 + 8 * 2048 / 23.0),
 ] + [(op, ev(op, Engine.DMA, sb("dst", W, (1, 4096), kind=HBM), sb("src", R, (1, 4096), kind=HBM)),
       2.2 + 16384 / 16 / 23.0)                      # one contiguous HBM descriptor, bytes over the 16 engines
      for op in ("all_to_all_v", "all_gather_v", "all_to_all_v_trigger", "all_gather_v_trigger")] + [

@@ -58,6 +58,10 @@ def test_operand_masks_restrict_m_and_n(rng):
     out = run(kernel, a, b)
     expected = a.T.astype(np.float64) @ b
     np.testing.assert_allclose(out[:20, :30], expected[:20, :30], rtol=1e-5, atol=1e-5)
+    # outside the masks the matmul computed nothing: those elements hold res's zeros or the never-written
+    # poison of the result tile (NaN), never a product
+    for outside in (out[20:, :], out[:, 30:]):
+        assert (np.isnan(outside) | (outside == 0)).all()
 
 
 @covers("transpose")

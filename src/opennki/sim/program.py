@@ -34,7 +34,7 @@ from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind,
 from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
-from opennki.machine.tensor import TensorView
+from opennki.machine.tensor import TensorView, row_major_strides
 from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
                                 user_frame)
@@ -230,13 +230,35 @@ class Program:
         self.sim.emit(TensorFreed(storage_id, kind))
 
     def spilled(self, storage) -> None:
-        """A PSUM tensor gives its range back under pressure (Memory.place): the copy out of PSUM a compiler
-        issues, as a Vector Engine instruction reading the whole tensor at its old range."""
-        self._staging_copy("psum_spill", storage, "data", AccessKind.READ)
+        """An on-chip tensor gives its range back under pressure (Memory.place): the copy out a compiler
+        issues. PSUM: a Vector Engine instruction reading the whole tensor at its old range (to SBUF staging).
+        SBUF: a DMA of the whole tensor to its HBM staging range."""
+        if storage.kind is MemoryKind.SBUF:
+            self._hbm_staging_copy("sbuf_spill", storage, to_hbm=True)
+        else:
+            self._staging_copy("psum_spill", storage, "data", AccessKind.READ)
 
     def reloaded(self, storage) -> None:
-        """A spilled PSUM tensor got a range again: the copy back in, writing the whole tensor there."""
-        self._staging_copy("psum_reload", storage, "dst", AccessKind.WRITE)
+        """A spilled tensor got a range again: the copy back in, writing the whole tensor there."""
+        if storage.kind is MemoryKind.SBUF:
+            self._hbm_staging_copy("sbuf_reload", storage, to_hbm=False)
+        else:
+            self._staging_copy("psum_reload", storage, "dst", AccessKind.WRITE)
+
+    def _hbm_staging_copy(self, opcode: str, storage, *, to_hbm: bool) -> None:
+        on_chip = operand_record("src" if to_hbm else "dst", TensorView.root(storage),
+                                 AccessKind.READ if to_hbm else AccessKind.WRITE)
+        nbytes = on_chip.size_bytes
+        if storage.spill_address is None:
+            storage.spill_address = self.launch.hbm.allocate(nbytes, f"{storage.name}_spill")
+        hbm = dataclasses.replace(
+            on_chip, role="dst" if to_hbm else "src", access=AccessKind.WRITE if to_hbm else AccessKind.READ,
+            region=Region(MemoryKind.HBM, storage.id, 0, 1, storage.spill_address, storage.spill_address + nbytes),
+            partitions=1, free_elems=on_chip.partitions * on_chip.free_elems,
+            strides=row_major_strides(on_chip.shape), offset=0, storage_shape=on_chip.shape)
+        operands = (on_chip, hbm) if to_hbm else (hbm, on_chip)
+        self.sim.emit(InstructionExecuted(next(self.launch.seq), self.ids, self.core, opcode, Engine.DMA,
+                                          operands, {"tensor": storage.name}, None, user_location()))
 
     def _staging_copy(self, opcode: str, storage, role: str, access: AccessKind) -> None:
         operand = operand_record(role, TensorView.root(storage), access)
@@ -365,10 +387,12 @@ class Program:
 
     def _place_operands(self, instr, unplaced=None) -> None:
         """On-chip tensors get their addresses when an instruction first touches them (Memory.place)."""
+        touch = next(_touches)
         for _, view, _ in instr.operands():
             st = view.storage
-            if st.placement is None and st is not unplaced:
-                root = st.base or st
+            root = st.base or st
+            root.last_touch = touch
+            if (st.placement is None or root.placement is None) and st is not unplaced:
                 if root.placement is None:
                     self.memory.place(root, lambda kind: self._reclaim(kind, instr),
                                       keep=lambda: _operand_roots(instr))
@@ -395,8 +419,9 @@ class Program:
         else:
             views = []
         storages = {id(v.storage): v.storage for v in views if isinstance(v, TensorView)}.values()
+        operands = _operand_roots(instr)     # `acc = nl.add(acc, t)`: the old value is still this instruction's input
         for st in storages:
-            if st.kind is kind and st.placement is not None:
+            if st.kind is kind and st.placement is not None and (st.base or st).id not in operands:
                 Memory.release_early(st)
                 freed = True
         return self._release_dead_locals(kind, frame, instr) or freed
@@ -611,6 +636,7 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
     return f"{region}_{shape}"
 
 
+_touches = itertools.count(1)    # instruction order for Storage.last_touch (least recently used SBUF spills first)
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new_instruction_event = positional_maker(InstructionExecuted)
 

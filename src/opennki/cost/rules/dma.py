@@ -104,6 +104,14 @@ def dma_copy(ev, hw) -> Cost:
     return transfer(ev, hw, dst, [src], factor=factor)
 
 
+@cost_rule("sbuf_spill", "sbuf_reload")
+def sbuf_staging_copy(ev, hw) -> Cost:
+    """The DMA a compiler issues to spill an oversubscribed SBUF tile to HBM or to bring it back
+    (machine/memory.py): a copy of the whole tile between its SBUF range and its HBM staging range."""
+    dst, src = _dst_src(ev)
+    return transfer(ev, hw, dst, [src])
+
+
 @cost_rule("dma_transpose")
 def dma_transpose(ev, hw) -> Cost:
     """NeuronCore-v2 transposes with one descriptor per element; v3+ on the DMA transpose path, the
