@@ -1,5 +1,5 @@
 """Kernels written for the ranking tests in the style of the official NKI tutorials' optimisation sequences
-(matrix multiplication, layernorm): each step makes the change the tutorial describes, in this project's
+(matrix multiplication, layernorm, fused Mamba): each step makes the change the tutorial describes, in this project's
 own code. Legacy generation, shape-only estimates."""
 
 import numpy as np
@@ -150,3 +150,61 @@ def layernorm_v2(x, gamma, beta):
 
 
 LAYERNORM_STEPS = (layernorm_v1, layernorm_v2)
+
+
+# -- selective scan (Mamba): out[b, c, t] = sum_s C[b, s, t] * h_s[c, t], with the recurrence
+#    h_s[c, t] = exp(delta[b, c, t] * A[c, s]) * h_s[c, t - 1] + delta[b, c, t] * u[b, c, t] * B[b, s, t] -------
+
+def _scan_state(delta_i, delta_u, a_col, B_i, C_i, P, L):
+    """One state's contribution for a [P, L] channel tile: exp(delta * A) scanned with delta * u * B."""
+    decay = nisa.activation(op=np.exp, data=delta_i, scale=a_col)
+    drive = nl.multiply(delta_u, B_i.broadcast_to((P, L)))
+    h = nisa.tensor_tensor_scan(decay, drive, initial=0.0, op0=np.multiply, op1=np.add)
+    return nl.multiply(h, C_i.broadcast_to((P, L)))
+
+
+def mamba_v1(delta, u, A, B, C):
+    """v1: states outside channels, so each channel tile's delta and u are loaded again for every state, and
+    the partial sums of all channel tiles are kept in SBUF until the end."""
+    batch, channels, L = delta.shape
+    states = A.shape[1]
+    P = 128
+    out = nl.ndarray((batch, channels, L), dtype=delta.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(batch):
+        acc = nl.zeros((channels // P, nl.par_dim(P), L), dtype=delta.dtype, buffer=nl.sbuf)
+        for s in nl.sequential_range(states):
+            B_i = nl.load(B[b, s:s + 1, :])
+            C_i = nl.load(C[b, s:s + 1, :])
+            for c in nl.affine_range(channels // P):
+                delta_i = nl.load(delta[b, c * P:(c + 1) * P, :])
+                u_i = nl.load(u[b, c * P:(c + 1) * P, :])
+                a_col = nl.load(A[c * P:(c + 1) * P, s:s + 1])
+                acc[c] = nl.add(acc[c], _scan_state(delta_i, nl.multiply(delta_i, u_i), a_col, B_i, C_i, P, L))
+        for c in nl.affine_range(channels // P):
+            nl.store(out[b, c * P:(c + 1) * P, :], value=acc[c])
+    return out
+
+
+def mamba_v2(delta, u, A, B, C):
+    """v2: the loops reordered so that a channel tile's delta and u are loaded once and reused by every
+    state (the tutorial's "minimizing data reloading by loop reordering"), and so is their product."""
+    batch, channels, L = delta.shape
+    states = A.shape[1]
+    P = 128
+    out = nl.ndarray((batch, channels, L), dtype=delta.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(batch):
+        for c in nl.affine_range(channels // P):
+            delta_i = nl.load(delta[b, c * P:(c + 1) * P, :])
+            u_i = nl.load(u[b, c * P:(c + 1) * P, :])
+            delta_u = nl.multiply(delta_i, u_i)
+            acc = nl.zeros((nl.par_dim(P), L), dtype=delta.dtype, buffer=nl.sbuf)
+            for s in nl.sequential_range(states):
+                B_i = nl.load(B[b, s:s + 1, :])
+                C_i = nl.load(C[b, s:s + 1, :])
+                a_col = nl.load(A[c * P:(c + 1) * P, s:s + 1])
+                acc[...] = nl.add(acc, _scan_state(delta_i, delta_u, a_col, B_i, C_i, P, L))
+            nl.store(out[b, c * P:(c + 1) * P, :], value=acc)
+    return out
+
+
+MAMBA_STEPS = (mamba_v1, mamba_v2)
