@@ -11,8 +11,6 @@ legacy services offered for new-generation kernels too (an opennki extension: NK
 
 from __future__ import annotations
 
-import warnings
-
 from opennki import collectives, compiler, isa, language, perf, typing  # noqa: F401  (the nki module tree)
 from opennki.compile import AUTO, Kernel, kernel_spec
 from opennki.errors import KernelError, OpenNKIError  # noqa: F401  (opennki.KernelError)

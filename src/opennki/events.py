@@ -110,13 +110,6 @@ class Operand:
     def size_bytes(self) -> int:
         return self.partitions * self.free_elems * self.itemsize
 
-    @property
-    def inner_stride_bytes(self) -> int:
-        """Byte stride of the innermost free dimension (0 when unknown or broadcast)."""
-        if not self.strides or len(self.strides) < 2:
-            return self.itemsize
-        return abs(self.strides[-1]) * self.itemsize
-
     def element_offsets(self) -> np.ndarray:
         """Flat element offsets (into the whole tensor) of every element of the access, in access order."""
         if self.offsets is not None:
@@ -148,6 +141,7 @@ class InstructionExecuted(Event):
         mask: for masked legacy instructions, the boolean mask over the output (None: all active).
         location: the kernel line that issued it.
         name: the user's `name=` label, if any.
+        ordered: issued inside `no_reorder` (the compiler keeps program order for it).
     """
 
     seq: int
@@ -160,6 +154,7 @@ class InstructionExecuted(Event):
     mask: np.ndarray | None = None
     location: SourceLocation | None = None
     name: str | None = None
+    ordered: bool = False
 
     @property
     def reads(self) -> tuple[Operand, ...]:
@@ -168,13 +163,6 @@ class InstructionExecuted(Event):
     @property
     def writes(self) -> tuple[Operand, ...]:
         return tuple(o for o in self.operands if o.access is not AccessKind.READ)
-
-    @property
-    def active_fraction(self) -> float:
-        """Share of output elements the mask leaves active (1.0 when unmasked)."""
-        if self.mask is None or self.mask.size == 0:
-            return 1.0
-        return float(np.count_nonzero(self.mask)) / self.mask.size
 
 
 @dataclass(frozen=True, eq=False)

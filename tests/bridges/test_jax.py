@@ -20,6 +20,7 @@ from opennki.errors import KernelError  # noqa: E402
 from opennki.bridges.framework import JAXKernel  # noqa: E402
 from opennki.kernels.standalone import SimulateKernel  # noqa: E402
 from tests.dispatch import kernels as K  # noqa: E402
+from tests.raises import raises_at
 
 
 @pytest.fixture
@@ -105,9 +106,10 @@ def test_platform_guard_only_in_strict_mode_and_lifted_by_nki_simulator(x, monke
     k = nki.jit(K.scale_rows)
     a = jnp.asarray(x)
     monkeypatch.setenv("OPENNKI_STRICT_PLATFORM", "1")
+    # raised from JAX's lowering rule, whose frames (not the caller's) are the innermost outside opennki
     with pytest.raises(KernelError, match="nki only support on neuron, current target: cpu"):
         jax.jit(lambda t: k(t, 2.0))(a)
-    with pytest.raises(KernelError, match="nki only support on neuron, current target: cpu"):
+    with raises_at(KernelError, match="nki only support on neuron, current target: cpu"):
         k(a, 2.0)
     monkeypatch.setenv("NKI_SIMULATOR", "1")
     np.testing.assert_allclose(np.asarray(jax.jit(lambda t: k(t, 3.0))(a)), x * 3.0, rtol=1e-6)
@@ -130,5 +132,5 @@ def test_nki_simulator_env_serves_jax_callers(x, monkeypatch):
 
 def test_jax_mode_rejects_torch_tensors(x):
     torch = pytest.importorskip("torch")
-    with pytest.raises(KernelError, match="mode 'jax', which takes jax tensors, but was called with torch"):
+    with raises_at(KernelError, match="mode 'jax', which takes jax tensors, but was called with torch"):
         nki.jit(K.scale_rows, mode="jax")(torch.from_numpy(x), 2.0)

@@ -13,6 +13,7 @@ from opennki.errors import KernelError  # noqa: E402
 from opennki.bridges.framework import PyTorchKernel  # noqa: E402
 from opennki.kernels.standalone import BaremetalKernel, SimulateKernel  # noqa: E402
 from tests.dispatch import kernels as K  # noqa: E402
+from tests.raises import raises_at
 
 
 @pytest.fixture
@@ -59,18 +60,18 @@ def test_one_kernel_serves_numpy_then_torch(x):
 
 def test_torchxla_mode_requires_torch_tensors(x):
     k = nki.jit(K.scale_rows, mode="torchxla")
-    with pytest.raises(KernelError, match="mode 'torchxla', which takes torch tensors, but was called with NumPy"):
+    with raises_at(KernelError, match="mode 'torchxla', which takes torch tensors, but was called with NumPy"):
         k(x, 2.0)
     np.testing.assert_allclose(k(torch.from_numpy(x), 2.0).numpy(), x * 2.0, rtol=1e-6)
 
 
 def test_mixing_torch_and_numpy_is_a_clear_error(x):
-    with pytest.raises(KernelError, match="tensors of several frameworks"):
+    with raises_at(KernelError, match="tensors of several frameworks"):
         nki.jit(K.add_into)(torch.from_numpy(x[:128]), x[:128], x[:128].copy())
 
 
 def test_64_bit_tensors_are_refused_with_a_hint():
-    with pytest.raises(KernelError, match="torch.int64 is not a NeuronCore dtype") as exc:
+    with raises_at(KernelError, match="torch.int64 is not a NeuronCore dtype") as exc:
         K.jit_scale_rows(torch.arange(256 * 64).reshape(256, 64), 2)
     assert "torch.int32" in str(exc.value)
 

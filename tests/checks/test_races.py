@@ -17,6 +17,7 @@ from opennki.listeners.findings import FindingKind, collecting
 from opennki.kernels.base import run_kernel
 from opennki.listeners.races import RaceChecker
 from opennki.sim import SimOptions
+from tests.raises import raises_at
 
 
 def _line(fn, text: str) -> int:
@@ -81,7 +82,7 @@ def test_the_same_dependency_in_a_sequential_loop_is_not_reported(rng):
 def test_outside_a_collecting_block_the_first_finding_raises(rng):
     x = rng.standard_normal((4, 16, 8)).astype(np.float32)
     kernel = _prefix_sum(nl.affine_range)
-    with pytest.raises(RaceError, match="affine_loop_carried_raw") as info:
+    with raises_at(RaceError, match="affine_loop_carried_raw") as info:
         nki.jit(kernel, detect_races=True)(x)
     assert info.value.location.lineno == _line(kernel, "buf[:, nl.ds(i * 8, 8)] =")
     nki.jit(kernel)(x)                           # off: nothing attached, nothing reported
@@ -90,7 +91,7 @@ def test_outside_a_collecting_block_the_first_finding_raises(rng):
 def test_environment_variable_turns_the_checker_on(rng, monkeypatch):
     x = rng.standard_normal((4, 16, 8)).astype(np.float32)
     monkeypatch.setenv("OPENNKI_DETECT_RACES", "1")
-    with pytest.raises(RaceError):
+    with raises_at(RaceError):
         nki.jit(_prefix_sum(nl.affine_range))(x)
 
 

@@ -15,6 +15,7 @@ import opennki.legacy.language as nl
 from opennki.errors import UninitializedReadError
 from opennki.listeners.findings import FindingKind, collecting
 from opennki.sim import SimOptions
+from tests.raises import raises_at
 
 
 def _line(fn, text: str) -> int:
@@ -48,7 +49,7 @@ def test_poisoning_hides_a_read_that_a_later_mask_discards(rng):
 def test_raise_names_tensor_element_reading_line_and_creation_site(rng):
     x = rng.standard_normal((128, 64)).astype(np.float32)
     kernel = _ragged(False)
-    with pytest.raises(UninitializedReadError, match="uninitialized_read") as info:
+    with raises_at(UninitializedReadError, match="uninitialized_read") as info:
         nki.jit(kernel, uninitialized="raise")(x)
     error = info.value
     assert error.location.lineno == _line(kernel, "e = nl.exp(t)")
@@ -89,7 +90,7 @@ def _partly_written(x):
 
 def test_new_generation_reads_are_checked_element_by_element(rng):
     x = rng.standard_normal((32, 16)).astype(np.float32)
-    with pytest.raises(UninitializedReadError, match=r"element \[0, 8\]") as info:
+    with raises_at(UninitializedReadError, match=r"element \[0, 8\]") as info:
         nki_new.jit(_partly_written, uninitialized="raise")(x)
     assert info.value.location.lineno == _line(_partly_written, "src=t[:, 8:16]")
 
@@ -105,7 +106,7 @@ def test_fresh_memory_holds_nan_or_zero(mode, expected, rng):
 def test_environment_variable_and_bad_mode(rng, monkeypatch):
     x = rng.standard_normal((32, 16)).astype(np.float32)
     monkeypatch.setenv("OPENNKI_UNINITIALIZED", "raise")
-    with pytest.raises(UninitializedReadError):
+    with raises_at(UninitializedReadError):
         nki_new.jit(_partly_written)(x)
     with pytest.raises(ValueError, match="uninitialized"):
         SimOptions(uninitialized="garbage")

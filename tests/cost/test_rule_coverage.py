@@ -100,6 +100,11 @@ DMA_CASES = [
                        sb("src1", R, (128, 512))), (8 * 2.2 + 2 * 8 * 2048 / 23.0) / 0.5),
     ("sendrecv", ev("sendrecv", Engine.DMA, sb("dst", W, (128, 512)), sb("src", R, (128, 512))),
      8 * 2.2 + 8 * 2048 / 23.0),
+    # SBUF spill / reload: the whole tile to or from its HBM staging range, one row descriptor per partition
+    ("sbuf_spill", ev("sbuf_spill", Engine.DMA, sb("src", R, (128, 512)), sb("dst", W, (128, 512), kind=HBM)),
+     8 * 2.2 + 8 * 2048 / 23.0),
+    ("sbuf_reload", ev("sbuf_reload", Engine.DMA, sb("src", R, (128, 512), kind=HBM), sb("dst", W, (128, 512))),
+     8 * 2.2 + 8 * 2048 / 23.0),
 ] + [(op, ev(op, Engine.DMA, sb("dst", W, (1, 4096), kind=HBM), sb("src", R, (1, 4096), kind=HBM)),
       2.2 + 16384 / 16 / 23.0)                      # one contiguous HBM descriptor, bytes over the 16 engines
      for op in ("all_to_all_v", "all_gather_v", "all_to_all_v_trigger", "all_gather_v_trigger")] + [
@@ -118,5 +123,6 @@ def test_every_rule_has_a_hand_computed_case():
     for mark in test_rule_formulas.test_documented_formula.pytestmark:
         formulas |= {case[0].opcode for case in mark.args[1]}
     elsewhere = {"nc_matmul", "nc_transpose", "activation", "tensor_scalar", "tensor_tensor", "iota",
-                 "local_gather", "dma_copy", "dma_transpose", "memset"}       # test_rules / test_rule_formulas
+                 "local_gather", "dma_copy", "dma_transpose", "memset",      # test_rules / test_rule_formulas
+                 "sbuf_spill", "sbuf_reload"}                                # with the SBUF spilling tests
     assert sorted(set(RULES) - here - formulas - elsewhere) == []

@@ -15,6 +15,7 @@ from opennki.hw import TRN2
 from opennki.kernels.base import run_kernel
 from tests.cost import kernels as K
 from tests.cost.helpers import spec
+from tests.raises import raises_at
 
 
 def test_a_single_load_waits_trigger_plus_setup_then_moves_its_descriptors():
@@ -138,7 +139,7 @@ def test_estimate_errors_name_the_kernel_line():
         x = nl.ndarray((128, 512), dtype=a.dtype, buffer=nl.sbuf)
         nisa.dma_copy(dst=x, src=a)
         return a
-    with pytest.raises(ShapeError, match="same number of elements") as exc:     # 256 per partition into 512
+    with raises_at(ShapeError, match="same number of elements") as exc:     # 256 per partition into 512
         estimate(bad, (spec((128, 256)),), target="trn2")
     assert traceback.extract_tb(exc.value.__traceback__)[-1].line == "nisa.dma_copy(dst=x, src=a)"
 
@@ -225,3 +226,19 @@ def test_an_instruction_ready_early_runs_in_the_idle_stretch_before_a_waiting_on
     # the exp table load is charged to the first exp in program order (act1); act2 finds it loaded
     assert act2.end == pytest.approx(act2.start + _ns(64, 1.2)) and act2.end <= act1.start
     assert act1.start == pytest.approx(load.end + _ns(100, 1.2))
+
+
+def test_no_reorder_keeps_program_order_on_the_engine():
+    def in_order(a):
+        with nl.no_reorder():
+            x = nl.ndarray((128, 2048), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.dma_copy(dst=x, src=a)
+            y = nl.ndarray((128, 2048), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.activation(dst=y, op=nl.exp, data=x)
+            small = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.memset(dst=small, value=1.0, engine=nisa.gpsimd_engine)
+            w = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+            nisa.activation(dst=w, op=nl.exp, data=small)
+        return a
+    load, act1, fill, act2 = estimate(in_order, (spec((128, 2048)),), target="trn2").records
+    assert act2.start == pytest.approx(act1.end) and act2.pred == act1.index     # behind act1, not in the gap

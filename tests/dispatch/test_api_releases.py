@@ -15,6 +15,7 @@ from opennki.errors import KernelError
 from opennki.releases import (LATEST, LEGACY_RELEASES, NEW_RELEASES, ReleaseError, accepts_every_release, level_of,
                               release)
 from opennki.sim import SimOptions
+from tests.raises import raises_at
 
 
 @pytest.fixture
@@ -75,13 +76,13 @@ def test_releases_are_ordered_and_named():
     assert level_of(SimOptions(api_version=None, compiler_frontend="custom")) == release("0.6")
     assert accepts_every_release(SimOptions(api_version=None, hardware_strict=False))
     assert not accepts_every_release(SimOptions(api_version=None, hardware_strict=True))
-    with pytest.raises(KernelError, match="not a public release") as exc:
+    with raises_at(KernelError, match="not a public release") as exc:
         release("0.9")
     assert exc.value.expected == ["0.2", "0.3", "0.4", "0.5", "0.6", "0.7"]
 
 
 def test_an_unknown_api_version_is_an_error_at_the_call(x):
-    with pytest.raises(KernelError, match="'1.5' is not a public release of the new generation"):
+    with raises_at(KernelError, match="'1.5' is not a public release of the new generation"):
         nki.jit(doubled_into_hbm, api_version="1.5")(x)
 
 
@@ -97,7 +98,7 @@ def test_platform_target_is_silent_under_0_2_and_an_error_from_0_3():
         warnings.simplefilter("error")
         assert nki.jit(doubled_into_hbm, platform_target="trn2", api_version="0.2").spec.target == "trn2"
     for strict in ({"api_version": "0.3"}, {"api_version": "0.7"}, {"hardware_strict": True}):
-        with pytest.raises(ReleaseError, match=r"platform_target=\.\.\.\) is not accepted by NKI 0\.\d .*removed "
+        with raises_at(ReleaseError, match=r"platform_target=\.\.\.\) is not accepted by NKI 0\.\d .*removed "
                            r"in NKI 0\.3") as exc:
             nki.jit(doubled_into_hbm, platform_target="trn2", **strict)
         assert "NEURON_PLATFORM_TARGET_OVERRIDE" in exc.value.hint
@@ -125,7 +126,7 @@ def test_hbm_outputs_run_with_a_warning_by_default(x):
 
 @pytest.mark.parametrize("level", ["0.3", "0.6", "0.7"])
 def test_hbm_outputs_are_the_0_3_error_at_the_allocation_line(x, level):
-    with pytest.raises(ReleaseError, match=r"a kernel output in nl\.hbm is not accepted") as exc:
+    with raises_at(ReleaseError, match=r"a kernel output in nl\.hbm is not accepted") as exc:
         nki.jit(doubled_into_hbm, api_version=level)(x)
     assert exc.value.code == "err_unsupported_memory"
     assert exc.value.location.source == "out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.hbm)"
@@ -144,7 +145,7 @@ def test_dynamic_loops_run_by_default_with_a_warning_naming_0_7(kernel):
                                          (count_with_while_reg, "while reg:")])
 @pytest.mark.parametrize("strict", [{"api_version": "0.7"}, {"hardware_strict": True}])
 def test_dynamic_loops_are_the_0_7_error_at_the_loop_line(kernel, line, strict):
-    with pytest.raises(ReleaseError, match=r"is not accepted by NKI 0\.7 .*\(removed in NKI 0\.7") as exc:
+    with raises_at(ReleaseError, match=r"is not accepted by NKI 0\.7 .*\(removed in NKI 0\.7") as exc:
         nki.jit(kernel, **strict)(np.zeros((1, 1), np.float32), np.array([[3]], np.int32))
     assert exc.value.location.source == line
     assert "_loop(" in exc.value.hint

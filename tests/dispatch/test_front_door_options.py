@@ -9,6 +9,7 @@ import opennki.language as nl_new
 import opennki.legacy as nki
 import opennki.legacy.language as nl
 from opennki.errors import HardwareUnsupportedError, KernelError
+from tests.raises import raises_at
 
 
 def _broadcast_add(a, b):
@@ -31,14 +32,14 @@ def test_simulation_accepts_what_hardware_rejects_by_default(operands):
 
 def test_hardware_strict_keyword_on_jit(operands):
     a, b = operands
-    with pytest.raises(HardwareUnsupportedError, match="broadcasting between tiles"):
+    with raises_at(HardwareUnsupportedError, match="broadcasting between tiles"):
         nki_new.jit(_broadcast_add, hardware_strict=True)(a, b)
 
 
 def test_hardware_strict_environment_variable(monkeypatch, operands):
     a, b = operands
     monkeypatch.setenv("OPENNKI_HARDWARE_STRICT", "1")
-    with pytest.raises(HardwareUnsupportedError):
+    with raises_at(HardwareUnsupportedError):
         nki_new.jit(_broadcast_add)(a, b)
     monkeypatch.setenv("OPENNKI_HARDWARE_STRICT", "0")
     np.testing.assert_allclose(nki_new.jit(_broadcast_add)(a, b), a + b, rtol=1e-6)
@@ -52,5 +53,5 @@ def writes_its_input(a):
 
 def test_legacy_jit_kernels_may_not_write_unannotated_inputs(rng):
     a = rng.standard_normal((16, 16), dtype=np.float32)
-    with pytest.raises(KernelError, match="err_cannot_update_immutable_parameter"):
+    with raises_at(KernelError, match="err_cannot_update_immutable_parameter"):
         writes_its_input(a)

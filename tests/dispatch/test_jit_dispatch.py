@@ -11,7 +11,7 @@ import pytest
 import opennki.legacy as nki
 import opennki.legacy.language as nl
 from opennki.compile import GenericKernel, _native_mode_map, compute_mode
-from opennki.errors import KernelError
+from opennki.errors import KernelError, ShapeError
 from opennki.events import ProgramStarted
 from opennki._src.spmd import nc
 from opennki.bridges.framework import JAXKernel, PyTorchKernel
@@ -19,6 +19,7 @@ from opennki.kernels import TraceKernel, observe_calls
 from opennki.kernels.standalone import BaremetalKernel, BenchmarkKernel, ProfileKernel, SimulateKernel
 from opennki.listeners import Recorder
 from tests.dispatch import kernels as K
+from tests.raises import raises_at
 
 
 @pytest.fixture
@@ -47,10 +48,9 @@ def test_kernel_is_subscriptable_with_one_or_several_grid_dims(x):
 
 @pytest.mark.parametrize("mode", ["fast", "Simulation", "", None, 3])
 def test_unknown_mode_is_rejected_with_nki_text(mode):
-    with pytest.raises(KernelError) as exc:
+    with raises_at(KernelError, match="' passed to nki.jit", line="nki.jit(K.scale_rows, mode=mode)"):
         nki.jit(K.scale_rows, mode=mode)
-    assert "' passed to nki.jit" in str(exc.value)
-    with pytest.raises(KernelError, match="' passed to nki.jit"):
+    with raises_at(KernelError, match="' passed to nki.jit"):
         compute_mode((), {}, mode)
 
 
@@ -136,7 +136,7 @@ def test_nested_kernel_call_is_inlined(rng):
 def test_nested_kernel_with_grid_is_an_error(rng):
     helper = nki.jit(K.double_helper)[2]
     outer = nki.jit(K.calls_helper)
-    with pytest.raises(KernelError, match="err_nested_kernel_with_spmd_grid"):
+    with raises_at(KernelError, match="err_nested_kernel_with_spmd_grid"):
         outer(rng.standard_normal((128, 64), dtype=np.float32), helper)
 
 
@@ -149,13 +149,13 @@ def test_nc_grid_spreads_programs_over_two_cores(x):
 
 def test_nc_grid_is_refused_on_trn1(x):
     k = nki.jit(K.scale_rows, platform_target="trn1")[nc(2)]
-    with pytest.raises(KernelError, match="err_multi_cores_spmd_not_supported"):
+    with raises_at(KernelError, match="err_multi_cores_spmd_not_supported"):
         k(x, 2.0)
 
 
 def test_outputs_in_sbuf_are_refused_naming_the_allocation(rng):
     k = nki.jit(K.returns_sbuf)
-    with pytest.raises(KernelError, match="kernel outputs must be allocated in HBM") as exc:
+    with raises_at(KernelError, match="kernel outputs must be allocated in HBM") as exc:
         k(rng.standard_normal((128, 64), dtype=np.float32))
     # the error is at the return line, and names the line that created the tensor
     assert exc.value.location.source == "return tile"
@@ -170,7 +170,8 @@ def test_kernel_errors_end_at_the_users_kernel_line(rng):
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
         nl.store(out, value=nl.load(x[0:256, :]))      # 256 rows in one tile
         return out
-    with pytest.raises(Exception) as exc:
+    with raises_at(ShapeError, match="err_num_partition_exceed_arch_limit",
+                   line="nl.store(out, value=nl.load(x[0:256, :]))") as exc:
         bad(rng.standard_normal((256, 64), dtype=np.float32))
     assert traceback.extract_tb(exc.value.__traceback__)[-1].line.startswith("nl.store(out, value=nl.load(")
 

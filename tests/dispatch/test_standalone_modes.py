@@ -12,6 +12,7 @@ from opennki.events import InstructionExecuted, ProgramFinished
 from opennki.kernels.standalone import use_services
 from opennki.listeners import Recorder
 from tests.dispatch import kernels as K
+from tests.raises import raises_at
 
 
 @pytest.fixture
@@ -70,13 +71,13 @@ def test_baremetal_writes_the_traced_program_and_says_no_neff_exists(x, tmp_path
 def test_baremetal_artifacts_dir_must_be_empty(x, tmp_path):
     (tmp_path / "leftover.txt").write_text("x")
     k = nki.baremetal(artifacts_dir=str(tmp_path))(K.scale_rows)
-    with pytest.raises(KernelError, match="must be empty"):
+    with raises_at(KernelError, match="must be empty"):
         k(x, 2.0)
 
 
 def test_baremetal_save_trace_name_requires_default_neff_name(x):
     k = nki.baremetal(save_neff_name="mine.neff", save_trace_name="profile.ntff")(K.scale_rows)
-    with pytest.raises(KernelError, match="save_trace_name requires save_neff_name to be 'file.neff'"):
+    with raises_at(KernelError, match="save_trace_name requires save_neff_name to be 'file.neff'"):
         k(x, 2.0)
 
 
@@ -90,7 +91,7 @@ def test_baremetal_save_trace_name_asks_the_cost_model(x, cost_model, tmp_path, 
 def test_baremetal_with_torch_tensors_is_a_clear_error(x):
     torch = pytest.importorskip("torch")
     k = nki.baremetal(K.scale_rows)
-    with pytest.raises(KernelError, match="mode 'baremetal', which takes NumPy arrays, but was called with torch"):
+    with raises_at(KernelError, match="mode 'baremetal', which takes NumPy arrays, but was called with torch"):
         k(torch.from_numpy(x), 2.0)
 
 
@@ -123,7 +124,7 @@ def test_benchmark_without_a_cost_model_says_so(x, monkeypatch):
     import opennki.kernels.standalone as standalone
     monkeypatch.setattr(standalone, "_SERVICES", {})
     monkeypatch.setattr(standalone, "_PROVIDED", {})      # a build whose front door gave no cost model
-    with pytest.raises(UnsupportedError, match="cost model"):
+    with raises_at(UnsupportedError, match="cost model"):
         nki.benchmark(K.scale_rows)(x, 2.0)
 
 

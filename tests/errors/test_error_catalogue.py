@@ -25,6 +25,7 @@ from opennki.errors import OpenNKIError
 from opennki._src.tensor import NkiTensor
 from opennki.sim.options import SimOptions
 from opennki.sim.simulator import Simulator
+from tests.raises import check_kernel_line
 
 CATALOGUE = """
 err_1d_arange_not_supported err_activation_bias_invalid_type err_activation_scale_invalid_type
@@ -331,8 +332,9 @@ def test_err_multi_cores_spmd_not_supported():
     @nki.jit(platform_target="trn1")
     def kernel(x):
         return x
-    with pytest.raises(OpenNKIError, match="err_multi_cores_spmd_not_supported"):
+    with pytest.raises(OpenNKIError, match="err_multi_cores_spmd_not_supported") as info:
         kernel[nl.nc(2)](X)
+    check_kernel_line(info.value, "kernel[nl.nc(2)](X)")
 
 
 

@@ -7,6 +7,7 @@ import pytest
 from opennki.events import InstructionExecuted
 from opennki.kernel import run_kernel
 from opennki.listeners import Recorder
+from tests.raises import raises_at
 
 TARGETS = ("trn1", "trn2", "trn3")
 
@@ -22,7 +23,7 @@ def run(kernel, *args, target="trn3", options=None):
 
 def rejects(kernel, *args, error, match=None, target="trn3", api=None):
     """`kernel(*args)` raises `error` (matching `match`), located at the kernel line that issued it."""
-    with pytest.raises(error, match=match) as exc:
+    with raises_at(error, match=match) as exc:
         run(kernel, *args, target=target)
     location = exc.value.location
     assert location is not None, "the error names no kernel line"

@@ -12,6 +12,7 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import UnsupportedError
 from tests.isa.helpers import run
+from tests.raises import raises_at
 
 # spec/isa.md §0.1 and §4: the 35 legacy instruction callables. The two 2.20-only fused attention kernels
 # have undocumented layouts and are deliberately absent (see opennki/legacy/isa.py).
@@ -67,7 +68,7 @@ def test_builtin_custom_op_is_documented_unsupported():
     def kernel():
         nisa.builtin_custom_op("topk", "libgpsimd.so", 1, 1, srcs=[], dsts=[])
 
-    with pytest.raises(UnsupportedError, match="not documented"):
+    with raises_at(UnsupportedError, match="not documented"):
         run(kernel)
 
 

@@ -9,6 +9,7 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import KernelError, MemoryKindError, ShapeError
 from tests.isa.helpers import rand, rejects, run
+from tests.raises import raises_at
 
 
 @pytest.mark.parametrize("dtype", [nl.int32, nl.float32, nl.uint16])
@@ -153,5 +154,5 @@ def test_psum_on_true_tile_rejected_in_hardware_strict_mode(rng):
         nisa.affine_select(pred=(iy < ix), on_true_tile=p, on_false_value=0.0)
 
     run(kernel)
-    with pytest.raises(HardwareUnsupportedError, match="SBUF"):
+    with raises_at(HardwareUnsupportedError, match="SBUF"):
         run(kernel, options=SimOptions(hardware_strict=True))

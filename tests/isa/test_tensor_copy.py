@@ -10,6 +10,7 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError
 from tests.isa.helpers import rand, rejects, run
+from tests.raises import raises_at
 
 
 def _kernel(dtype=None, engine=nisa.unknown_engine, via_psum=False):
@@ -84,7 +85,7 @@ def test_new_generation_copy_and_dtype_keyword(rng):
         b = nl2.ndarray(x.shape, dtype=nl2.float16, buffer=nl2.sbuf)
         nisa2.tensor_copy(dst=b, src=b, dtype=nl2.float32)
 
-    with pytest.raises(DtypeError, match="dst.dtype"):
+    with raises_at(DtypeError, match="dst.dtype"):
         run(wrong_dtype, x)
 
 

@@ -13,6 +13,7 @@ import opennki.legacy.language as nl
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, ShapeError
 from opennki.sim.options import SimOptions
 from tests.isa.helpers import rand, rejects, run
+from tests.raises import raises_at
 
 
 def _reduce_kernel(op, axis, **kw):
@@ -143,6 +144,6 @@ def test_non_trailing_axes_rejected_in_hardware_strict_mode(rng):
     x = rand(rng, 16, 4, 6)
     kernel = _reduce_kernel(np.add, (1,))
     np.testing.assert_allclose(run(kernel, x), x.sum(axis=1), rtol=1e-6)
-    with pytest.raises(HardwareUnsupportedError, match="trailing"):
+    with raises_at(HardwareUnsupportedError, match="trailing"):
         run(kernel, x, options=SimOptions(hardware_strict=True))
 

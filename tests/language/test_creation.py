@@ -8,6 +8,7 @@ import opennki.legacy.language as nl
 from opennki.errors import KernelError, ShapeError
 from tests.language.coverage import covers
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 
 @covers("ndarray", "zeros", "ones", "full", "zeros_like", "empty_like", "sbuf", "hbm", "private_hbm",
@@ -63,7 +64,7 @@ def test_a_block_tensor_is_not_a_tile():
     def kernel():
         blocks = nl.ndarray((2, nl.par_dim(16), 8), dtype=nl.float32)
         nl.exp(blocks)
-    with pytest.raises(KernelError, match="err_failed_to_infer_tile_from_local_tensor"):
+    with raises_at(KernelError, match="err_failed_to_infer_tile_from_local_tensor"):
         run(kernel)
 
 
@@ -143,10 +144,10 @@ def test_gemm_grids_index_matmul_tiles(rng):
 
 
 def test_hbm_tensors_take_no_initial_value():
-    with pytest.raises(KernelError, match="err_hbm_tensor_with_init_value_not_supported"):
+    with raises_at(KernelError, match="err_hbm_tensor_with_init_value_not_supported"):
         run(lambda: nl.zeros((4, 4), dtype=nl.float32, buffer=nl.shared_hbm))
 
 
 def test_one_dimensional_on_chip_tiles_are_rejected():
-    with pytest.raises(ShapeError, match="Insufficient rank"):
+    with raises_at(ShapeError, match="Insufficient rank"):
         run(lambda: nl.ndarray((128,), dtype=nl.float32))

@@ -13,6 +13,7 @@ from opennki.errors import AllocationError, KernelError
 from opennki.events import TensorAllocated
 from opennki.listeners import Recorder
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 
 def _double_buffered(x):
@@ -81,15 +82,15 @@ def test_alloc_with_a_placement_function(rng):
     assert ((0,), 32, 64) in calls and ((1,), 32, 64) in calls
 
 
-@pytest.mark.parametrize("buffer", [
-    ncc.sbuf.alloc(lambda idx, p, f: (16, 0)),          # 128 partitions must start at partition 0
-    ncc.sbuf.mod_alloc(base_addr=3),                    # not aligned
-    ncc.sbuf.mod_alloc(base_addr=10 ** 7),              # beyond the partition
-    ncc.psum.mod_alloc(base_bank=8),                    # no ninth bank
-    ncc.psum.alloc(lambda idx, p, f: (0, 0, 64)),       # PSUM tiles start at byte 0 of their bank
+@pytest.mark.parametrize("buffer,match", [
+    (ncc.sbuf.alloc(lambda idx, p, f: (16, 0)), "must start at partition 0"),
+    (ncc.sbuf.mod_alloc(base_addr=3), "address 3 .* must be aligned to 4 bytes"),
+    (ncc.sbuf.mod_alloc(base_addr=10 ** 7), "end within the 245760 usable bytes"),
+    (ncc.psum.mod_alloc(base_bank=8), "PSUM bank 8 does not exist"),
+    (ncc.psum.alloc(lambda idx, p, f: (0, 0, 64)), "PSUM tiles start at partition 0 and byte 0 of their bank"),
 ])
-def test_illegal_placements_are_rejected(buffer):
-    with pytest.raises(AllocationError):
+def test_illegal_placements_are_rejected(buffer, match):
+    with raises_at(AllocationError, match=match, line="nl.ndarray((128, 16)"):
         run(lambda: nl.ndarray((128, 16), dtype=nl.float32, buffer=buffer))
 
 
@@ -97,23 +98,23 @@ def test_allocated_kernel_rules():
     def mixing():
         nl.ndarray((128, 4), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
         nl.ndarray((128, 4), dtype=nl.float32, buffer=nl.sbuf)
-    with pytest.raises(AllocationError, match="mix"):
+    with raises_at(AllocationError, match="mix"):
         run(mixing)
-    with pytest.raises(KernelError, match="err_tensor_creation_on_scratchpad_with_init_value_not_supported"):
+    with raises_at(KernelError, match="err_tensor_creation_on_scratchpad_with_init_value_not_supported"):
         run(lambda: nl.zeros((128, 4), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0)))
 
     def exp_without_bias(x):
         t = nl.ndarray((128, 4), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
         t[...] = nl.load(x)
         t[...] = nl.exp(t)
-    with pytest.raises(KernelError, match="err_bias_tensor_must_be_specified_in_allocation"):
+    with raises_at(KernelError, match="err_bias_tensor_must_be_specified_in_allocation"):
         run(exp_without_bias, np.zeros((128, 4), np.float32))
 
     def pe_transpose(x):
         t = nl.ndarray((128, 4), dtype=nl.float32, buffer=ncc.sbuf.mod_alloc(base_addr=0))
         t[...] = nl.load(x)
         nl.transpose(t)
-    with pytest.raises(KernelError, match="err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel"):
+    with raises_at(KernelError, match="err_transpose_on_tensor_engine_not_allowed_in_allocated_kernel"):
         run(pe_transpose, np.zeros((128, 4), np.float32))
 
 
@@ -138,7 +139,7 @@ def test_stack_allocator_needs_skip_middle_end_transformations(rng):
     @nki.jit
     def alone(x):
         return x
-    with pytest.raises(KernelError, match="skip_middle_end_transformations"):
+    with raises_at(KernelError, match="skip_middle_end_transformations"):
         alone(x)
 
     @ncc.enable_stack_allocator

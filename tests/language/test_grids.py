@@ -10,6 +10,7 @@ import opennki.language as nl
 from opennki.errors import DtypeError, OutOfBoundsError, ShapeError, UnsupportedError
 from opennki.events import InstructionExecuted
 from opennki.listeners import Recorder
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -158,6 +159,6 @@ def test_grid_errors_name_the_kernel_line(use, error, match):
     def kernel(src):
         use(src)
         return src
-    with pytest.raises(error, match=match) as exc:
+    with raises_at(error, match=match) as exc:
         kernel(np.zeros((256, 128), np.float32))
     assert exc.value.location.filename == __file__

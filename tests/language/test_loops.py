@@ -10,6 +10,7 @@ import opennki.legacy.language as nl
 from opennki.errors import KernelError
 from tests.language.coverage import covers
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 DEPENDENCY = "err_unexpected_output_dependencies"
 
@@ -80,11 +81,29 @@ def test_affine_iterations_writing_the_same_location_are_reported(pattern, confl
     x = rng.standard_normal((4, 16, 8)).astype(np.float32)
     kernel = _kernel_writing(pattern)
     if conflicts:
-        with pytest.raises(KernelError, match=DEPENDENCY) as info:
+        with raises_at(KernelError, match=DEPENDENCY) as info:
             run(kernel, x)
         assert "iterations 0 and 1" in str(info.value) and "test_loops.py" in str(info.value)
     else:
-        run(kernel, x)
+        np.testing.assert_allclose(run(kernel, x), _expected_writing(pattern, x), rtol=1e-5, atol=1e-6)
+
+
+def _expected_writing(pattern, x):
+    """What `_kernel_writing(pattern)` stores: NaN (HBM poison) where it writes nothing; out[3] is last
+    overwritten with acc + psum_acc."""
+    out = np.full((4, 16, 8), np.nan, np.float32)
+    total = np.zeros((16, 8), np.float32)
+    for i in range(4):
+        if pattern in ("own_slice", "tile_allocated_inside"):
+            out[i] = x[i]
+        elif pattern == "interleaved_columns":
+            out[0, :, i] = x[i][:, 0]
+        elif pattern == "masked_disjoint_rows":
+            out[0, 4 * i:4 * i + 4] = x[i][4 * i:4 * i + 4]
+        elif pattern in ("sbuf_accumulation", "explicit_accumulation", "psum_matmul_accumulation"):
+            total += x[i]
+    out[3] = total
+    return out
 
 
 def test_sequential_and_static_loops_may_rewrite_a_location(rng):
@@ -119,7 +138,7 @@ def test_nested_affine_loops_check_both_levels(rng):
             for j in nl.affine_range(3):
                 nl.store(out[i], value=nl.load(x[i, j]))
         return out
-    with pytest.raises(KernelError, match=DEPENDENCY):
+    with raises_at(KernelError, match=DEPENDENCY):
         run(kernel, x)
 
 
@@ -133,8 +152,8 @@ def test_run_time_scatter_indices_are_checked(rng):
             nl.store(out[nl.load(idx[i]), i_f], value=nl.load(x[i]))
         return out
     disjoint = np.arange(8, dtype=np.int32).reshape(2, 4, 1)
-    run(kernel, x, disjoint)
-    with pytest.raises(KernelError, match=DEPENDENCY):
+    np.testing.assert_array_equal(run(kernel, x, disjoint), x.reshape(8, 8))     # rows 0-3, then 4-7
+    with raises_at(KernelError, match=DEPENDENCY):
         run(kernel, x, np.array([[0, 1, 2, 3], [3, 4, 5, 6]], np.int32).reshape(2, 4, 1))
 
 
@@ -163,7 +182,7 @@ def test_loop_reduce_needs_a_destination_created_before_the_loop(rng):
         for k in nl.affine_range(2):
             fresh = nl.loop_reduce(nl.load(x[k]), op=np.add, loop_indices=[k])
         return fresh
-    with pytest.raises(KernelError, match="assignment target"):
+    with raises_at(KernelError, match="assignment target"):
         run(kernel, rng.standard_normal((2, 4, 4)).astype(np.float32))
 
 
@@ -177,7 +196,7 @@ def test_nisa_instructions_are_checked_too(rng):
             buf[...] = nisa.tensor_copy(nl.load(x[i]))
         nl.store(out, value=buf)
         return out
-    with pytest.raises(KernelError, match=DEPENDENCY):
+    with raises_at(KernelError, match=DEPENDENCY):
         run(kernel, x)
 
 

@@ -9,6 +9,7 @@ import opennki.legacy.language as nl
 from opennki.errors import ShapeError
 from tests.language.coverage import covers
 from tests.language.helpers import apply, run
+from tests.raises import raises_at
 
 
 @covers("matmul")
@@ -57,6 +58,10 @@ def test_operand_masks_restrict_m_and_n(rng):
     out = run(kernel, a, b)
     expected = a.T.astype(np.float64) @ b
     np.testing.assert_allclose(out[:20, :30], expected[:20, :30], rtol=1e-5, atol=1e-5)
+    # outside the masks the matmul computed nothing: those elements hold res's zeros or the never-written
+    # poison of the result tile (NaN), never a product
+    for outside in (out[20:, :], out[:, 30:]):
+        assert (np.isnan(outside) | (outside == 0)).all()
 
 
 @covers("transpose")
@@ -64,5 +69,5 @@ def test_transpose_into_psum(rng):
     x = rng.standard_normal((96, 128)).astype(np.float32)
     out = apply(nl.transpose, x)
     np.testing.assert_array_equal(out, x.T)
-    with pytest.raises(ShapeError, match="err_exceed_max_supported_dimension"):
+    with raises_at(ShapeError, match="err_exceed_max_supported_dimension"):
         apply(nl.transpose, rng.standard_normal((4, 4, 4)).astype(np.float32))

@@ -9,6 +9,7 @@ import opennki.legacy.language as nl
 from opennki.errors import KernelError, ShapeError
 from tests.language.coverage import covers
 from tests.language.helpers import apply, run
+from tests.raises import raises_at
 
 
 @covers("load", "store", "arange", "affine_range", "ndarray", "shared_hbm", "float32")
@@ -118,7 +119,7 @@ def test_expand_dims_appends_axes(rng):
     out = run(kernel, x)
     assert seen["shape"] == (16, 8, 1)
     np.testing.assert_array_equal(out, np.broadcast_to(x[:, :, None], (16, 8, 3)))
-    with pytest.raises(ShapeError):
+    with raises_at(ShapeError, match="new axes must come after the last existing axis", line="nl.expand_dims("):
         run(lambda x: nl.expand_dims(nl.load(x), axis=1), x)
 
 
@@ -154,7 +155,7 @@ def test_atomic_rmw_accumulates_duplicate_indices(rng):
     np.add.at(expected, idx[:, 0], vals)
     expected[0] += 1
     np.testing.assert_allclose(run(kernel, vals, idx, table), expected, rtol=1e-5, atol=1e-5)
-    with pytest.raises(KernelError):
+    with raises_at(KernelError, match="supports op=np.add only", line="nl.atomic_rmw("):
         run(lambda v, t: nl.atomic_rmw(t, value=nl.load(v), op=np.multiply), vals[:10], table)
 
 

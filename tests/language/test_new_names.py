@@ -6,7 +6,6 @@ modules listed below; each decorated test verifies, while it runs, that the name
 """
 
 import importlib
-import math
 
 import ml_dtypes
 import numpy as np
@@ -16,7 +15,7 @@ import opennki as nki
 import opennki.isa as nisa
 import opennki.language as nl
 from tests.language.coverage import COVERED_NEW, covers
-from tests.language.helpers import erf, sigmoid
+from tests.language.helpers import sigmoid
 from tests.language.test_elementwise import BINARY, UNARY, _operands
 
 NEW_NAMES = """

@@ -11,6 +11,7 @@ from opennki.errors import DtypeError, KernelError, UnsupportedError
 from opennki.events import InstructionExecuted
 from opennki.listeners import Recorder
 from opennki.releases import ReleaseError
+from tests.raises import raises_at
 
 INT32_MAX = np.iinfo(np.int32).max
 
@@ -169,7 +170,7 @@ def test_virtual_registers_and_scalars_both_work():
 
 def test_under_0_6_a_fori_loop_variable_is_a_register():
     got = nki.jit(registers_and_scalars.func, api_version="0.6")
-    with pytest.raises(ReleaseError, match=r"nisa.scalar_load does not exist in NKI 0\.6.*added in NKI 0\.7"):
+    with raises_at(ReleaseError, match=r"nisa.scalar_load does not exist in NKI 0\.6.*added in NKI 0\.7"):
         got(np.array([[5]], np.int32))
 
 
@@ -205,7 +206,7 @@ BAD_USES = [
 @pytest.mark.parametrize("use,error,match", BAD_USES)
 def test_misused_scalars_are_errors_at_the_kernel_line(use, error, match):
     k = scalar_kernel(use)
-    with pytest.raises(error, match=match) as exc:
+    with raises_at(error, match=match) as exc:
         k(np.array([[3]], np.int32), np.array([[2 ** 40]], np.int64))
     assert "body(load(a), load(b))" not in exc.value.location.source       # the lambda's own line
     assert exc.value.location.filename == __file__
@@ -213,7 +214,7 @@ def test_misused_scalars_are_errors_at_the_kernel_line(use, error, match):
 
 def test_the_custom_frontend_rejects_scalars(monkeypatch):
     monkeypatch.setenv("NKI_COMPILER_FRONTEND", "custom")
-    with pytest.raises(KernelError, match="needs the tracer frontend"):
+    with raises_at(KernelError, match="needs the tracer frontend"):
         arithmetic(np.array([[1]], np.int32), np.array([[2]], np.int32))
 
 

@@ -5,13 +5,14 @@ import numpy as np
 import pytest
 
 import opennki.legacy.language as nl
-from opennki.errors import KernelError
+from opennki.errors import KernelError, MemoryKindError
 from opennki.events import InstructionExecuted, ProgramStarted
 from opennki.listeners import Recorder
 from opennki.sim.simulator import Simulator
 from opennki._src.tensor import NkiTensor
 from tests.language.coverage import covers
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 
 @covers("program_id", "num_programs", "program_ndim")
@@ -107,7 +108,7 @@ def test_a_program_skipping_the_collective_is_reported(rng):
             t = nl.all_reduce(t, op=np.add, program_axes=[0])
         nl.store(out[i], value=t)
         return out
-    with pytest.raises(KernelError, match="finished|forever"):
+    with raises_at(KernelError, match="finished|forever"):
         run(kernel, x, grid=3)
 
 
@@ -122,7 +123,7 @@ def test_an_error_in_an_adopted_program_reaches_the_caller(rng):
             nl.exp(x)                               # an HBM operand: err_unsupported_memory
         nl.store(out[i], value=t)
         return out
-    with pytest.raises(Exception, match="err_unsupported_memory"):
+    with raises_at(MemoryKindError, match="err_unsupported_memory", line="nl.exp(x)"):
         run(kernel, x, grid=3)
 
 

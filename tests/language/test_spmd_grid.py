@@ -4,6 +4,7 @@ import pytest
 
 from opennki.errors import KernelError
 from opennki._src.spmd import nc, resolve_grid, spmd_dim
+from tests.raises import raises_at
 
 
 @pytest.mark.parametrize("key,sizes", [(4, (4,)), ((2, 3), (2, 3)), ((1,), (1,))])
@@ -33,23 +34,23 @@ def test_bare_nc_dimension_maps_its_index_to_the_core():
 
 @pytest.mark.parametrize("bad", [0, -1, 2.5, "2"])
 def test_bad_sizes_are_rejected(bad):
-    with pytest.raises(KernelError, match="an SPMD grid dimension must be a positive integer"):
+    with raises_at(KernelError, match="an SPMD grid dimension must be a positive integer"):
         resolve_grid((bad,))
 
 
 def test_more_cores_than_a_logical_core_has_are_rejected_when_the_grid_is_resolved():
     nc(4), nc(0), spmd_dim()        # checked at launch, so the error ends at the launching line
-    with pytest.raises(KernelError, match="at most 2 physical cores"):
+    with raises_at(KernelError, match="at most 2 physical cores"):
         resolve_grid(nc(4))
-    with pytest.raises(KernelError, match=r"nl.nc\(n\) must be a positive integer"):
+    with raises_at(KernelError, match=r"nl.nc\(n\) must be a positive integer"):
         resolve_grid(nc(0) * 2)
-    with pytest.raises(KernelError, match="at least one sub-dimension"):
+    with raises_at(KernelError, match="at least one sub-dimension"):
         resolve_grid(spmd_dim())
-    with pytest.raises(KernelError, match="at most 2"):
+    with raises_at(KernelError, match="at most 2"):
         resolve_grid((nc(2), nc(2)))
 
 
 def test_multi_core_grids_need_trn2_or_newer():
-    with pytest.raises(KernelError, match="err_multi_cores_spmd_not_supported"):
+    with raises_at(KernelError, match="err_multi_cores_spmd_not_supported"):
         resolve_grid((nc(2),), target="trn1")
     assert resolve_grid((nc(2),), target="trn2")[0] == (2,)

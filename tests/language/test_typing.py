@@ -13,6 +13,7 @@ from opennki.errors import KernelError
 from opennki._src.tensor import NkiTensor
 from opennki.sim.options import SimOptions
 from opennki.sim.simulator import ShapeSpec, Simulator
+from tests.raises import raises_at
 
 
 def test_placeholders_are_shape_specs():
@@ -39,7 +40,7 @@ def test_annotated_parameter_shapes_are_checked(rng):
         return out
     x = rng.standard_normal((16, 8)).astype(np.float32)
     np.testing.assert_array_equal(kernel(x), x)
-    with pytest.raises(KernelError, match="err_annotation_shape_mismatch"):
+    with raises_at(KernelError, match="err_annotation_shape_mismatch"):
         kernel(rng.standard_normal((16, 9)).astype(np.float32))
 
 
@@ -51,7 +52,7 @@ def test_parameters_are_immutable_unless_annotated_mutable(rng):
         out = nl.ndarray(b.shape, dtype=b.dtype, buffer=nl.shared_hbm)
         nl.store(a, value=nl.load(b))
         return out
-    with pytest.raises(KernelError, match="err_cannot_update_immutable_parameter") as info:
+    with raises_at(KernelError, match="err_cannot_update_immutable_parameter") as info:
         writes_input(x.copy(), x)
     assert "nl.store(a, value=nl.load(b))" in str(info.value)
 
@@ -69,7 +70,7 @@ def test_parameters_are_immutable_unless_annotated_mutable(rng):
         nl.store(a, value=nl.load(b))
         nl.store(out, value=nl.load(b))
         return out
-    with pytest.raises(KernelError, match="err_mutable_parameter_not_returned"):
+    with raises_at(KernelError, match="err_mutable_parameter_not_returned"):
         forgets(x.copy(), x)
 
 
@@ -84,7 +85,7 @@ def test_the_legacy_generation_makes_unannotated_parameters_immutable(rng):
     def old_convention(a, b):                 # no return: outputs are parameters (before SDK 2.20.1)
         nl.store(b, value=nl.load(a))
     sim = Simulator()
-    with pytest.raises(KernelError, match="err_cannot_update_immutable_parameter"):
+    with raises_at(KernelError, match="err_cannot_update_immutable_parameter"):
         sim.launch(kernel, (x.copy(), x), tensor_type=NkiTensor, generation=Generation.LEGACY)
     sim.launch(kernel, (x.copy(), x), tensor_type=NkiTensor, generation=Generation.NEW)
     out = np.zeros_like(x)

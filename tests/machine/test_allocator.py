@@ -9,6 +9,7 @@ from opennki.events import MemoryKind
 from opennki.hw import get_target
 from opennki.machine.dtypes import float32
 from opennki.machine.memory import Allocator, Memory, MemoryRegion
+from tests.raises import raises_at
 
 
 def test_next_fit_does_not_reuse_a_just_freed_range():
@@ -32,7 +33,7 @@ def test_next_fit_wraps_around_to_free_space():
 def test_capacity_error_names_numbers_and_target():
     a = Allocator(MemoryKind.SBUF, 256, 4, "trn1")
     a.allocate(200, "big")
-    with pytest.raises(AllocationError) as exc:
+    with raises_at(AllocationError) as exc:
         a.allocate(100, "more")
     msg = str(exc.value)
     assert "100 bytes per partition needed" in msg and "56 of 256" in msg and "trn1" in msg
@@ -51,7 +52,7 @@ def test_psum_holds_eight_bank_sized_tiles():
     a = Allocator(MemoryKind.PSUM, 16384, 4, "trn2", bank_bytes=2048)
     for i in range(8):
         a.allocate(2048, f"bank{i}")
-    with pytest.raises(AllocationError):
+    with raises_at(AllocationError):
         a.allocate(4, "ninth")
 
 

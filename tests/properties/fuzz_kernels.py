@@ -563,8 +563,12 @@ def run_case(case: Case, timeout_s: float | None = None) -> tuple[str, str]:
         except OpenNKIError as e:
             got, error = None, e
         except Exception as e:           # noqa: BLE001 - classifying every escape is the point
-            frame = traceback.extract_tb(e.__traceback__)[-1]
-            return "internal", f"{type(e).__name__}: {e} [{frame.filename}:{frame.lineno}]"
+            if isinstance(getattr(e, "opennki_error", None), OpenNKIError):   # NKI's plain built-in form
+                e.location = e.opennki_error.location
+                got, error = None, e
+            else:
+                frame = traceback.extract_tb(e.__traceback__)[-1]
+                return "internal", f"{type(e).__name__}: {e} [{frame.filename}:{frame.lineno}]"
     finally:
         if timeout_s:
             signal.setitimer(signal.ITIMER_REAL, 0)

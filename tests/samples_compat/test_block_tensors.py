@@ -10,6 +10,7 @@ import opennki.legacy.language as nl
 from opennki.errors import KernelError
 from opennki.legacy.language import par_dim
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 
 def _row_sums(sums, x, head, n_tiles):
@@ -45,5 +46,5 @@ def test_a_slice_in_a_block_dim_is_still_rejected(rng):
         blocks = nl.ndarray((2, 3, par_dim(128), 4), dtype=nl.float32)
         blocks[0, :, :, :] = nl.load(x)
     x = rng.standard_normal((128, 4)).astype(np.float32)
-    with pytest.raises(KernelError, match="err_failed_to_infer_tile_from_local_tensor"):
+    with raises_at(KernelError, match="err_failed_to_infer_tile_from_local_tensor"):
         run(kernel, x)

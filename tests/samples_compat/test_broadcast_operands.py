@@ -9,6 +9,7 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import ShapeError
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 
 def _scaled_rows(x):
@@ -28,5 +29,6 @@ def test_shapes_that_do_not_broadcast_are_still_rejected(rng):
     def kernel(x):
         tile = nl.load(x)
         nisa.tensor_tensor(tile, tile[:, 0:3], nl.add)
-    with pytest.raises(ShapeError):
+    with raises_at(ShapeError, match="'dst' and 'data2' must have the same number of elements per partition",
+                   line="nisa.tensor_tensor(tile, tile[:, 0:3], nl.add)"):
         run(kernel, rng.standard_normal((16, 8)).astype(np.float32))

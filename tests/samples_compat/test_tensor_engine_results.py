@@ -9,6 +9,7 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import MemoryKindError
 from tests.language.helpers import run
+from tests.raises import raises_at
 
 
 def _grad_like(dy_t, p):
@@ -37,5 +38,5 @@ def test_a_declared_psum_tensor_is_still_no_matmul_operand(rng):
         declared = nl.ndarray((64, 64), dtype=nl.float32, buffer=nl.psum)
         declared[...] = nisa.nc_transpose(nl.load(x))
         nisa.nc_matmul(declared, nl.load(x))
-    with pytest.raises(MemoryKindError, match="from SBUF"):
+    with raises_at(MemoryKindError, match="from SBUF"):
         run(kernel, rng.standard_normal((64, 64)).astype(np.float32))

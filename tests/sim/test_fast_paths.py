@@ -166,10 +166,63 @@ def test_events_made_positionally_are_the_records_the_dataclass_makes():
                     (128, 256), None)
     made, init = positional_maker(Operand)(*operand_args), Operand(*operand_args)
     assert dataclasses.asdict(made) == dataclasses.asdict(init)
-    event_args = (3, (0,), 0, "tensor_copy", None, (made,), {"engine": None}, None, None, None)
+    event_args = (3, (0,), 0, "tensor_copy", None, (made,), {"engine": None}, None, None, None, True)
     assert dataclasses.asdict(positional_maker(InstructionExecuted)(*event_args)) == \
         dataclasses.asdict(InstructionExecuted(*event_args))
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.role = "src"
     with pytest.raises(TypeError, match="13 fields"):
         positional_maker(Operand)(*operand_args[:-1])
+
+
+def test_instructions_built_by_their_init_are_the_dataclass_records():
+    from opennki.instructions.base import REGISTRY
+    a, b = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
+    given = dict(dst=a, data=b, op0="add", operand0=1.5)
+    fast = TensorScalar(**given)
+    for f in dataclasses.fields(TensorScalar):     # every field: as given, else its declared default
+        assert getattr(fast, f.name) is given.get(f.name, f.default), f.name
+    assert set(vars(fast)) == {f.name for f in dataclasses.fields(TensorScalar)}
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.op0 = "multiply"
+    with pytest.raises(TypeError, match=r"missing required field\(s\) \['data'\]"):
+        TensorScalar(dst=a, op0="add")
+    with pytest.raises(TypeError, match=r"unexpected field\(s\) \['dest'\]"):
+        TensorScalar(dst=a, data=b, dest=a)
+    assert all(cls.__init__.__qualname__.endswith(".__init__") for cls in REGISTRY.values())
+
+
+def test_without_a_listener_no_event_is_built_and_none_is_kept(rng, monkeypatch):
+    import gc
+
+    from opennki.events import InstructionExecuted
+    from opennki.kernel import run_kernel
+    from opennki.listeners import Recorder
+    from opennki.sim.program import Program
+
+    def kernel(a):
+        out = nl2.ndarray(a.shape, dtype=a.dtype, buffer=nl2.shared_hbm)
+        t = nl2.ndarray(a.shape, dtype=a.dtype, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=t, src=a)
+        for _ in range(5):
+            nisa2.tensor_scalar(dst=t, data=t, op0=nl2.multiply, operand0=1.5)
+        nisa2.dma_copy(dst=out, src=t)
+        return out
+
+    built = []
+    plain_event = Program._event
+    monkeypatch.setattr(Program, "_event", lambda self, *a: built.append(1) or plain_event(self, *a))
+    a = rand(rng, 16, 8)
+    expected = a.copy()
+    for _ in range(5):
+        expected = expected * np.float32(1.5)
+    def events_alive():
+        gc.collect()
+        return sum(isinstance(o, InstructionExecuted) for o in gc.get_objects())
+
+    alive = events_alive()                        # other tests' recorders may keep theirs
+    np.testing.assert_array_equal(run_kernel(kernel, (a,)), expected)
+    assert not built and events_alive() == alive
+    recorder = Recorder()
+    run_kernel(kernel, (a,), listeners=(recorder,))
+    assert len(built) == 7 == len(recorder.of_type(InstructionExecuted))     # a listener gets every one

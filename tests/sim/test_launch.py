@@ -11,6 +11,7 @@ from opennki.events import InstructionExecuted
 from opennki.kernel import run_kernel
 from opennki.listeners import Recorder
 from opennki.sim import ShapeSpec, SimOptions
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -111,12 +112,12 @@ def test_shape_only_run_needs_no_data():
 
 def test_shape_only_still_checks_rules():
     from opennki.errors import ShapeError
-    with pytest.raises(ShapeError, match="err_num_partition_exceed_arch_limit"):
+    with raises_at(ShapeError, match="err_num_partition_exceed_arch_limit"):
         run_kernel(bf16_sum.func, (ShapeSpec((256, 64), "float32"), ShapeSpec((256, 64), "float32")),
                    options=SimOptions(shape_only=True))
 
 
 def test_calling_nl_outside_a_kernel_is_an_error():
     from opennki.errors import KernelError
-    with pytest.raises(KernelError, match="err_nki_api_outside_of_nki_kernel"):
+    with raises_at(KernelError, match="err_nki_api_outside_of_nki_kernel"):
         nl.zeros((4, 4), nl.float32)

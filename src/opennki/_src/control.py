@@ -10,7 +10,6 @@ which variable the kernel assigns the result to.
 from __future__ import annotations
 
 import contextlib
-import contextvars
 import operator
 
 from opennki.errors import KernelError, ShapeError, user_location
@@ -22,7 +21,7 @@ from opennki.instructions.vector import TensorTensor
 from opennki._src import core, dependencies
 from opennki.releases import Change, Generation, level_of, release
 from opennki.sim.frames import peek_variable, pending_store_target, stores_into_subscript, user_frame
-from opennki.sim.program import active, current
+from opennki.sim.program import NO_REORDER, active, current
 
 
 class LoopFrame:
@@ -267,14 +266,15 @@ def _nonzero(cond) -> bool:
     raise KernelError("nl.while_loop's condition is a VirtualRegister or an NkiScalar", got=type(cond).__name__)
 
 
-_no_reorder_depth = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
+_no_reorder_depth = NO_REORDER
 
 
 @contextlib.contextmanager
 def no_reorder():
     """New generation: `with nl.no_reorder(): ...` keeps program order for the instructions inside (a
     scheduling constraint of the compiler; eager execution already issues them in order, so values are
-    unchanged). Unrolled loops may run inside; register-based device loops may not (spec/language.md §5.6)."""
+    unchanged; their events say `ordered`, and the cost model keeps them in order on their engines).
+    Unrolled loops may run inside; register-based device loops may not (spec/language.md §5.6)."""
     token = _no_reorder_depth.set(_no_reorder_depth.get() + 1)
     try:
         yield

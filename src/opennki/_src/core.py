@@ -12,6 +12,7 @@ Functional results are *deferred* (see sim/program.py): `buf[...] = nl.exp(x)` m
 from __future__ import annotations
 
 import inspect
+import math
 
 import numpy as np
 
@@ -156,14 +157,7 @@ def materialize_broadcast(t: TensorView, shape: tuple[int, ...], api: str) -> Te
 def _is_column(t: TensorView, shape) -> bool:
     """A [P, 1, ...] operand that broadcasts along all free dims of `shape` (a tensor_scalar operand)."""
     return (t.is_on_chip and t.ndim == len(shape) and t.shape[0] == shape[0] and t.free_size == 1
-            and math_prod(shape[1:]) > 1)
-
-
-def math_prod(xs) -> int:
-    out = 1
-    for x in xs:
-        out *= int(x)
-    return out
+            and math.prod(shape[1:]) > 1)
 
 
 # ------------------------------------------------------------------------------------------- element-wise
@@ -304,7 +298,7 @@ def mean(x, axis, *, dtype=None, mask=None, keepdims=False, api: str):
     """Sum in fp32, then scale by 1/count into the result dtype (fp32 for integer inputs)."""
     require_tile(x, "x", api)
     axes = normalize_axes(axis, x.ndim)
-    count = math_prod(x.shape[a] for a in axes)
+    count = math.prod(x.shape[a] for a in axes)
     total = reduce("add", x, axes, dtype=float32, mask=mask, keepdims=keepdims, api=api)
     out_dtype = dtype_of(dtype) if dtype is not None else (x.dtype if x.dtype.is_float else float32)
     return scale_into(total, 1.0 / count, out_dtype, mask=mask, api=api)
@@ -467,7 +461,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         retargeted = _retargeted(prog, deferred, changes) if value.shape == dst.shape else None
         if retargeted is not None and prog.retarget(deferred, changes, retargeted):
             return
-        prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
+        prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     copy_into(dst, value, api)
 
 
@@ -517,10 +511,10 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
                 if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates
                     # (adding one PSUM tile into another is no engine's operation)
-                    prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
+                    prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
                     prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
                 return
-            prog.execute(deferred.instr, deferred.location, deferred.api, checked=True)
+            prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     if is_tensor(value) and value.shape != dst.shape:
         expect_broadcastable(value.shape, dst.shape, api)
     binary(op, dst, value, api=api, out=dst)

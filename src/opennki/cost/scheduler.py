@@ -222,7 +222,7 @@ class CostModel:
         compiler's list scheduler, an instruction whose inputs are ready early runs in an idle stretch the
         engine left before instructions placed earlier (which waited for their own inputs), when it fits;
         an instruction inside `no_reorder` (`ev.ordered`) keeps program order on its engine."""
-        if getattr(ev, "ordered", False) or not line.gaps:
+        if ev.ordered or not line.gaps:
             return self._gate(spec, line.free, line.last, dep)
         ready = 0.0 if dep.producer == NO_PRODUCER else dep.ready + spec.ns(spec.dependency_overhead_cycles)
         start, gap = line.fit(ready, duration)

@@ -49,10 +49,37 @@ def instruction(cls):
                               if "access" not in f.metadata and f.name not in ("mask", "name"))
     cls._field_names = frozenset(f.name for f in dataclasses.fields(cls))
     cls._key_fields = tuple(f.name for f in cls._operand_field_list) + cls._param_fields
+    cls.__init__ = _dict_init(cls)
     if cls.opcode in REGISTRY:
         raise RuntimeError(f"instruction {cls.opcode} defined twice")
     REGISTRY[cls.opcode] = cls
     return cls
+
+
+def _dict_init(cls):
+    """The keyword-only __init__ of instruction class `cls`, filling the instance dict directly: the frozen
+    dataclass __init__ sets every field through `object.__setattr__`, and an instruction is built for every
+    operation a kernel issues. Same fields, defaults and errors for a missing or unknown field."""
+    fields = dataclasses.fields(cls)
+    if any(f.default_factory is not dataclasses.MISSING or not f.init for f in fields) or \
+            hasattr(cls, "__post_init__"):
+        return cls.__init__                       # keep the generated one (none of today's instructions)
+    names = frozenset(f.name for f in fields)
+    required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING)
+    defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+
+    def __init__(self, **values):
+        keys = values.keys()
+        if not (required <= keys and keys <= names):
+            missing, unknown = sorted(required - keys), sorted(keys - names)
+            raise TypeError(f"{cls.__name__}() " + (f"missing required field(s) {missing}" if missing else
+                                                    f"got unexpected field(s) {unknown}"))
+        state = self.__dict__
+        state.update(defaults)
+        state.update(values)
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    return __init__
 
 
 def operand(access: AccessKind = AccessKind.READ, *, optional: bool = False, immediate: bool | None = None):
@@ -479,5 +506,3 @@ def read_operand(m, view: TensorView, dst: TensorView, mask, *, raw: bool = Fals
     return flat(values)
 
 
-def shape_error(rule, **kw):
-    return ShapeError(rule, **kw)

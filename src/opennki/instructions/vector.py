@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
+from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, expect
 from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,

@@ -45,7 +45,7 @@ from opennki.events import Engine
 from opennki.instructions.tensor_engine import NcTranspose
 from opennki._src import core
 from opennki.machine.memory import MemoryRegion
-from opennki.sim.program import PROGRAM_SETUP, Observer
+from opennki.sim.program import NO_REORDER, PROGRAM_SETUP, Observer
 
 
 def _modulo(base: int, tiles, index, scale: int) -> int:
@@ -266,8 +266,13 @@ def multi_buffer(factor=2):
 
 @contextlib.contextmanager
 def no_reorder():
-    """Keep program order for the instructions inside (a scheduling constraint; no effect on results)."""
-    yield
+    """Keep program order for the instructions inside (a scheduling constraint; no effect on results: their
+    events say `ordered`, and the cost model keeps them in order on their engines)."""
+    token = NO_REORDER.set(NO_REORDER.get() + 1)
+    try:
+        yield
+    finally:
+        NO_REORDER.reset(token)
 
 
 __all__ = ["sbuf", "psum", "skip_middle_end_transformations", "enable_stack_allocator", "force_auto_alloc",

@@ -35,8 +35,8 @@ from opennki.listeners.findings import Finding, FindingKind
 ASSOCIATIVE_OPS = frozenset({"add", "multiply", "maximum", "minimum", "max", "min", "bitwise_and",
                              "bitwise_or", "bitwise_xor", "logical_and", "logical_or", "logical_xor", "abs_max",
                              "abs_min"})
-# core_barrier orders accesses and touches no data; PSUM spills and reloads are the compiler's own copies
-_SKIPPED_OPCODES = frozenset({"core_barrier", "psum_spill", "psum_reload"})
+# core_barrier orders accesses and touches no data; PSUM / SBUF spills and reloads are the compiler's own copies
+_SKIPPED_OPCODES = frozenset({"core_barrier", "psum_spill", "psum_reload", "sbuf_spill", "sbuf_reload"})
 _CHUNK_SHIFT = 8                                    # bytes per index bucket (on chip, or HBM without dims)
 _ROW_SHIFT = 3                                      # rows of the first dimension per bucket (HBM)
 _WIDE_CHUNKS = 64

@@ -162,10 +162,6 @@ def dtype_of(x, role: str = "dtype") -> DataType:
     return dt
 
 
-def is_dtype(x) -> bool:
-    return _lookup(x) is not None
-
-
 # ---------------------------------------------------------------------------------------------- conversion
 
 def _round_tf32(v: np.ndarray) -> np.ndarray:

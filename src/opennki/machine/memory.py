@@ -20,8 +20,9 @@ window whose live tensors are smallest in total and fit elsewhere. Each moved te
 tensors there wait for the moved tensor's last use) and sees the new one like any reuse of memory; what it
 does not see is a copy, since a compiler would never have put the tensor at the old place.
 
-PSUM is never reported full by automatic allocation: its eight banks are what a compiler juggles most, and
-it spills PSUM tiles to SBUF when they are oversubscribed (the official attention tutorials keep more score
+Automatic allocation never reports SBUF or PSUM full while something can be spilled (DESIGN decision 9).
+PSUM's eight banks are what a compiler juggles most, and it spills PSUM tiles to SBUF when they are
+oversubscribed (the official attention tutorials keep more score
 tiles live than PSUM holds). When freeing and relocating do not make room, the earliest placed PSUM tensors
 that the instruction does not touch give their range back and get a new one when next touched (their
 values, in NumPy, are untouched). The copies a compiler issues for this are reported to listeners (the
@@ -29,6 +30,14 @@ values, in NumPy, are untouched). The copies a compiler issues for this are repo
 instruction events), so the cost model charges them and a profile shows where PSUM was oversubscribed; the
 SBUF staging space of a spilled tile is not counted against SBUF. What cannot be placed even so (a PSUM tile
 larger than PSUM, or more PSUM operands of one instruction than PSUM holds) raises, as SBUF overflows do.
+
+SBUF spills to HBM the same way (official tutorial kernels such as the fused Mamba one keep more live SBUF
+data than fits; the compiler spills, and the tutorial's profile shows the spill DMAs): the victim is the
+SBUF tensor an instruction touched least recently among those the instruction does not touch, its copy out
+and back in are DMA instruction events (`sbuf_spill` / `sbuf_reload`, through a staging range of HBM
+reserved at the tensor's first spill), which the cost model charges and the profile's hints name. Directly
+placed tensors (`address=`, `nki.compiler` allocators) are never moved or spilled: exceeding SBUF with them
+raises the capacity error at the kernel line.
 """
 
 from __future__ import annotations
@@ -113,7 +122,8 @@ class Storage:
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
-                 "declared", "physical", "spilled", "read_only", "initialized", "__weakref__")
+                 "declared", "physical", "spilled", "read_only", "initialized", "last_touch", "spill_address",
+                 "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -137,7 +147,9 @@ class Storage:
         self.release = None          # the finalizer that returns the address range to the allocator
         self.declared = False        # created by a tensor declaration (`nl.ndarray`...), not as an API result
         self.physical = None         # directly placed on chip: the PhysicalImage whose bytes it shares
-        self.spilled = False         # PSUM only: its range was given back under pressure (Memory._spill)
+        self.spilled = False         # on chip: its range was given back under pressure (Memory._spill)
+        self.last_touch = 0          # on chip: when an instruction last touched it (SBUF spills the least recent)
+        self.spill_address = None    # SBUF: the HBM address its spilled copy goes to (reserved at its first spill)
         self.initialized = None      # uninitialized="raise": per-element "written" flags (None: not tracked)
 
     @property
@@ -176,10 +188,6 @@ class Storage:
     def row_elems(self) -> int:
         """Elements per partition on chip; all elements in HBM."""
         return math.prod(self.shape[1:]) if self.kind.is_on_chip else self.size
-
-    @property
-    def bytes_per_partition(self) -> int:
-        return self.row_elems * self.dtype.itemsize
 
     def __repr__(self) -> str:
         return f"<{self.region.name} {self.name} {self.shape} {self.dtype}>"
@@ -396,6 +404,14 @@ class Memory:
             storage.initialized = np.zeros(math.prod(shape), bool)
         if address is not None:
             partition, start = address
+            if kind.is_on_chip and int(start) + nbytes > allocator.capacity_bytes:
+                raise AllocationError(
+                    f"{kind.name} overflow: {name!r} placed at byte {int(start)} needs {nbytes} bytes per "
+                    f"partition, ending at {int(start) + nbytes}, past the {allocator.capacity_bytes} usable "
+                    f"bytes per partition on target {allocator.target}",
+                    expected=f"an address <= {allocator.capacity_bytes - nbytes}", got=int(start),
+                    location=location, hint="directly placed tensors are never spilled: choose addresses that "
+                                            "fit, or let the compiler place the tensor (no address=)")
             storage.placement = Placement(int(partition), int(start))
             if kind.is_on_chip and can_alias(storage):
                 storage.physical = self._images.get(kind.value) or \
@@ -427,7 +443,7 @@ class Memory:
             start = _try_allocate(allocator, nbytes, storage)
         if start is None and kind.is_on_chip and self._relocate(allocator, kind, nbytes):
             start = _try_allocate(allocator, nbytes, storage)
-        if start is None and kind is MemoryKind.PSUM:
+        if start is None and kind.is_on_chip:
             start = self._spill(allocator, storage, nbytes, keep() if keep is not None else ())
         if start is None:
             start = allocator.allocate(nbytes, storage.name, storage.location)    # raises the overflow error
@@ -457,8 +473,13 @@ class Memory:
         return [st for _, st in sorted(out, key=lambda item: item[0])]
 
     def _spill(self, allocator: Allocator, storage: Storage, nbytes: int, keep) -> int | None:
-        """Release the earliest placed PSUM tensors not in `keep` until `storage` fits (see `place`)."""
-        for victim in self.placed(storage.kind):
+        """Release on-chip tensors not in `keep` until `storage` fits (see `place`): in PSUM the earliest
+        placed, in SBUF the least recently touched by an instruction (`Storage.last_touch`), as a compiler
+        spills to HBM the tile whose next use is furthest away, which an eager run approximates by the last."""
+        victims = self.placed(storage.kind)
+        if storage.kind is MemoryKind.SBUF:
+            victims.sort(key=lambda st: st.last_touch)
+        for victim in victims:
             if victim.id in keep or victim is storage:
                 continue
             if self.emit is not None:

@@ -22,8 +22,8 @@ IDLE_PE_UTILIZATION = 0.5
 
 @dataclass(frozen=True)
 class Hint:
-    """One anti-pattern the model saw: `kind` is small_dma, fp32_matmul, buffer_reuse, idle_tensor_engine or
-    psum_spill."""
+    """One anti-pattern the model saw: `kind` is small_dma, fp32_matmul, buffer_reuse, idle_tensor_engine,
+    psum_spill or sbuf_spill."""
 
     kind: str
     message: str
@@ -71,6 +71,14 @@ def hints(result) -> list[Hint]:
             f"{result.opcode_counts.get('psum_reload', 0)} brought back, each a Vector Engine copy. Keep fewer "
             "PSUM tiles live at once (PSUM holds 8 banks of 2 KiB per partition): copy results out to SBUF "
             "as soon as they are complete."), lines[:5]))
+    sbuf_spills = result.opcode_counts.get("sbuf_spill", 0)
+    if sbuf_spills:
+        lines = tuple(line for line, v in result.lines.items() if "sbuf_spill" in v[3])
+        out.append(Hint("sbuf_spill", (
+            f"SBUF was oversubscribed: {sbuf_spills} SBUF tiles were spilled to HBM and "
+            f"{result.opcode_counts.get('sbuf_reload', 0)} brought back, each a DMA of the whole tile. Keep "
+            "fewer tiles live at once: consume each tile soon after loading it, or tile the work so its "
+            "working set fits SBUF."), lines[:5]))
     return out
 
 

@@ -34,7 +34,7 @@ from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind,
 from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
-from opennki.machine.tensor import TensorView
+from opennki.machine.tensor import TensorView, row_major_strides
 from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
                                 user_frame)
@@ -42,6 +42,8 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
 _TENSOR, _PSUM = Engine.TENSOR, MemoryKind.PSUM     # bound once: class lookups of members are slow (3.11)
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
+# depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
+NO_REORDER: contextvars.ContextVar[int] = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
 
 
 def current(api: str | None = None) -> "Program":
@@ -228,13 +230,35 @@ class Program:
         self.sim.emit(TensorFreed(storage_id, kind))
 
     def spilled(self, storage) -> None:
-        """A PSUM tensor gives its range back under pressure (Memory.place): the copy out of PSUM a compiler
-        issues, as a Vector Engine instruction reading the whole tensor at its old range."""
-        self._staging_copy("psum_spill", storage, "data", AccessKind.READ)
+        """An on-chip tensor gives its range back under pressure (Memory.place): the copy out a compiler
+        issues. PSUM: a Vector Engine instruction reading the whole tensor at its old range (to SBUF staging).
+        SBUF: a DMA of the whole tensor to its HBM staging range."""
+        if storage.kind is MemoryKind.SBUF:
+            self._hbm_staging_copy("sbuf_spill", storage, to_hbm=True)
+        else:
+            self._staging_copy("psum_spill", storage, "data", AccessKind.READ)
 
     def reloaded(self, storage) -> None:
-        """A spilled PSUM tensor got a range again: the copy back in, writing the whole tensor there."""
-        self._staging_copy("psum_reload", storage, "dst", AccessKind.WRITE)
+        """A spilled tensor got a range again: the copy back in, writing the whole tensor there."""
+        if storage.kind is MemoryKind.SBUF:
+            self._hbm_staging_copy("sbuf_reload", storage, to_hbm=False)
+        else:
+            self._staging_copy("psum_reload", storage, "dst", AccessKind.WRITE)
+
+    def _hbm_staging_copy(self, opcode: str, storage, *, to_hbm: bool) -> None:
+        on_chip = operand_record("src" if to_hbm else "dst", TensorView.root(storage),
+                                 AccessKind.READ if to_hbm else AccessKind.WRITE)
+        nbytes = on_chip.size_bytes
+        if storage.spill_address is None:
+            storage.spill_address = self.launch.hbm.allocate(nbytes, f"{storage.name}_spill")
+        hbm = dataclasses.replace(
+            on_chip, role="dst" if to_hbm else "src", access=AccessKind.WRITE if to_hbm else AccessKind.READ,
+            region=Region(MemoryKind.HBM, storage.id, 0, 1, storage.spill_address, storage.spill_address + nbytes),
+            partitions=1, free_elems=on_chip.partitions * on_chip.free_elems,
+            strides=row_major_strides(on_chip.shape), offset=0, storage_shape=on_chip.shape)
+        operands = (on_chip, hbm) if to_hbm else (hbm, on_chip)
+        self.sim.emit(InstructionExecuted(next(self.launch.seq), self.ids, self.core, opcode, Engine.DMA,
+                                          operands, {"tensor": storage.name}, None, user_location()))
 
     def _staging_copy(self, opcode: str, storage, role: str, access: AccessKind) -> None:
         operand = operand_record(role, TensorView.root(storage), access)
@@ -250,9 +274,10 @@ class Program:
     def defer(self, instr, result: TensorView, api: str | None = None) -> TensorView:
         """Check an instruction now and keep it pending until its result is consumed (module docstring)."""
         self.flush()
-        location = user_location()
+        frame = user_frame()            # the kernel line, and the statement that receives the result
+        location = None if frame is None else SourceLocation(frame.f_code.co_filename, frame.f_lineno,
+                                                             frame.f_code.co_name)
         self._check(instr, location, api, result.storage)
-        frame = user_frame()
         use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
         self.pending = Deferred(instr, result, location, api, use, frame, name)
         return result
@@ -324,17 +349,23 @@ class Program:
             self.pending = None
             self._run_and_emit(p.instr, p.location, p.api)
 
-    def execute(self, instr, location: SourceLocation | None, api: str | None, checked: bool = False) -> None:
-        """Check (the instruction's own check only if not `checked` already), run and report `instr`."""
-        self._check(instr, location, api, checked=checked)
+    def execute(self, instr, location: SourceLocation | None, api: str | None, checked: bool = False,
+                deferred: bool = False) -> None:
+        """Check, run and report `instr`. `checked`: its own check has passed already (`check_instruction`);
+        `deferred`: it is a deferred instruction issued as it is, whose operand rules passed when it was
+        deferred, too."""
+        self._check(instr, location, api, checked=checked or deferred, operands_checked=deferred)
         self._run_and_emit(instr, location, api, placed=True)
 
-    def _check(self, instr, location, api, unplaced=None, checked: bool = False) -> None:
+    def _check(self, instr, location, api, unplaced=None, checked: bool = False,
+               operands_checked: bool = False) -> None:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
-        destination (a retargeted instruction writes elsewhere). `checked`: the instruction's own check has
-        passed already; the operand rules, the bounds, the language rules and placement still run."""
+        destination (a retargeted instruction writes elsewhere). `checked` / `operands_checked`: the
+        instruction's own check / its operand rules passed already; the bounds, the language rules and
+        placement still run."""
         try:
-            instr.check_operands()
+            if not operands_checked:
+                instr.check_operands()
             if not checked:
                 self.check_instruction(instr)
             check_static_bounds(instr)
@@ -356,10 +387,12 @@ class Program:
 
     def _place_operands(self, instr, unplaced=None) -> None:
         """On-chip tensors get their addresses when an instruction first touches them (Memory.place)."""
+        touch = next(_touches)
         for _, view, _ in instr.operands():
             st = view.storage
-            if st.placement is None and st is not unplaced:
-                root = st.base or st
+            root = st.base or st
+            root.last_touch = touch
+            if (st.placement is None or root.placement is None) and st is not unplaced:
                 if root.placement is None:
                     self.memory.place(root, lambda kind: self._reclaim(kind, instr),
                                       keep=lambda: _operand_roots(instr))
@@ -386,8 +419,9 @@ class Program:
         else:
             views = []
         storages = {id(v.storage): v.storage for v in views if isinstance(v, TensorView)}.values()
+        operands = _operand_roots(instr)     # `acc = nl.add(acc, t)`: the old value is still this instruction's input
         for st in storages:
-            if st.kind is kind and st.placement is not None:
+            if st.kind is kind and st.placement is not None and (st.base or st).id not in operands:
                 Memory.release_early(st)
                 freed = True
         return self._release_dead_locals(kind, frame, instr) or freed
@@ -477,7 +511,8 @@ class Program:
         if instr.mask is not None and instr.output is not None:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return _new_instruction_event(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
-                                      operands, instr.params(), mask, location, instr.name)
+                                      operands, instr.params(), mask, location, instr.name,
+                                      NO_REORDER.get() > 0)
 
 
 def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:
@@ -601,6 +636,7 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
     return f"{region}_{shape}"
 
 
+_touches = itertools.count(1)    # instruction order for Storage.last_touch (least recently used SBUF spills first)
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new_instruction_event = positional_maker(InstructionExecuted)
 

@@ -32,12 +32,22 @@ def outputs(ev: InstructionExecuted) -> list[Operand]:
     return [o for o in ev.operands if o.access is not AccessKind.READ]
 
 
+def named(ev: InstructionExecuted, *roles: str) -> Operand:
+    """The first operand whose role is one of `roles`; a rule naming roles the event lacks is a bug of the
+    rule (tests/cost/test_rule_roles.py checks every name against the instruction's operand fields), so it
+    raises instead of guessing another operand."""
+    o = find(ev, *roles)
+    if o is None:
+        raise LookupError(f"cost rule of {ev.opcode}: no operand {' / '.join(roles)} (operands: "
+                          f"{[x.role for x in ev.operands]})")
+    return o
+
+
 def main_input(ev: InstructionExecuted, *roles: str) -> Operand | None:
-    """The operand whose size drives the cost: the first of `roles` present, else the first data input,
-    else the first output (instructions such as memset or iota only write)."""
-    o = find(ev, *roles) if roles else None
-    if o is not None:
-        return o
+    """The operand whose size drives the cost: the first of `roles` (which must be present), or without
+    roles the largest data input, else the first output (instructions such as memset or iota only write)."""
+    if roles:
+        return named(ev, *roles)
     ins = inputs(ev)
     if ins:
         return max(ins, key=lambda x: x.free_elems)
@@ -46,9 +56,9 @@ def main_input(ev: InstructionExecuted, *roles: str) -> Operand | None:
 
 
 def main_output(ev: InstructionExecuted, *roles: str) -> Operand | None:
-    o = find(ev, *roles) if roles else None
-    if o is not None:
-        return o
+    """The first of `roles` (which must be present), or without roles the first output."""
+    if roles:
+        return named(ev, *roles)
     outs = outputs(ev)
     return outs[0] if outs else None
 

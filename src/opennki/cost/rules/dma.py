@@ -13,7 +13,7 @@ software-DGE transfers (GPSIMD_START plus a cycle per partition, [GAP] chosen).
 from __future__ import annotations
 
 from opennki.cost.rules.registry import cost_rule
-from opennki.cost.rules.common import find, inputs, outputs, param_name
+from opennki.cost.rules.common import find, inputs, named, outputs, param_name
 from opennki.cost.rules.descriptors import TRANSPOSE, Split, engine_ns, split
 from opennki.cost.value import Cost, DmaWork
 from opennki.events import Engine, MemoryKind
@@ -93,9 +93,7 @@ def transfer(ev, hw, dst, srcs, *, factor: float = 1.0, pieces: Split | None = N
 
 
 def _dst_src(ev, dst_roles=("dst",), src_roles=("src",)):
-    dst = find(ev, *dst_roles) or (outputs(ev) or [None])[0]
-    src = find(ev, *src_roles) or next((o for o in inputs(ev) if o is not dst), None)
-    return dst, src
+    return named(ev, *dst_roles), named(ev, *src_roles)
 
 
 @cost_rule("dma_copy")
@@ -104,6 +102,14 @@ def dma_copy(ev, hw) -> Cost:
     dst, src = _dst_src(ev)
     factor = hw.cost.dma.rmw_efficiency if ev.params.get("dst_rmw_op") else 1.0
     return transfer(ev, hw, dst, [src], factor=factor)
+
+
+@cost_rule("sbuf_spill", "sbuf_reload")
+def sbuf_staging_copy(ev, hw) -> Cost:
+    """The DMA a compiler issues to spill an oversubscribed SBUF tile to HBM or to bring it back
+    (machine/memory.py): a copy of the whole tile between its SBUF range and its HBM staging range."""
+    dst, src = _dst_src(ev)
+    return transfer(ev, hw, dst, [src])
 
 
 @cost_rule("dma_transpose")

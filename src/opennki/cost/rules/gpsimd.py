@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from opennki.cost.rules.registry import cost_rule
-from opennki.cost.rules.common import elems, find, main_input, main_output
+from opennki.cost.rules.common import elems, find, main_input, main_output, named
 from opennki.cost.value import Cost
 from opennki.events import Engine
 
@@ -42,7 +42,7 @@ def local_gather(ev, hw) -> Cost:
     """`150 + V * k / C` with `C = ((28 + t*k) / (t*k)) / min(4 / dtype_bytes, k)`, `t = 4`; V = valid
     indices per core (`num_valid_indices`, else the index tile's elements per partition), k =
     `num_elem_per_idx`."""
-    src = find(ev, "src_buffer", "src") or main_input(ev)
+    src = named(ev, "src_buffer")
     index = find(ev, "index")
     k = float(ev.params.get("num_elem_per_idx") or 1)
     valid = ev.params.get("num_valid_indices")

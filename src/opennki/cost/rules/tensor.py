@@ -11,7 +11,7 @@ lead to 2x better performance").
 from __future__ import annotations
 
 from opennki.cost.rules.registry import cost_rule
-from opennki.cost.rules.common import active_ratio, find, main_input, param_name
+from opennki.cost.rules.common import active_ratio, named, param_name
 from opennki.cost.value import Cost
 from opennki.events import Engine
 
@@ -27,8 +27,8 @@ def nc_matmul(ev, hw) -> Cost:
     """MultiplyMoving `max(min(64, M), N)` PE cycles (x fp32_factor for fp32, /2 with a onezero hint);
     double_row fp8 contracts 2K in the same time; `is_transpose` costs like `nc_transpose`."""
     pe = hw.cost.tensor
-    st = find(ev, "stationary") or main_input(ev)
-    mv = find(ev, "moving") or st
+    st = named(ev, "stationary")
+    mv = named(ev, "moving")
     K = st.partitions
     double_row = param_name(ev, "perf_mode") in ("double_row", "double_row_gen3")
     pairs = 2 if double_row else 1
@@ -51,8 +51,8 @@ def nc_matmul_mx(ev, hw) -> Cost:
     """MX matmul (v4): each packed element holds 4 values along K, so one pass contracts 4K at the bf16
     pass time: `max(min(64, M), N)` cycles for 2 * 4K * M * N flops."""
     pe = hw.cost.tensor
-    st = find(ev, "stationary") or main_input(ev)
-    mv = find(ev, "moving") or st
+    st = named(ev, "stationary")
+    mv = named(ev, "moving")
     K = st.partitions * (pe.mx_factor or 4.0)
     M, N = st.free_elems, mv.free_elems * active_ratio(ev)
     return Cost(Engine.TENSOR, busy_ns=pe.ns(_mm_cycles(pe, M, N)),
@@ -72,7 +72,7 @@ def _transpose_cost(pe, itemsize: int, P: float, F: float, hw) -> Cost:
 def nc_transpose(ev, hw) -> Cost:
     """On the Tensor Engine `max(P, min(64, F))` PE cycles; on the Vector Engine `max(MIN_II, N)` DVE
     cycles (32x32 blocks)."""
-    data = find(ev, "data") or main_input(ev)
+    data = named(ev, "data")
     if ev.engine is Engine.TENSOR:
         return _transpose_cost(hw.cost.tensor, data.itemsize, data.partitions, data.free_elems, hw)
     dve = hw.cost.vector

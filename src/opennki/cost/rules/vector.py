@@ -11,7 +11,7 @@ partition moves 32 bits per cycle (2 elements of 16-bit data).
 from __future__ import annotations
 
 from opennki.cost.rules.registry import cost_rule
-from opennki.cost.rules.common import (SIXTEEN_BIT_FLOATS, elems, find, in_memory, inputs, is_contiguous,
+from opennki.cost.rules.common import (SIXTEEN_BIT_FLOATS, elems, find, in_memory, inputs, is_contiguous, named,
                                        is_strided, main_input, main_output, outputs, param_name)
 from opennki.cost.value import Cost
 from opennki.events import Engine, MemoryKind
@@ -111,8 +111,8 @@ def tensor_scalar(ev, hw) -> Cost:
 def scalar_tensor_tensor(ev, hw) -> Cost:
     """`N` if data and operand1 are bf16, op0=subtract, op1=multiply and N even; else `2N` (MIN_II floor
     added: every instruction has one)."""
-    data, op1 = find(ev, "data"), find(ev, "operand1")
-    n = elems(ev, data or main_input(ev))
+    data, op1 = named(ev, "data"), find(ev, "operand1")
+    n = elems(ev, data)
     fast = (data is not None and op1 is not None and data.dtype == op1.dtype == "bfloat16"
             and param_name(ev, "op0") == "subtract" and param_name(ev, "op1") == "multiply" and n % 2 == 0)
     return elementwise(ev, hw, n if fast else 2 * n, stages=2)
@@ -131,7 +131,7 @@ def tensor_reduce(ev, hw) -> Cost:
 @cost_rule("tensor_tensor_scan")
 def tensor_tensor_scan(ev, hw) -> Cost:
     """`max(MIN_II, 2N)`."""
-    return elementwise(ev, hw, 2 * elems(ev, main_input(ev, "data0", "data")), stages=2)
+    return elementwise(ev, hw, 2 * elems(ev, main_input(ev, "data0")), stages=2)
 
 
 @cost_rule("tensor_scalar_reduce")
@@ -144,7 +144,7 @@ def tensor_scalar_reduce(ev, hw) -> Cost:
 def tensor_scalar_cumulative(ev, hw) -> Cost:
     """[GAP] chosen: a one-input scan with the accumulator, `max(MIN_II, N)` (+ MIN_II read-out with
     `reduce_res`)."""
-    return elementwise(ev, hw, elems(ev, main_input(ev, "src", "data")), extra_cycles=_readout(ev, hw))
+    return elementwise(ev, hw, elems(ev, main_input(ev, "src")), extra_cycles=_readout(ev, hw))
 
 
 @cost_rule("reciprocal")
@@ -172,7 +172,8 @@ def one_pass(ev, hw) -> Cost:
     `min(MIN_II, N)` read as max, isa.md C13); max8 / nc_find_index8 (`N`, MIN_II floor added); rng ([GAP]
     chosen: one pass over dst). range_select adds the MIN_II read-out when it writes `reduce_res`."""
     extra = _readout(ev, hw) if ev.opcode == "range_select" else 0.0
-    return elementwise(ev, hw, elems(ev, main_input(ev, "on_true_tile", "data", "src")), extra_cycles=extra)
+    # rng reads nothing: its work is the tile it writes
+    return elementwise(ev, hw, elems(ev, main_input(ev, "on_true_tile", "data", "src", "dst")), extra_cycles=extra)
 
 
 @cost_rule("memset")
@@ -190,7 +191,7 @@ def predicated(ev, hw) -> Cost:
     """`max(MIN_II, N)` when the data and the predicate sit in different memories (SBUF vs PSUM), else
     `max(MIN_II, 2N)` (isa.md C14). select_reduce: [GAP], the same rule plus the MIN_II read-out of
     `reduce_res`."""
-    data = find(ev, "src", "on_true", "data") or main_input(ev)
+    data = named(ev, "src", "on_true", "predicate")     # select_reduce may take an immediate on_true
     pred = find(ev, "predicate")
     n = elems(ev, data)
     split = pred is not None and {data.kind, pred.kind} == {SBUF, PSUM}
@@ -209,14 +210,14 @@ def dynamic_copy(ev, hw) -> Cost:
 def exponential(ev, hw) -> Cost:
     """v4 DVE exp at `exponential_speedup` x the ACT `activation(exp)` throughput: `max(MIN_II, N / 4)`
     (+ MIN_II read-out with `reduce_res`)."""
-    n = elems(ev, main_input(ev, "src", "data"))
+    n = elems(ev, main_input(ev, "src"))
     return elementwise(ev, hw, n / hw.cost.vector.exponential_speedup, extra_cycles=_readout(ev, hw))
 
 
 @cost_rule("quantize_mx")
 def quantize_mx(ev, hw) -> Cost:
     """v4: `quantize_elems_per_cycle` elements per partition per cycle."""
-    n = elems(ev, main_input(ev, "src", "data"))
+    n = elems(ev, main_input(ev, "src"))
     return elementwise(ev, hw, n / hw.cost.vector.quantize_elems_per_cycle)
 
 

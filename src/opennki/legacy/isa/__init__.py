@@ -77,12 +77,6 @@ def _issue(instr, api) -> None:
     core.issue(instr, api, operator_names=True)
 
 
-def _tile(x, role: str, api: str):
-    if not core.is_tensor(x):
-        raise KernelError(f"{api}: '{role}' must be a tile", got=type(x).__name__, instruction=api)
-    return x
-
-
 # ------------------------------------------------------------------------------------------------- DMA
 
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,

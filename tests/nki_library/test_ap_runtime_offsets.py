@@ -9,6 +9,7 @@ import opennki as nki
 import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import KernelError
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -74,7 +75,7 @@ def test_scalar_offset_must_be_an_integer_tile(rng):
         view = x.ap(pattern=[[8, 1], [1, 4]], offset=0, scalar_offset=off, indirect_dim=1)
         return view
 
-    with pytest.raises(KernelError, match="scalar_offset must be an on-chip integer tile") as exc:
+    with raises_at(KernelError, match="scalar_offset must be an on-chip integer tile") as exc:
         nki.simulate(kernel)(rng.standard_normal((2, 8)).astype(np.float32))
     assert "x.ap(" in exc.value.location.source
 

@@ -8,6 +8,7 @@ import opennki as nki
 import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import KernelError, ShapeError
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -65,7 +66,7 @@ def test_core_barrier_makes_the_other_cores_writes_visible(rng):
 
 def test_sendrecv_needs_an_lnc2_launch(rng):
     x = rng.standard_normal((64, 16)).astype(np.float32)
-    with pytest.raises(KernelError, match="core rank 1 does not exist in an LNC=1 launch") as exc:
+    with raises_at(KernelError, match="core rank 1 does not exist in an LNC=1 launch") as exc:
         swap_halves(x)
     assert "nisa.sendrecv(" in exc.value.location.source
 
@@ -82,7 +83,7 @@ def send_mismatched(x):
 
 def test_sendrecv_rejects_tiles_of_different_shapes(rng):
     x = rng.standard_normal((4, 4)).astype(np.float32)
-    with pytest.raises(ShapeError, match="same shape") as exc:
+    with raises_at(ShapeError, match="same shape") as exc:
         send_mismatched[2](x)
     assert "nisa.sendrecv(" in exc.value.location.source
 
@@ -96,7 +97,7 @@ def test_sendrecv_needs_neuroncore_v3(rng, monkeypatch):
         nisa.sendrecv(src=a, dst=a, send_to_rank=0, recv_from_rank=0, pipe_id=0)
         return x
 
-    with pytest.raises(KernelError, match="NeuronCore-v3"):
+    with raises_at(KernelError, match="NeuronCore-v3"):
         nki.simulate(kernel)(rng.standard_normal((4, 4)).astype(np.float32))
 
 
@@ -129,6 +130,6 @@ def only_core_one_sends(x):
 
 def test_sendrecv_whose_peer_never_comes_names_the_call(rng):
     x = rng.standard_normal((4, 8)).astype(np.float32)
-    with pytest.raises(KernelError, match=r"programs \[\[0\]\] finished without making this call") as exc:
+    with raises_at(KernelError, match=r"programs \[\[0\]\] finished without making this call") as exc:
         only_core_one_sends[2](x)
     assert "nisa.sendrecv(" in exc.value.location.source

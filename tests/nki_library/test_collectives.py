@@ -10,6 +10,7 @@ import opennki.collectives as ncc
 import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import KernelError, ShapeError, UnsupportedError
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -52,11 +53,11 @@ def reduce_into(x, out_shape: tuple, op_name: str, groups):
     ((4, 2), "add", ((0,),), ShapeError, "same shape"),
 ])
 def test_collective_errors_name_the_kernel_line(out_shape, op_name, groups, error, message):
-    with pytest.raises(error, match=message) as exc:
+    with raises_at(error, match=message) as exc:
         reduce_into(np.zeros((4, 4), np.float32), out_shape, op_name, groups)
     assert "ncc.all_reduce(" in exc.value.location.source
 
 
 def test_replica_groups_do_not_overlap():
-    with pytest.raises(KernelError, match="non-overlapping"):
+    with raises_at(KernelError, match="non-overlapping"):
         ncc.ReplicaGroup([[0, 1], [1]])

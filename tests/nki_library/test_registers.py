@@ -13,6 +13,7 @@ from opennki.events import InstructionExecuted
 from opennki.kernel import run_kernel
 from opennki.listeners import Recorder
 from opennki.sim import ShapeSpec, SimOptions
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -176,7 +177,7 @@ def too_wide(value: int):
     (too_wide, (1.5,), DtypeError, "nisa.register_alloc(value)", "integer immediate"),
 ])
 def test_register_errors_name_the_kernel_line(kernel, args, error, source, message):
-    with pytest.raises(error, match=message) as exc:
+    with raises_at(error, match=message) as exc:
         kernel(*args)
     assert source in exc.value.location.source
 
@@ -219,6 +220,6 @@ def test_a_register_is_a_scalar_offset(rng, n):
 
 
 def test_a_register_offset_is_bounds_checked():
-    with pytest.raises(OutOfBoundsError) as exc:
+    with raises_at(OutOfBoundsError) as exc:
         rows_from_loop_variable(np.zeros((6, 5), np.float32), np.array([[7]], np.int32))
     assert "scalar_offset=r" in exc.value.location.source

@@ -12,6 +12,7 @@ from opennki.errors import KernelError, OutOfBoundsError
 from opennki.events import InstructionExecuted
 from opennki.listeners import Recorder
 from opennki.releases import ReleaseError
+from tests.raises import raises_at
 
 GROUP = [[0]]
 
@@ -112,21 +113,30 @@ BAD_PAIRINGS = [
 @pytest.mark.parametrize("steps,match", BAD_PAIRINGS)
 def test_pairing_rules(rng, steps, match):
     x = rng.standard_normal((4, 8)).astype(np.float32)
-    with pytest.raises(KernelError, match=match) as exc:
+    with raises_at(KernelError, match=match) as exc:
         pairing_kernel(steps)(x, np.array([[2], [0]], np.uint32))
     assert exc.value.location.filename == __file__
 
 
 def test_metadata_outside_the_tensors_is_an_index_error(rng):
     x = rng.standard_normal((4, 8)).astype(np.float32)
-    with pytest.raises(OutOfBoundsError, match="chunk lies outside its tensors"):
+    with raises_at(OutOfBoundsError, match="chunk lies outside its tensors"):
         split_exchange(x, np.array([[30], [8]], np.uint32), "all_to_all_v", False)
 
 
 def test_other_ranks_and_older_releases():
     x = np.zeros((4, 8), np.float32)
-    with pytest.raises(nki.OpenNKIError, match="needs 2 devices"):
+    with raises_at(nki.OpenNKIError, match="needs 2 devices"):
         pairing_kernel(lambda x, o, m: ncc.all_to_all_v_prepare([x], [o], ncc.ReplicaGroup([[0, 1]]), m))(
             x, np.array([[1, 1], [0, 0]], np.uint32))
-    with pytest.raises(ReleaseError, match="all_to_all_v_prepare does not exist in NKI 0.6"):
+    with raises_at(ReleaseError, match="all_to_all_v_prepare does not exist in NKI 0.6"):
         nki.jit(split_exchange.func, api_version="0.6")(x, np.array([[1], [0]], np.uint32), "all_to_all_v", False)
+
+
+def test_replica_groups_from_a_partition_op():
+    groups = {op: ncc.ReplicaGroup.from_partition_op(8, op, k).groups for op, k in
+              ((ncc.rg_partition_op.bitwise_and, 0), (ncc.rg_partition_op.div, 4), (ncc.rg_partition_op.mod, 4))}
+    assert groups[ncc.rg_partition_op.bitwise_and] == (tuple(range(8)),)
+    assert groups[ncc.rg_partition_op.div] == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert groups[ncc.rg_partition_op.mod] == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert ncc.ReplicaGroup.from_partition_op(1, ncc.rg_partition_op.mod, 1).groups == ((0,),)

@@ -10,6 +10,7 @@ import opennki.isa as nisa
 import opennki.language as nl
 from opennki.errors import DtypeError, KernelError, ShapeError
 from tests.isa.helpers import rand
+from tests.raises import raises_at
 
 
 @nki.jit
@@ -80,7 +81,7 @@ def _exchange(shape_dst=(32, 8), dtype_dst=nl.float32, rank_to=None):
     (_exchange(rank_to=2), 2, KernelError, "core rank"),
 ], ids=["outside_lnc2", "shapes", "dtypes", "rank"])
 def test_sendrecv_rejects(rng, kernel, lnc, error, match):
-    with pytest.raises(error, match=match) as exc:
+    with raises_at(error, match=match) as exc:
         nki.jit(kernel)[lnc](rand(rng, 32, 8))
     assert exc.value.location.filename == __file__ and "nisa.sendrecv(" in exc.value.location.source
 
@@ -96,7 +97,7 @@ def test_a_core_waiting_for_a_partner_that_never_sends_is_an_error(rng):
         nisa.dma_copy(dst=out, src=t)
         return out
 
-    with pytest.raises(KernelError, match="wait for each other forever"):
+    with raises_at(KernelError, match="wait for each other forever"):
         lonely[2](rand(rng, 32, 8))
 
 

@@ -1,0 +1,210 @@
+"""Kernels written for the ranking tests in the style of the official NKI tutorials' optimisation sequences
+(matrix multiplication, layernorm, fused Mamba): each step makes the change the tutorial describes, in this project's
+own code. Legacy generation, shape-only estimates."""
+
+import numpy as np
+
+import opennki.legacy.isa as nisa
+import opennki.legacy.language as nl
+
+TK, TM, TN = 128, 128, 512          # contraction tile, stationary free tile, moving free tile
+
+
+# -- matrix multiplication: out[M, N] = lhsT[K, M].T @ rhs[K, N] --------------------------------------------
+
+def mm_tiled(lhsT, rhs):
+    """Step 0: every output tile loads its own operand tiles inside the contraction loop."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // TM):
+        for n in nl.affine_range(N // TN):
+            acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // TK):
+                a = nl.load(lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+                b = nl.load(rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
+                acc += nisa.nc_matmul(a, b)
+            nl.store(out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], value=nl.copy(acc, dtype=out.dtype))
+    return out
+
+
+def mm_hoisted(lhsT, rhs):
+    """Step 1: the stationary column of an output row is loaded once per row, outside the n loop."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // TM):
+        a = nl.ndarray((K // TK, nl.par_dim(TK), TM), dtype=lhsT.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(K // TK):
+            a[k] = nl.load(lhsT[k * TK:(k + 1) * TK, m * TM:(m + 1) * TM])
+        for n in nl.affine_range(N // TN):
+            acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // TK):
+                b = nl.load(rhs[k * TK:(k + 1) * TK, n * TN:(n + 1) * TN])
+                acc += nisa.nc_matmul(a[k], b)
+            nl.store(out[m * TM:(m + 1) * TM, n * TN:(n + 1) * TN], value=nl.copy(acc, dtype=out.dtype))
+    return out
+
+
+def mm_blocked(lhsT, rhs, bm=2, bn=2):
+    """Step 2: blocks of bm x bn output tiles share their loaded operands (each loaded once per block)."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for mb in nl.affine_range(M // (TM * bm)):
+        a = nl.ndarray((K // TK, nl.par_dim(TK), TM * bm), dtype=lhsT.dtype, buffer=nl.sbuf)
+        for k in nl.affine_range(K // TK):
+            a[k] = nl.load(lhsT[k * TK:(k + 1) * TK, mb * TM * bm:(mb + 1) * TM * bm])
+        for nb in nl.affine_range(N // (TN * bn)):
+            b = nl.ndarray((K // TK, nl.par_dim(TK), TN * bn), dtype=rhs.dtype, buffer=nl.sbuf)
+            for k in nl.affine_range(K // TK):
+                b[k] = nl.load(rhs[k * TK:(k + 1) * TK, nb * TN * bn:(nb + 1) * TN * bn])
+            for i in nl.affine_range(bm):
+                for j in nl.affine_range(bn):
+                    acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+                    for k in nl.affine_range(K // TK):
+                        acc += nisa.nc_matmul(a[k, :, i * TM:(i + 1) * TM], b[k, :, j * TN:(j + 1) * TN])
+                    rows = (mb * bm + i) * TM
+                    cols = (nb * bn + j) * TN
+                    nl.store(out[rows:rows + TM, cols:cols + TN], value=nl.copy(acc, dtype=out.dtype))
+    return out
+
+
+def mm_fully_blocked(lhsT, rhs, bm=4, bn=2, bk=8):
+    """Step 3: the contraction is blocked too; partial sums of a bm x bn block live in SBUF across k blocks,
+    so each operand block is loaded once per block pair, and results leave in wide coalesced stores."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for nb in nl.affine_range(N // (TN * bn)):
+        for mb in nl.affine_range(M // (TM * bm)):
+            part = nl.zeros((bm, nl.par_dim(TM), TN * bn), dtype=nl.float32, buffer=nl.sbuf)
+            for kb in nl.sequential_range(K // (TK * bk)):
+                a = nl.ndarray((bk, nl.par_dim(TK), TM * bm), dtype=lhsT.dtype, buffer=nl.sbuf)
+                b = nl.ndarray((bk, nl.par_dim(TK), TN * bn), dtype=rhs.dtype, buffer=nl.sbuf)
+                for k in nl.affine_range(bk):
+                    row = (kb * bk + k) * TK
+                    a[k] = nl.load(lhsT[row:row + TK, mb * TM * bm:(mb + 1) * TM * bm])
+                    b[k] = nl.load(rhs[row:row + TK, nb * TN * bn:(nb + 1) * TN * bn])
+                for i in nl.affine_range(bm):
+                    for j in nl.affine_range(bn):
+                        acc = nl.zeros((TM, TN), nl.float32, buffer=nl.psum)
+                        for k in nl.affine_range(bk):
+                            acc += nisa.nc_matmul(a[k, :, i * TM:(i + 1) * TM], b[k, :, j * TN:(j + 1) * TN])
+                        part[i, :, j * TN:(j + 1) * TN] = nl.add(part[i, :, j * TN:(j + 1) * TN], acc)
+            for i in nl.affine_range(bm):
+                rows = (mb * bm + i) * TM
+                nl.store(out[rows:rows + TM, nb * TN * bn:(nb + 1) * TN * bn],
+                         value=nl.copy(part[i], dtype=out.dtype))
+    return out
+
+
+MATMUL_STEPS = (mm_tiled, mm_hoisted, mm_blocked, mm_fully_blocked)
+
+
+# -- layernorm over rows: out = (x - mean) / sqrt(var + eps) * gamma + beta ---------------------------------
+
+def layernorm_v1(x, gamma, beta):
+    """v1: mean and variance by separate reductions and element-wise passes."""
+    n, d = x.shape
+    out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+    g = nl.load(gamma.reshape((1, d)))
+    bt = nl.load(beta.reshape((1, d)))
+    for i in nl.affine_range((n + 127) // 128):
+        ip = i * 128 + nl.arange(128)[:, None]
+        jf = nl.arange(d)[None, :]
+        t = nl.load(x[ip, jf], mask=(ip < n))
+        mean = nl.mean(t, axis=[1], mask=(ip < n))
+        shifted = nl.subtract(t, mean, mask=(ip < n))
+        var = nl.mean(nl.multiply(shifted, shifted, mask=(ip < n)), axis=[1], mask=(ip < n))
+        rstd = nl.rsqrt(nl.add(var, 1e-5, mask=(ip < n)), mask=(ip < n))
+        normed = nl.multiply(shifted, rstd, mask=(ip < n))
+        scaled = nl.multiply(normed, g.broadcast_to((128, d)), mask=(ip < n))
+        nl.store(out[ip, jf], value=nl.add(scaled, bt.broadcast_to((128, d)), mask=(ip < n)), mask=(ip < n))
+    return out
+
+
+def layernorm_v2(x, gamma, beta):
+    """v2: bn_stats / bn_aggr give mean and variance in one pass; the shift and scale are one
+    tensor_scalar."""
+    n, d = x.shape
+    out = nl.ndarray((n, d), dtype=x.dtype, buffer=nl.shared_hbm)
+    g = nl.load(gamma.reshape((1, d)))
+    bt = nl.load(beta.reshape((1, d)))
+    chunk = min(d, 512)
+    for i in nl.affine_range((n + 127) // 128):
+        ip = i * 128 + nl.arange(128)[:, None]
+        jf = nl.arange(d)[None, :]
+        t = nl.load(x[ip, jf], mask=(ip < n))
+        stats = nl.ndarray((128, 6 * (d // chunk)), dtype=np.float32)
+        for c in nl.affine_range(d // chunk):
+            jc = nl.arange(chunk)[None, :]
+            stats[ip - i * 128, c * 6 + nl.arange(6)[None, :]] = nisa.bn_stats(t[ip - i * 128, c * chunk + jc],
+                                                                             mask=(ip < n))
+        mv = nisa.bn_aggr(stats, mask=(ip < n))
+        rstd = nl.rsqrt(nl.add(mv[:, 1:2], 1e-5, mask=(ip < n)), mask=(ip < n))
+        normed = nisa.tensor_scalar(t, np.subtract, mv[:, 0:1], op1=np.multiply, operand1=rstd, mask=(ip < n))
+        scaled = nl.multiply(normed, g.broadcast_to((128, d)), mask=(ip < n))
+        nl.store(out[ip, jf], value=nl.add(scaled, bt.broadcast_to((128, d)), mask=(ip < n)), mask=(ip < n))
+    return out
+
+
+LAYERNORM_STEPS = (layernorm_v1, layernorm_v2)
+
+
+# -- selective scan (Mamba): out[b, c, t] = sum_s C[b, s, t] * h_s[c, t], with the recurrence
+#    h_s[c, t] = exp(delta[b, c, t] * A[c, s]) * h_s[c, t - 1] + delta[b, c, t] * u[b, c, t] * B[b, s, t] -------
+
+def _scan_state(delta_i, delta_u, a_col, B_i, C_i, P, L):
+    """One state's contribution for a [P, L] channel tile: exp(delta * A) scanned with delta * u * B."""
+    decay = nisa.activation(op=np.exp, data=delta_i, scale=a_col)
+    drive = nl.multiply(delta_u, B_i.broadcast_to((P, L)))
+    h = nisa.tensor_tensor_scan(decay, drive, initial=0.0, op0=np.multiply, op1=np.add)
+    return nl.multiply(h, C_i.broadcast_to((P, L)))
+
+
+def mamba_v1(delta, u, A, B, C):
+    """v1: states outside channels, so each channel tile's delta and u are loaded again for every state, and
+    the partial sums of all channel tiles are kept in SBUF until the end."""
+    batch, channels, L = delta.shape
+    states = A.shape[1]
+    P = 128
+    out = nl.ndarray((batch, channels, L), dtype=delta.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(batch):
+        acc = nl.zeros((channels // P, nl.par_dim(P), L), dtype=delta.dtype, buffer=nl.sbuf)
+        for s in nl.sequential_range(states):
+            B_i = nl.load(B[b, s:s + 1, :])
+            C_i = nl.load(C[b, s:s + 1, :])
+            for c in nl.affine_range(channels // P):
+                delta_i = nl.load(delta[b, c * P:(c + 1) * P, :])
+                u_i = nl.load(u[b, c * P:(c + 1) * P, :])
+                a_col = nl.load(A[c * P:(c + 1) * P, s:s + 1])
+                acc[c] = nl.add(acc[c], _scan_state(delta_i, nl.multiply(delta_i, u_i), a_col, B_i, C_i, P, L))
+        for c in nl.affine_range(channels // P):
+            nl.store(out[b, c * P:(c + 1) * P, :], value=acc[c])
+    return out
+
+
+def mamba_v2(delta, u, A, B, C):
+    """v2: the loops reordered so that a channel tile's delta and u are loaded once and reused by every
+    state (the tutorial's "minimizing data reloading by loop reordering"), and so is their product."""
+    batch, channels, L = delta.shape
+    states = A.shape[1]
+    P = 128
+    out = nl.ndarray((batch, channels, L), dtype=delta.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(batch):
+        for c in nl.affine_range(channels // P):
+            delta_i = nl.load(delta[b, c * P:(c + 1) * P, :])
+            u_i = nl.load(u[b, c * P:(c + 1) * P, :])
+            delta_u = nl.multiply(delta_i, u_i)
+            acc = nl.zeros((nl.par_dim(P), L), dtype=delta.dtype, buffer=nl.sbuf)
+            for s in nl.sequential_range(states):
+                B_i = nl.load(B[b, s:s + 1, :])
+                C_i = nl.load(C[b, s:s + 1, :])
+                a_col = nl.load(A[c * P:(c + 1) * P, s:s + 1])
+                acc[...] = nl.add(acc, _scan_state(delta_i, delta_u, a_col, B_i, C_i, P, L))
+            nl.store(out[b, c * P:(c + 1) * P, :], value=acc)
+    return out
+
+
+MAMBA_STEPS = (mamba_v1, mamba_v2)
