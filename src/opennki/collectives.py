@@ -11,6 +11,8 @@ time and reach collectives only through the replica groups their caller passes.)
 
 from __future__ import annotations
 
+import enum
+
 from opennki.errors import KernelError, ShapeError, UnsupportedError, expect, user_location
 from opennki.events import MemoryKind
 from opennki.instructions import collectives as _coll
@@ -25,8 +27,31 @@ _RANK = 0       # the one simulated device
 _REDUCE_OPS = ("add", "minimum", "maximum")
 
 
+class rg_partition_op(enum.Enum):
+    """NKI 0.7 (docs: v2.33 `_modules/nki/collectives`): how `ReplicaGroup.from_partition_op` maps a rank to
+    the id of its rank-list."""
+
+    bitwise_and = "bitwise_and"
+    div = "div"
+    mod = "mod"
+
+
+_PARTITION_OPS = {rg_partition_op.bitwise_and: lambda r, k: r & k, rg_partition_op.div: lambda r, k: r // k,
+                  rg_partition_op.mod: lambda r, k: r % k}
+
+
 class ReplicaGroup:
     """`nki.collectives.ReplicaGroup`: non-overlapping groups of ranks that communicate together."""
+
+    @staticmethod
+    def from_partition_op(world_size: int, op, operand: int) -> "ReplicaGroup":
+        """NKI 0.7: ranks [0, world_size) sharing `op(rank, operand)` form one rank-list, lists ordered by that
+        id (bitwise_and 0: every rank in one list; div 4: contiguous fours; mod 4: strided)."""
+        fn = _PARTITION_OPS.get(op if isinstance(op, rg_partition_op) else rg_partition_op(op))
+        lists: dict[int, list[int]] = {}
+        for rank in range(int(world_size)):
+            lists.setdefault(fn(rank, int(operand)), []).append(rank)
+        return ReplicaGroup([lists[k] for k in sorted(lists)])
 
     def __init__(self, replica_groups):
         groups = tuple(tuple(int(r) for r in g) for g in replica_groups)
@@ -264,6 +289,6 @@ def rank_id(name=None) -> VirtualRegister:
     return reg
 
 
-__all__ = ["ReplicaGroup", "rank_id", "all_gather", "all_reduce", "all_to_all", "collective_permute", "reduce_scatter",
+__all__ = ["ReplicaGroup", "rg_partition_op", "rank_id", "all_gather", "all_reduce", "all_to_all", "collective_permute", "reduce_scatter",
            "all_to_all_v", "all_gather_v", "all_to_all_v_prepare", "all_to_all_v_trigger", "all_gather_v_prepare",
            "all_gather_v_trigger"]

@@ -137,6 +137,8 @@ class Change:
         replacement: what to write instead.
         removed_in: the release ("0.3") from which the form is an error (None: only deprecated so far).
         deprecated_in: the release that started warning about it (None: removed without a deprecation).
+        restored_in: the release from which the form is legal again (NKI 0.7's tracing accepts the Python its
+            parser refused), or None.
         generation: the API generation (`Generation`).
         code: the NKI error code of the removal, when documented.
         source: the document stating the change (for docs/compatibility.md and the messages).
@@ -146,6 +148,7 @@ class Change:
     replacement: str
     removed_in: str | None = None
     deprecated_in: str | None = None
+    restored_in: str | None = None
     generation: Generation = Generation.NEW
     code: str | None = None
     source: str = ""
@@ -160,6 +163,11 @@ class Change:
     def apply(self, options, *, location=None, instruction=None) -> None:
         """Warn or raise for one use of the old form under `options` (module docstring). Returns when the
         old form may go on."""
+        if self.restored_in is not None:
+            level = level_of(options, self.generation)
+            if level >= release(self.restored_in, self.generation):
+                return                  # legal again from restored_in (the latest release of the generation too)
+
         if accepts_every_release(options) and not (uses_custom_frontend(options) and self.generation is Generation.NEW):
             _warn(self.message("deprecated" if self.removed_in is None else "removed", self.changed_in()), location)
             return

@@ -1,5 +1,7 @@
 """New-generation front door: nki.jit kernels, kernel[lnc], nki.simulate, signature and output rules."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -74,13 +76,16 @@ def test_new_generation_outputs_must_be_shared_hbm(x):
         np.testing.assert_array_equal(nki.jit(K.new_private_output)(x), x)
 
 
-def test_keyword_only_parameters_are_refused_at_decoration_from_0_3():
+def test_keyword_only_parameters_are_refused_at_decoration_from_0_3_to_0_6():
     def kernel(a, *, scale):
         return a
-    with raises_at(KernelError, match=r"cannot use the '\*' separator.*\['scale'\]"):
-        nki.jit(kernel, api_version="0.3")
-    with pytest.warns(DeprecationWarning, match=r"'\*' separator .* removed in NKI 0.3"):
-        nki.jit(kernel)                             # NKI 0.2 allowed them
+    for level in ("0.3", "0.6"):
+        with raises_at(KernelError, match=r"cannot use the '\*' separator.*\['scale'\]"):
+            nki.jit(kernel, api_version=level)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        for strict in ({"api_version": "0.2"}, {"api_version": "0.7"}, {}, {"hardware_strict": True}):
+            nki.jit(kernel, **strict)               # NKI 0.2 allowed them; 0.7 traces plain Python
 
 
 def test_list_arguments_are_refused_from_0_3(x):

@@ -131,3 +131,12 @@ def test_other_ranks_and_older_releases():
             x, np.array([[1, 1], [0, 0]], np.uint32))
     with raises_at(ReleaseError, match="all_to_all_v_prepare does not exist in NKI 0.6"):
         nki.jit(split_exchange.func, api_version="0.6")(x, np.array([[1], [0]], np.uint32), "all_to_all_v", False)
+
+
+def test_replica_groups_from_a_partition_op():
+    groups = {op: ncc.ReplicaGroup.from_partition_op(8, op, k).groups for op, k in
+              ((ncc.rg_partition_op.bitwise_and, 0), (ncc.rg_partition_op.div, 4), (ncc.rg_partition_op.mod, 4))}
+    assert groups[ncc.rg_partition_op.bitwise_and] == (tuple(range(8)),)
+    assert groups[ncc.rg_partition_op.div] == ((0, 1, 2, 3), (4, 5, 6, 7))
+    assert groups[ncc.rg_partition_op.mod] == ((0, 4), (1, 5), (2, 6), (3, 7))
+    assert ncc.ReplicaGroup.from_partition_op(1, ncc.rg_partition_op.mod, 1).groups == ((0,),)

@@ -43,6 +43,8 @@ class AluOp:
         reducible: legal as a reduction op (`tensor_reduce`, `reduce_op=`).
         identity: reset value of an accumulator for this op (None if not reducible).
         reduce: NumPy reduction along an axis (for reducible ops).
+        predicate: a comparison or logical operator, whose result is a truth value (1 / 0); the new
+            generation's `nl` operators keep the input dtype for these.
     """
 
     name: str
@@ -52,6 +54,7 @@ class AluOp:
     reducible: bool = False
     identity: float | None = None
     reduce: Callable | None = None
+    predicate: bool = False
 
     @property
     def nki_name(self) -> str:
@@ -133,18 +136,18 @@ ALU_OPS: dict[str, AluOp] = {op.name: op for op in [
     AluOp("fmod", ARITH, 2, lambda a, b: np.fmod(a, b)),
     AluOp("abs_max", ARITH, 2, _abs_max, False, 0.0, _abs_reduce(np.argmax)),
     AluOp("abs_min", ARITH, 2, _abs_min, False, np.inf, _abs_reduce(np.argmin)),
-    AluOp("equal", ARITH, 2, _cmp(np.equal)),
-    AluOp("not_equal", ARITH, 2, _cmp(np.not_equal)),
-    AluOp("greater", ARITH, 2, _cmp(np.greater)),
-    AluOp("greater_equal", ARITH, 2, _cmp(np.greater_equal)),
-    AluOp("less", ARITH, 2, _cmp(np.less)),
-    AluOp("less_equal", ARITH, 2, _cmp(np.less_equal)),
+    AluOp("equal", ARITH, 2, _cmp(np.equal), predicate=True),
+    AluOp("not_equal", ARITH, 2, _cmp(np.not_equal), predicate=True),
+    AluOp("greater", ARITH, 2, _cmp(np.greater), predicate=True),
+    AluOp("greater_equal", ARITH, 2, _cmp(np.greater_equal), predicate=True),
+    AluOp("less", ARITH, 2, _cmp(np.less), predicate=True),
+    AluOp("less_equal", ARITH, 2, _cmp(np.less_equal), predicate=True),
     AluOp("logical_and", ARITH, 2, _logical(np.logical_and), True, 1.0,
-          lambda x, axis: np.logical_and.reduce(x != 0, axis=axis).astype(np.float32)),
+          lambda x, axis: np.logical_and.reduce(x != 0, axis=axis).astype(np.float32), predicate=True),
     AluOp("logical_or", ARITH, 2, _logical(np.logical_or), True, 0.0,
-          lambda x, axis: np.logical_or.reduce(x != 0, axis=axis).astype(np.float32)),
+          lambda x, axis: np.logical_or.reduce(x != 0, axis=axis).astype(np.float32), predicate=True),
     AluOp("logical_xor", ARITH, 2, _logical(np.logical_xor), True, 0.0,
-          lambda x, axis: np.logical_xor.reduce(x != 0, axis=axis).astype(np.float32)),
+          lambda x, axis: np.logical_xor.reduce(x != 0, axis=axis).astype(np.float32), predicate=True),
     AluOp("logical_not", ARITH, 1, lambda a, _=None: (a == 0).astype(np.float32)),
     AluOp("abs", ARITH, 1, lambda a, _=None: np.abs(a)),
     AluOp("square", ARITH, 1, lambda a, _=None: a * a),

@@ -193,15 +193,16 @@ def check_outputs(result, generation: Generation, func, options=None) -> None:
 
 
 KEYWORD_ONLY = Change("the '*' separator in a kernel signature (keyword-only parameters)", "ordinary parameters with "
-                      "defaults at the end", removed_in="0.3",
+                      "defaults at the end", removed_in="0.3", restored_in="0.7",
                       source="Migrating from NKI 0.2.0 to NKI 0.3.0: Remove keyword-only argument separator")
 LIST_ARGUMENTS = Change("a list as a kernel argument", "a tuple", removed_in="0.3",
                         source="Migrating from NKI 0.2.0 to NKI 0.3.0: Replace list kernel arguments with tuples")
 
 
 def check_signature(func, options=None) -> None:
-    """New-generation signature rules (spec/entrypoints.md §2.4): no keyword-only parameters (NKI 0.2 allowed
-    them: `KEYWORD_ONLY`)."""
+    """New-generation signature rules (spec/entrypoints.md §2.4): no keyword-only parameters from NKI 0.3 to
+    0.6 (NKI 0.2's compiler allowed them, and 0.7 traces kernels as plain Python: `KEYWORD_ONLY`; the compiler-
+    rule lint applies the same levels)."""
     try:
         params = inspect.signature(func).parameters.values()
     except (TypeError, ValueError):

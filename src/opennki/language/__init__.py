@@ -14,6 +14,7 @@ import numpy as np
 
 from opennki.errors import DtypeError, KernelError, ShapeError, UnsupportedError
 from opennki.instructions.dma import DmaCopy
+from opennki.instructions.ops import ACTIVATIONS, ALU_OPS
 from opennki._src import composites, core, debug, movement, rng
 from opennki._src.blocks import declared as _declared
 from opennki._src.constants import tile_size  # noqa: F401
@@ -209,18 +210,15 @@ def _binary(name, compare=False):
     return NlOp(name, impl)
 
 
-for _n in ("add", "subtract", "multiply", "divide", "maximum", "minimum", "power", "fmod", "mod", "abs_max",
-           "abs_min", "bitwise_and", "bitwise_or", "bitwise_xor", "left_shift", "right_shift"):
-    globals()[_n] = _binary(_n)
-for _n in ("equal", "not_equal", "greater", "greater_equal", "less", "less_equal", "logical_and", "logical_or",
-           "logical_xor"):
-    globals()[_n] = _binary(_n, compare=True)
-for _n in ("exp", "log", "tanh", "sigmoid", "relu", "gelu", "gelu_dx", "gelu_apprx_tanh", "gelu_apprx_sigmoid",
-           "gelu_apprx_sigmoid_dx", "silu", "silu_dx", "softplus", "mish", "erf", "erf_dx", "square", "sqrt",
-           "rsqrt", "reciprocal", "abs", "sign", "sin", "cos", "tan", "arctan", "negative", "ceil", "floor",
-           "trunc"):
-    globals()[_n] = _unary(_n)
-del _n
+# the operators come from the instruction tables: every two-operand ALU operator, and every Scalar Engine
+# function but `copy` (nl.copy above) and `prelu` (a parameter only activate2 passes)
+for _n, _op in ALU_OPS.items():
+    if _op.arity == 2:
+        globals()[_n] = _binary(_n, compare=_op.predicate)
+for _n in ACTIVATIONS:
+    if _n not in ("copy", "prelu"):
+        globals()[_n] = _unary(_n)
+del _n, _op
 
 prelu = NlOp("prelu")
 bypass = NlOp("bypass")
@@ -367,7 +365,7 @@ def program_id(axis=0):
     return _program_id(axis)
 
 
-__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "core", "NlOp", "os", "np", "Any",
+__all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "core", "NlOp", "ALU_OPS", "ACTIVATIONS", "os", "np", "Any",
                                                                    "DmaCopy", "composites", "debug", "movement",
                                                                    "rng", "DtypeError", "KernelError", "ShapeError",
                                                                    "UnsupportedError", "empty_like_grid", "KernelError", "Change", "active",
