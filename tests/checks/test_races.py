@@ -243,3 +243,37 @@ def test_lnc_cores_reading_what_the_other_core_writes(barrier, rng):
     for f in found:
         assert {loc.lineno for loc in f.lines} == {write, read}
         assert set(f.programs) == {(0,), (1,)}
+
+
+def _diverging(same_path: bool):
+    def diverging(x):
+        rank = nl_new.program_id(0)
+        out = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.shared_hbm)
+        t = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.sbuf)
+        u = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.sbuf)
+        nisa_new.dma_copy(dst=t, src=x)
+        if rank == 0 or same_path:
+            nisa_new.core_barrier(out, (0, 1))
+        else:
+            nisa_new.sendrecv(src=t, dst=u, send_to_rank=0, recv_from_rank=0, pipe_id=0)
+        if rank == 0:
+            nisa_new.dma_copy(dst=out, src=t)
+        return out
+    return diverging
+
+
+@pytest.mark.parametrize("same_path", [False, True])
+def test_cores_diverging_around_a_barrier_name_both_lines(same_path, rng):
+    from opennki.errors import KernelError
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    kernel = _diverging(same_path)
+    if same_path:
+        np.testing.assert_array_equal(nki_new.jit(kernel, detect_races=True)[2](x), x)
+        return
+    with pytest.raises(KernelError, match="err_divergent_control_flow") as info:
+        nki_new.jit(kernel)[2](x)
+    text = str(info.value)
+    barrier, send = _line(kernel, "nisa_new.core_barrier(out"), _line(kernel, "nisa_new.sendrecv(")
+    assert f"[0] waits at nisa.core_barrier" in text and f":{barrier}:" in text
+    assert f"[1] waits at nisa.sendrecv" in text and f":{send}:" in text
+    assert info.value.location.lineno == barrier

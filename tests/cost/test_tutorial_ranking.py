@@ -1,7 +1,8 @@
 """Ranking: for the optimisation sequences of the official tutorials, the estimates order the steps as the
 tutorials report hardware does (matrix multiplication: tiled > hoisted loads > blocked free dims > blocked
-contraction, on trn1; layernorm: v1 > v2; fused Mamba: v1 > v2). Our own kernels in the tutorials' style (tutorial_kernels.py),
-shape-only at sizes that keep the suite fast; each kernel is also checked against NumPy."""
+contraction, on trn1; layernorm: v1 > v2; fused Mamba: v1 > v2; attention: the softmax division delay). Our
+own kernels in the tutorials' style (tutorial_kernels.py), shape-only at sizes that keep the suite fast;
+each kernel is also checked against NumPy."""
 
 import ml_dtypes
 import numpy as np
@@ -80,3 +81,20 @@ def test_mamba_tutorial_kernels_scan(kernel, rng):
             h = np.exp(delta[0, :, t] * A[:, s]) * h + delta[0, :, t] * u[0, :, t] * B[0, s, t]
             ref[0, :, t] += C[0, s, t] * h
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-5)
+
+
+def test_attention_softmax_division_delay_is_faster():
+    # the attention tutorial's step: divide the [128, d] output instead of every [128, S] score row. (On trn1
+    # both versions are bound by the element-wise transposing loads of v, so the ranking is checked on trn2.)
+    s = spec((128, 1024), "bfloat16")
+    before, after = (estimate(k, (s, s, s), target="trn2").latency_ns for k in T.ATTENTION_STEPS)
+    assert after < before, (before, after)
+
+
+@pytest.mark.parametrize("kernel", T.ATTENTION_STEPS, ids=lambda k: k.__name__)
+def test_attention_tutorial_kernels_attend(kernel, rng):
+    q, k, v = (rng.uniform(-1, 1, (128, 256)).astype(np.float32) for _ in range(3))
+    scores = q.T @ k
+    p = np.exp(scores - scores.max(axis=1, keepdims=True))
+    ref = (p / p.sum(axis=1, keepdims=True)) @ v.T
+    np.testing.assert_allclose(run_kernel(kernel, (q, k, v), target="trn2"), ref, rtol=1e-4, atol=1e-5)

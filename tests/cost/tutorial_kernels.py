@@ -1,6 +1,6 @@
 """Kernels written for the ranking tests in the style of the official NKI tutorials' optimisation sequences
-(matrix multiplication, layernorm, fused Mamba): each step makes the change the tutorial describes, in this project's
-own code. Legacy generation, shape-only estimates."""
+(matrix multiplication, layernorm, fused Mamba, attention): each step makes the change the tutorial
+describes, in this project's own code. Legacy generation, shape-only estimates."""
 
 import numpy as np
 
@@ -208,3 +208,41 @@ def mamba_v2(delta, u, A, B, C):
 
 
 MAMBA_STEPS = (mamba_v1, mamba_v2)
+
+
+# -- attention forward: out[S, d] = softmax(q.T @ k) @ v.T for q, k, v of [d, S] ------------------------------
+
+def _attention(q, k, v, *, normalise_scores: bool):
+    d, S = q.shape
+    T = 128
+    out = nl.ndarray((S, d), dtype=q.dtype, buffer=nl.shared_hbm)
+    for i in nl.affine_range(S // T):
+        q_t = nl.load(q[:, i * T:(i + 1) * T])
+        scores = nl.ndarray((nl.par_dim(T), S), dtype=np.float32, buffer=nl.sbuf)
+        for j in nl.affine_range(S // T):
+            scores[:, j * T:(j + 1) * T] = nl.copy(nisa.nc_matmul(q_t, nl.load(k[:, j * T:(j + 1) * T])))
+        neg_max = nl.multiply(nl.max(scores, axis=[1]), -1.0)
+        probs = nisa.activation(op=np.exp, data=scores, bias=neg_max, dtype=q.dtype)
+        inv_sum = nl.reciprocal(nl.sum(probs, axis=[1], dtype=np.float32))
+        if normalise_scores:
+            probs = nl.multiply(probs, inv_sum, dtype=q.dtype)
+        acc = nl.zeros((T, d), dtype=np.float32, buffer=nl.psum)
+        for j in nl.affine_range(S // T):
+            p_t = nl.copy(nisa.nc_transpose(probs[:, j * T:(j + 1) * T]), dtype=q.dtype)
+            acc += nisa.nc_matmul(p_t, nl.load_transpose2d(v[:, j * T:(j + 1) * T]))
+        res = nl.copy(acc, dtype=q.dtype) if normalise_scores else nl.multiply(acc, inv_sum, dtype=q.dtype)
+        nl.store(out[i * T:(i + 1) * T, :], value=res)
+    return out
+
+
+def attention_divide_scores(q, k, v):
+    """Softmax normalised before the PV matmul: a divide over every [128, S] score row."""
+    return _attention(q, k, v, normalise_scores=True)
+
+
+def attention_divide_output(q, k, v):
+    """The tutorial's "softmax division delay": normalise the [128, d] output after the PV matmul instead."""
+    return _attention(q, k, v, normalise_scores=False)
+
+
+ATTENTION_STEPS = (attention_divide_scores, attention_divide_output)

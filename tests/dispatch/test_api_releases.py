@@ -219,3 +219,27 @@ def test_the_dynamic_copies_are_the_0_4_error(x, api):
                        r"NKI 0\.4 .*removed in NKI 0\.4") as exc:
         nki.jit(kernel, api_version="0.4")(x)
     assert "tensor_copy with .ap" in exc.value.hint and exc.value.location.source == "api(dst=t, src=t)"
+
+
+def test_legacy_releases_2_20_to_2_26():
+    """Legacy kernels: every release 2.20-2.26 is accepted by default; an explicit level hides the names later
+    releases added (nl.gather_flattened arrived in 2.24)."""
+    import opennki.legacy as nki_legacy
+    import opennki.legacy.language as nl_legacy
+
+    def gather(data, idx):
+        out = nl_legacy.ndarray(data.shape, dtype=data.dtype, buffer=nl_legacy.shared_hbm)
+        t = nl_legacy.gather_flattened(nl_legacy.load(data), nl_legacy.load(idx))
+        nl_legacy.store(out, t)
+        return out
+    data = np.arange(8 * 16, dtype=np.float32).reshape(8, 16)
+    idx = np.tile(np.arange(16)[::-1], (8, 1)).astype(np.uint32)
+    for level in (None, "2.24", "2.26"):
+        got = nki_legacy.simulate_kernel(nki_legacy.jit(gather, api_version=level), data, idx)
+        np.testing.assert_array_equal(got, data[:, ::-1])
+    with pytest.raises(ReleaseError, match=r"nl.gather_flattened does not exist in Neuron SDK 2.23; it was added in "
+                       r"Neuron SDK 2.24") as exc:
+        nki_legacy.simulate_kernel(nki_legacy.jit(gather, api_version="2.23"), data, idx)
+    assert exc.value.location.source == "t = nl_legacy.gather_flattened(nl_legacy.load(data), nl_legacy.load(idx))"
+    with pytest.raises(KernelError, match="'0.7' is not a public release of the legacy generation"):
+        nki_legacy.simulate_kernel(nki_legacy.jit(gather, api_version="0.7"), data, idx)

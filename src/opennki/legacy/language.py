@@ -22,6 +22,7 @@ from opennki.legacy import typing as _typing  # noqa: F401  (registers the param
 from opennki.machine import dtypes as _dt
 from opennki.machine.index import arange, ds, mgrid
 from opennki.machine.memory import MemoryRegion
+from opennki.releases import Generation, added_in
 
 LIMITS = "legacy"   # hardware-strict rules of this generation (core.hardware_limits)
 
@@ -93,8 +94,15 @@ def zeros_like(a, dtype=None, *, buffer=None, name="", **kwargs):
     return zeros(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer, name=name)
 
 
+def _since(version: str, api: str) -> None:
+    """`api` first shipped in Neuron SDK `version` (spec/language.md §1, column L): under an explicit earlier
+    legacy api_version it does not exist."""
+    added_in(version, api, core.current(api).options, Generation.LEGACY)
+
+
 def empty_like(a, dtype=None, *, buffer=None, name="", **kwargs):
-    """An uninitialised tensor of `a`'s shape; dtype defaults to a's, buffer to SBUF (legacy rule)."""
+    """An uninitialised tensor of `a`'s shape; dtype defaults to a's, buffer to SBUF (legacy rule; SDK 2.22)."""
+    _since("2.22", "nl.empty_like")
     core.require_tensor(a, "a", "nl.empty_like")
     return ndarray(a.shape, dtype if dtype is not None else a.dtype, buffer=buffer, name=name)
 
@@ -152,12 +160,14 @@ def atomic_rmw(dst, value, op, *, mask=None, **kwargs):
 
 
 def gather_flattened(data, indices, *, mask=None, dtype=None, **kwargs):
-    """out[p, k] = data[p, indices[p, k]] over the flattened free dims (result: indices' shape)."""
+    """out[p, k] = data[p, indices[p, k]] over the flattened free dims (result: indices' shape; SDK 2.24)."""
+    _since("2.24", "nl.gather_flattened")
     return movement.gather_flattened(data, indices, dtype=dtype, mask=mask)
 
 
 def broadcast_to(src, *, shape, **kwargs):
-    """`src` broadcast to `shape` (NumPy rules, incl. [1, F] -> [P, F]) as a new SBUF tile."""
+    """`src` broadcast to `shape` (NumPy rules, incl. [1, F] -> [P, F]) as a new SBUF tile (SDK 2.22)."""
+    _since("2.22", "nl.broadcast_to")
     return movement.broadcast_to(src, shape)
 
 

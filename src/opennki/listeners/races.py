@@ -37,14 +37,15 @@ ASSOCIATIVE_OPS = frozenset({"add", "multiply", "maximum", "minimum", "max", "mi
                              "abs_min"})
 # core_barrier orders accesses and touches no data; PSUM / SBUF spills and reloads are the compiler's own copies
 _SKIPPED_OPCODES = frozenset({"core_barrier", "psum_spill", "psum_reload", "sbuf_spill", "sbuf_reload"})
-_CHUNK_SHIFT = 10                                   # bytes per index bucket: 1 KiB
+_CHUNK_SHIFT = 8                                    # bytes per index bucket (on chip, or HBM without dims)
+_ROW_SHIFT = 3                                      # rows of the first dimension per bucket (HBM)
 _WIDE_CHUNKS = 64
 
 
 class _Access:
     """One operand access, as the checker keeps it (values only: no tensors)."""
 
-    __slots__ = ("writes", "reads", "accumulate", "p0", "p1", "b0", "b1", "operand", "mask", "location",
+    __slots__ = ("writes", "reads", "accumulate", "p0", "p1", "b0", "b1", "dims", "operand", "mask", "location",
                  "loops", "program", "sync", "seq", "_offsets")
 
     def __init__(self, operand: Operand, base: int, writes: bool, reads: bool, accumulate, mask, event, loops,
@@ -55,10 +56,15 @@ class _Access:
         self.b0, self.b1 = r.byte_start - base, r.byte_end - base
         self.operand, self.mask, self.location = operand, mask, event.location
         self.loops, self.program, self.sync, self.seq = loops, event.program, sync, event.seq
+        self.dims = _dim_box(operand)
         self._offsets = None
 
     def boxes_overlap(self, other: "_Access") -> bool:
-        return (self.b0 < other.b1 and other.b0 < self.b1 and self.p0 < other.p1 and other.p0 < self.p1)
+        if not (self.b0 < other.b1 and other.b0 < self.b1 and self.p0 < other.p1 and other.p0 < self.p1):
+            return False
+        if self.dims is not None and other.dims is not None:
+            return all(a0 <= b1 and b0 <= a1 for (a0, a1), (b0, b1) in zip(self.dims, other.dims))
+        return True
 
     def offsets(self) -> np.ndarray:
         """Sorted unique element offsets (into the tensor) the access touches."""
@@ -76,6 +82,35 @@ class _Access:
         return self._offsets
 
 
+def _dim_box(operand: Operand):
+    """Per dimension of the tensor, the (first, last) index the access touches, when each dimension of the
+    access steps along one dimension of the tensor (slices and integer indices do); None otherwise (the
+    byte range then stands for the access). A [128, 512] tile of a [2048, 2048] HBM tensor spans whole rows
+    in bytes but only its own columns here."""
+    strides, offset, shape = operand.strides, operand.offset, operand.storage_shape
+    if strides is None or offset is None or operand.offsets is not None:
+        return None
+    row = [1] * len(shape)
+    for d in range(len(shape) - 2, -1, -1):
+        row[d] = row[d + 1] * shape[d + 1]
+    lo = []
+    rest = offset
+    for d in range(len(shape)):
+        lo.append(rest // row[d])
+        rest %= row[d]
+    hi = list(lo)
+    for n, stride in zip(operand.shape, strides):
+        if n <= 1 or stride == 0:
+            continue
+        if stride < 0 or stride not in row:
+            return None
+        d = row.index(stride)
+        hi[d] += n - 1
+        if hi[d] >= shape[d]:
+            return None
+    return tuple(zip(lo, hi))
+
+
 class _Index:
     """The accesses to one tensor, bucketed by byte range so that a lookup sees only nearby ones."""
 
@@ -85,8 +120,15 @@ class _Index:
         self.chunks: dict[int, list[_Access]] = {}
         self.wide: list[_Access] = []
 
+    @staticmethod
+    def _buckets(acc: _Access) -> tuple[int, int]:
+        if acc.operand.region.kind is MemoryKind.HBM and acc.dims is not None:
+            first = acc.dims[0]
+            return first[0] >> _ROW_SHIFT, first[1] >> _ROW_SHIFT
+        return acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
+
     def add(self, acc: _Access) -> None:
-        lo, hi = acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
+        lo, hi = self._buckets(acc)
         if hi - lo >= _WIDE_CHUNKS:
             self.wide.append(acc)
             return
@@ -95,7 +137,7 @@ class _Index:
 
     def near(self, acc: _Access):
         yield from self.wide
-        lo, hi = acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
+        lo, hi = self._buckets(acc)
         if hi - lo >= _WIDE_CHUNKS:
             lists = list(self.chunks.values())
         else:
@@ -112,12 +154,32 @@ class _Index:
 
 
 class _Tensor:
-    """Reads and writes of one tensor (reads need comparing with writes only)."""
+    """Reads, writes and accumulations (by operator) of one tensor: reads need comparing with writes and
+    accumulations only, an accumulation not with accumulations of its own operator."""
 
-    __slots__ = ("reads", "writes")
+    __slots__ = ("reads", "writes", "accumulations")
 
     def __init__(self):
         self.reads, self.writes = _Index(), _Index()
+        self.accumulations: dict[str, _Index] = {}
+
+    def candidates(self, acc: _Access) -> list:
+        found = list(self.writes.near(acc))
+        if acc.writes:
+            found += self.reads.near(acc)
+        for op, index in self.accumulations.items():
+            if op != acc.accumulate:
+                found += index.near(acc)
+        return found
+
+    def add(self, acc: _Access) -> None:
+        if acc.accumulate is not None:
+            index = self.accumulations.get(acc.accumulate)
+            if index is None:
+                index = self.accumulations[acc.accumulate] = _Index()
+            index.add(acc)
+        else:
+            (self.writes if acc.writes else self.reads).add(acc)
 
 
 class _Loop:
@@ -250,17 +312,10 @@ class RaceChecker:
             yield _Access(o, self._bases.get(sid, 0), writes, reads, accumulate, m, event, loops, sync), sid
 
     def _check(self, tensor: _Tensor, acc: _Access, conflict) -> None:
-        candidates = list(tensor.writes.near(acc))
-        if acc.writes:
-            candidates += tensor.reads.near(acc)
-        for other in candidates:
-            if other.program == acc.program and other.seq == acc.seq:
+        for other in tensor.candidates(acc):
+            if other.seq == acc.seq and other.program == acc.program:
                 continue
             if not acc.boxes_overlap(other):
-                continue
-            if acc.accumulate is not None and acc.accumulate == other.accumulate:
-                continue
-            if not (acc.writes or other.writes):
                 continue
             found = conflict(other, acc)
             if found is None:
@@ -272,7 +327,7 @@ class RaceChecker:
             if common.size:
                 self._reported.add(key)
                 self.findings.append(found[1](other, acc, int(common.size)))
-        (tensor.writes if acc.writes else tensor.reads).add(acc)
+        tensor.add(acc)
 
     # -- the two orders -------------------------------------------------------------------------------------
     def _loop_conflict(self, first: _Access, second: _Access):

@@ -44,6 +44,7 @@ class Cooperation:
         self.running = first
         self.started = {first}
         self.waiting: dict[tuple, tuple] = {}       # ids -> (ready callable, description)
+        self.waiting_at: dict[tuple, object] = {}   # ids -> the kernel line it waits at
         self.finished: set[tuple] = set()
         self.failure: BaseException | None = None
         self.threads: list[threading.Thread] = []
@@ -69,6 +70,7 @@ class Cooperation:
             if ready():
                 return
             self.waiting[ids] = (ready, what)
+            self.waiting_at[ids] = user_location()
             try:
                 self._pass_baton(ids)
                 while self.running != ids and self.failure is None:
@@ -89,7 +91,9 @@ class Cooperation:
             del self.meetings[key]
         gone = [list(m) for m in members if m not in posts and self.has_finished(m)]
         if gone:
-            raise KernelError(f"{what}: programs {gone} finished without making this call",
+            raise KernelError(f"{what}: programs {gone} finished without making this call (divergent control "
+                              "flow: the programs took different paths around it)",
+                              code="err_divergent_control_flow",
                               hint="every core named in the call must make it, the same number of times")
         self.wait(ids, lambda: all(m in posts for m in members), what)
         if self.sim.listeners:
@@ -126,12 +130,16 @@ class Cooperation:
                 return
         self.running = None
         if self.waiting and self.failure is None:
-            blocked = ", ".join(f"{list(i)} ({w})" for i, (_, w) in sorted(self.waiting.items()))
+            blocked = "; ".join(f"{list(i)} waits at {w}{_at(self.waiting_at.get(i))}"
+                                for i, (_, w) in sorted(self.waiting.items()))
             done = sorted(i for i in self.order if i in self.finished)
+            first = self.waiting_at.get(min(self.waiting))
             self.failure = KernelError(
-                f"SPMD programs wait for each other forever: {blocked}; programs that already finished: "
-                f"{[list(i) for i in done] or 'none'}",
-                hint="every program of a collective's group must call it, the same number of times")
+                f"SPMD programs wait for each other forever (divergent control flow): {blocked}; programs "
+                f"that already finished: {[list(i) for i in done] or 'none'}", code="err_divergent_control_flow",
+                location=first,
+                hint="every program of a collective's group (every core of a barrier or sendrecv) must make "
+                     "the same calls in the same order")
         self.cond.notify_all()
 
     # -- adopted programs -----------------------------------------------------------------------------------
@@ -183,3 +191,8 @@ class Cooperation:
         for thread in self.threads:
             thread.join(timeout=30)
 
+
+
+def _at(location) -> str:
+    """' (file:line: source)' of a kernel line, for messages naming where each program waits."""
+    return f" ({location.filename}:{location.lineno}: {location.source})" if location is not None else ""

@@ -1,0 +1,107 @@
+"""What the checks cost: each bundled example, and a loop-heavy kernel, simulated plainly and with every
+check on (`opennki.checks.checking()`: race checker, element-level uninitialised-read tracking, and the lint
+of each kernel at the end), in CPU seconds (best of several repeats, one BLAS thread). The ratio `x` is the
+simulation with the checks over the plain one; the lint, a one-time static pass per kernel, is timed on
+its own and left out of it. The target is at most 2x. With the checks off nothing is attached, so the
+plain figure is the simulator's own.
+
+    python benchmarks/checks_overhead.py [--repeats N] [--save]
+
+`--save` writes the figures to benchmarks/results/checks_overhead.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import pathlib
+import sys
+import time
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")
+
+import numpy as np  # noqa: E402
+
+import opennki.legacy as nki  # noqa: E402
+import opennki.legacy.language as nl  # noqa: E402
+from opennki.checks import checking, lint  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "examples"))
+import run_demo  # noqa: E402
+
+RESULTS = pathlib.Path(__file__).parent / "results" / "checks_overhead.json"
+TARGET_X = 2.0
+
+
+@nki.jit
+def many_iterations(x):
+    """256 affine iterations, each loading its own row block, updating an outer accumulator and storing its
+    own slice of an outer SBUF tile: the race checker's worst common case (many accesses to tensors that
+    outlive the iterations)."""
+    out = nl.ndarray((128, 256 * 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 8), dtype=nl.float32)
+    keep = nl.ndarray((128, 256 * 8), dtype=nl.float32)
+    for i in nl.affine_range(256):
+        t = nl.load(x[:, nl.ds(i * 8, 8)])
+        acc += t
+        keep[:, nl.ds(i * 8, 8)] = nl.exp(t)
+    nl.store(out, value=keep)
+    return out
+
+
+def _cpu(fn, repeats: int) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        fn()
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def _with_checks(fn):
+    def run():
+        with checking() as found:
+            fn()
+        assert not found, found
+    return run
+
+
+def measure(repeats: int) -> dict:
+    cases = {}
+    for example in run_demo.load_examples():
+        args = example["make_inputs"](np.random.default_rng(0))
+        cases[example["name"]] = (example["kernel"], lambda ex=example, a=args: ex["kernel"](*a))
+    x = np.random.default_rng(0).standard_normal((128, 256 * 8)).astype(np.float32)
+    cases["many_iterations"] = (many_iterations, lambda: many_iterations(x))
+    rows = {}
+    for name, (kernel, fn) in cases.items():
+        fn()                                  # warm caches (imports, traces) outside the timing
+        plain = _cpu(fn, repeats)
+        checked = _cpu(_with_checks(fn), repeats)
+        lint_s = _cpu(lambda: lint(kernel), repeats)     # once per kernel, not per simulation
+        rows[name] = {"plain_cpu_s": round(plain, 4), "checked_cpu_s": round(checked, 4),
+                      "lint_cpu_s": round(lint_s, 4), "x": round((checked - lint_s) / plain, 2)}
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--save", action="store_true")
+    options = ap.parse_args(argv)
+    rows = measure(options.repeats)
+    print(f"{'kernel':20} {'plain s CPU':>12} {'checked s CPU':>14} {'of it lint':>11} {'x':>6}"
+          f"  (x: the simulation with checks over without; target <= {TARGET_X}x)")
+    for name, row in rows.items():
+        print(f"{name:20} {row['plain_cpu_s']:>12.4f} {row['checked_cpu_s']:>14.4f} {row['lint_cpu_s']:>11.4f} "
+              f"{row['x']:>6.2f}")
+    if options.save:
+        RESULTS.write_text(json.dumps({"target_x": TARGET_X, "figures": rows}, indent=2) + "\n")
+    return 0 if all(row["x"] <= TARGET_X for row in rows.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
