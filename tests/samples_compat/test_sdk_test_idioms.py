@@ -60,3 +60,22 @@ def test_only_kernel_arguments_are_true_in_a_legacy_if(rng):
         return a
     with raises_at(KernelError, code="err_ambiguous_tensor_truth_value"):
         nki.simulate_kernel(branches_on_a_tile, rng.standard_normal((4, 4)).astype(np.float32))
+
+
+def test_nt_scalar_reads_a_run_time_trip_count(rng):
+    import opennki.legacy.typing as nt
+
+    def counted_doubling(x, steps):
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        acc = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        acc[...] = nl.load(x)
+        n = nl.load(steps)
+        for _ in range(nt.scalar(n)):                 # the trip count comes from device memory
+            acc[...] = nl.multiply(acc, 2.0)
+        nl.store(out, acc)
+        return out
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    for k in (0, 3):
+        np.testing.assert_allclose(nki.simulate_kernel(counted_doubling, x, np.array([[k]], np.int32)), x * 2 ** k)
+    with raises_at(KernelError, match="one-element"):
+        nki.simulate_kernel(lambda x: [nt.scalar(nl.load(x)) for _ in (0,)] and x, x)

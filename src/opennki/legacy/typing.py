@@ -76,6 +76,21 @@ class mutable_tensor(tensor):
     mutable = True
 
 
+def scalar(t) -> int:
+    """`nt.scalar(tile)`: the run-time value of a one-element integer tile, as the trip count of a loop
+    (`for _ in range(nt.scalar(steps_sbuf))`, the legacy generation's experimental native scalars, which the
+    nki-samples paged-attention kernel uses). The sequencer reads the value when the loop starts, so reading
+    it then is exact; a shape-only run knows no value and runs the body once, as device loops do."""
+    from opennki.sim.program import current
+    prog = current("nt.scalar")
+    if not hasattr(t, "storage") or t.size != 1:
+        raise KernelError("nt.scalar takes a one-element integer tile", got=getattr(t, "shape", type(t).__name__))
+    prog.flush()
+    if prog.options.shape_only:
+        return 1
+    return int(prog.machine.read(t).reshape(-1)[0])
+
+
 # ------------------------------------------------------------------------------------- parameter rules
 
 def _annotation_kind(annotation):
@@ -207,4 +222,4 @@ def _rules_of(launch):
 
 PROGRAM_SETUP.append(_install)
 
-__all__ = ["tensor", "mutable_tensor", "TensorType"]
+__all__ = ["tensor", "mutable_tensor", "scalar", "TensorType"]
