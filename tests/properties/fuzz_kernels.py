@@ -414,7 +414,7 @@ def _fault_op(ch, case):
 
 def _fault_mask(ch, case):
     i = ch.integer(0, len(case.steps) - 1)
-    shape_mask = lnl.arange(case.P + 3)[:, None] < 1     # fits no operand: P + 3 rows
+    shape_mask = lnl.arange(case.P)[:, None, None] < 1     # rank 3 over [P, F] tiles: fits no operand
     return Fault("mask", ch.pick(("x", 3, 1.5, shape_mask, [True])), "step", i)
 
 

@@ -73,10 +73,10 @@ def where(condition, x, y, *, dtype=None, mask=None, api: str = "nl.where"):
     Result dtype: `dtype`, else the promotion of x and y."""
     prog = core.current(api)
     core.require_tile(condition, "condition", api)
-    shapes = [condition.shape] + [t.shape for t in (x, y) if not core.is_scalar(t)]
     for role, t in (("x", x), ("y", y)):
         if not core.is_scalar(t):
             core.require_tile(t, role, api)
+    shapes = [condition.shape] + [t.shape for t in (x, y) if not core.is_scalar(t)]
     try:
         shape = tuple(np.broadcast_shapes(*shapes))
     except ValueError:
