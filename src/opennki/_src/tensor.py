@@ -141,12 +141,16 @@ class NkiTensor(TensorView):
         not allowed there, but NKI Library kernels test optional tensor arguments so (`if
         params.expert_index:`, the `!= None` idiom's short form) and run on hardware, so NKI's compiler
         answers it at trace time: the tensor is there. A computed value (`if t > 0:`, the result of an
-        operator) would be a branch on data, and stays an error."""
+        operator) would be a branch on data, and stays an error. In legacy kernels too, a kernel argument is
+        True (`imm1 = nl.load(imm1) if imm1 else None` for an optional tensor parameter: the SDK's own
+        legacy-namespace tests at 2.32 test presence so)."""
         from opennki.sim.program import active
         prog = active()
         st = self.storage.base or self.storage
+        if st.is_kernel_arg:
+            return True
         if prog is not None and prog.launch.generation is Generation.NEW and \
-                (st.declared or st.is_kernel_arg or not st.kind.is_on_chip):
+                (st.declared or not st.kind.is_on_chip):
             return True
         if self.size == 1:
             # one element: a run-time value, which kernel control flow cannot depend on (legacy NKI)

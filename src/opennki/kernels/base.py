@@ -20,6 +20,7 @@ import contextlib
 import functools
 import inspect
 import sys
+import warnings
 from dataclasses import dataclass, field, replace
 
 from opennki.environment import VARIABLES, setting
@@ -167,8 +168,9 @@ def return_location(func) -> SourceLocation | None:
 
 def check_outputs(result, generation: Generation, func, options=None) -> None:
     """Kernel outputs live in HBM (legacy) / in `nl.shared_hbm` (new generation); SBUF/PSUM never. A new-
-    generation output in `nl.hbm` (private HBM) was accepted before NKI 0.3 (`HBM_OUTPUTS`). The error names
-    the `return` line and where the tensor was created."""
+    generation output in `nl.hbm` (private HBM) was accepted before NKI 0.3 (`HBM_OUTPUTS`). A legacy kernel
+    returning an on-chip tensor gets its values back with a warning, as from NKI's simulator (an error in
+    hardware-strict mode). The error names the `return` line and where the tensor was created."""
     func_name = getattr(func, "__name__", "kernel")
     items = result if isinstance(result, (tuple, list)) else (result,)
     for i, out in enumerate(items):
@@ -178,6 +180,15 @@ def check_outputs(result, generation: Generation, func, options=None) -> None:
         ok = region is MemoryRegion.shared_hbm if generation is Generation.NEW else not out.is_on_chip
         if not ok and generation is Generation.NEW and region is MemoryRegion.private_hbm and options is not None:
             HBM_OUTPUTS.apply(options, location=out.storage.location)
+            continue
+        if not ok and generation is Generation.LEGACY and not getattr(options, "hardware_strict", False):
+            # NKI's legacy simulator hands back an on-chip tensor's values (the SDK's own range_select test
+            # returns its SBUF result tile); hardware compilation rejects it, as hardware-strict mode does
+            location = return_location(func) or out.storage.location
+            warnings.warn_explicit(f"kernel {func_name} returns {out.name!r} (output {i}) from nl.{region.name}: "
+                                   "NKI's simulator returns its values, but a kernel compiled for hardware must "
+                                   "return HBM tensors (nl.shared_hbm)", UserWarning,
+                                   location.filename if location else "<kernel>", location.lineno if location else 0)
             continue
         if not ok:
             wanted = "nl.shared_hbm" if generation is Generation.NEW else "HBM (nl.shared_hbm)"

@@ -238,6 +238,15 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd
                                    mask=mask), out, "nisa.range_select")
 
 
+def tensor_scalar_cumulative(*, src, dst, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, mask=None,
+                             **kwargs):
+    """dst[i] = acc = op1(op0(src[i], imm0), acc) through the Vector Engine accumulator; writes `dst` and
+    returns None. Not in the SDK 2.26 stub: later releases of the legacy namespace have it (the SDK's own
+    legacy-namespace tests at 2.32 call it so)."""
+    _issue(_acc.TensorScalarCumulative(dst=dst, src=src, op0=op0, op1=op1, imm0=imm0, imm1=imm1,
+                                       reduce_cmd=reduce_cmd, mask=mask), "nisa.tensor_scalar_cumulative")
+
+
 def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                   reduce_op=np.amax, reverse_pred=False, mask=None, dtype=None, **kwargs):
     """dst = where(predicate, on_true, on_false); its maximum folds into the accumulators. Returns None."""
@@ -414,6 +423,7 @@ __all__ = [
     "dma_copy", "dma_transpose", "tensor_tensor", "tensor_scalar", "scalar_tensor_tensor", "reciprocal",
     "tensor_copy", "tensor_copy_dynamic_src", "tensor_copy_dynamic_dst", "tensor_copy_predicated", "memset",
     "dropout", "tensor_reduce", "tensor_partition_reduce", "tensor_tensor_scan", "tensor_scalar_reduce",
+    "tensor_scalar_cumulative",
     "range_select", "select_reduce", "bn_stats", "bn_aggr", "max8", "nc_find_index8", "nc_match_replace8",
     "nc_stream_shuffle", "activation", "activation_reduce", "nc_matmul", "nc_transpose", "iota", "affine_select",
     "local_gather", "sequence_bounds", "builtin_custom_op",

@@ -22,6 +22,7 @@ class reduce_cmd(enum.IntEnum):
     reset = 1
     reduce = 2
     reset_reduce = 3
+    load_reduce = 4     # later legacy-namespace releases (the SDK's own tensor_scalar_cumulative tests, 2.32)
 
 
 class dge_mode(enum.IntEnum):
