@@ -369,3 +369,51 @@ def test_jit_front_door_keeps_results(a):
     o1, o2 = nki.jit(assigned_into_two_buffers)(a)
     _close(o1, np.exp(a))
     _close(o2, np.exp(a))
+
+
+# -- masked results ------------------------------------------------------------------------------------
+
+def masked_dead_local(a):
+    res = nl.zeros((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    i_f = nl.arange(F)[None, :]
+    e = nl.exp(nl.load(a), mask=(i_f < F // 2))
+    res[...] = e
+    o = _hbm()
+    nl.store(o, res)
+    return o
+
+
+def masked_live_local(a):
+    res = nl.zeros((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    i_p, i_f = nl.arange(P)[:, None], nl.arange(F)[None, :]
+    e = nl.exp(nl.load(a), mask=(i_f < F // 2))
+    res[...] = e
+    o1, o2 = _hbm(), _hbm()
+    nl.store(o1, res)
+    nl.store(o2, e[i_p, i_f], mask=(i_f < F // 2))
+    return o1, o2
+
+
+def test_masked_result_in_a_local_gives_the_same_values_whether_read_again_or_not(a):
+    dead, dead_ops = _run(masked_dead_local, a)
+    (live, again), _ = _run(masked_live_local, a)
+    np.testing.assert_array_equal(dead, live)    # liveness decides cost, never values
+    _close(dead[:, :F // 2], np.exp(a[:, :F // 2]))
+    _close(again[:, :F // 2], np.exp(a[:, :F // 2]))
+    assert "tensor_copy" in dead_ops             # e = ...(mask=); res[...] = e copies the whole result tile
+
+
+def masked_temporary(a):
+    res = nl.zeros((P, F), dtype=nl.float32, buffer=nl.sbuf)
+    i_f = nl.arange(F)[None, :]
+    res[...] = nl.exp(nl.load(a), mask=(i_f < F // 2))
+    o = _hbm()
+    nl.store(o, res)
+    return o
+
+
+def test_masked_temporary_leaves_the_destination_masked_off_elements(a):
+    o, ops = _run(masked_temporary, a)
+    _close(o[:, :F // 2], np.exp(a[:, :F // 2]))
+    np.testing.assert_array_equal(o[:, F // 2:], 0)   # the zeros res held: the instruction wrote res directly
+    assert "tensor_copy" not in ops

@@ -306,11 +306,15 @@ class Program:
           (`_shadow_run`), so an alias made meanwhile (`tiles.append(m)`) reads the right numbers;
         - otherwise (the variable is read later, or the result went anywhere else): no retarget; the result
           is written as the plain path writes it, then copied (an instruction the cost model sees).
+        A masked instruction (`mask=`, or masked operand views) bound to a local is never retargeted: the
+        retarget would leave the destination's masked-off elements as they were, the copy writes the result's
+        (never written) ones, and whether the local is read again must not decide which.
         """
         if deferred.use == "local":
             frame = deferred.frame
             deferred.frame = None
-            if read_later(frame, deferred.name) or not self._shadow_run(deferred, changes):
+            if (_masked(deferred.instr) or read_later(frame, deferred.name)
+                    or not self._shadow_run(deferred, changes)):
                 return False
         elif deferred.use != "temporary":
             return False
@@ -530,6 +534,11 @@ def uninitialized_finding(storage, offsets, location, api: str, program) -> Find
             "simulator's NaN poisoning shows it only if it reaches an output that no mask hides",
         fix="write every element before reading it (nl.zeros / memset, or load the whole tile), or pass the "
             "same mask= to the instructions that read the partly written tile")
+
+
+def _masked(instr) -> bool:
+    """True if `instr` may leave elements of its output unwritten (a `mask=`, or an operand view's mask)."""
+    return instr.mask is not None or any(view.mask is not None for _, view, _ in instr.operands())
 
 
 def _storages_in(value, depth: int = 1) -> dict:
