@@ -63,22 +63,12 @@ def hints(result) -> list[Hint]:
             f"The Tensor Engine is busy only {100 * result.utilization(Row.TENSOR_MATRIX):.0f}% of the time; "
             f"the critical path runs mostly on {busiest}. Feed it faster: larger DMA transfers, more buffers "
             "in flight, keeping reused operands in SBUF, or moving work off the bottleneck engine.")))
-    spills = result.opcode_counts.get("psum_spill", 0)
-    if spills:
-        lines = tuple(line for line, v in result.lines.items() if "psum_spill" in v[3])
-        out.append(Hint("psum_spill", (
-            f"PSUM was oversubscribed: {spills} PSUM tiles were spilled to SBUF and "
-            f"{result.opcode_counts.get('psum_reload', 0)} brought back, each a Vector Engine copy. Keep fewer "
-            "PSUM tiles live at once (PSUM holds 8 banks of 2 KiB per partition): copy results out to SBUF "
-            "as soon as they are complete."), lines[:5]))
-    sbuf_spills = result.opcode_counts.get("sbuf_spill", 0)
-    if sbuf_spills:
-        lines = tuple(line for line, v in result.lines.items() if "sbuf_spill" in v[3])
-        out.append(Hint("sbuf_spill", (
-            f"SBUF was oversubscribed: {sbuf_spills} SBUF tiles were spilled to HBM and "
-            f"{result.opcode_counts.get('sbuf_reload', 0)} brought back, each a DMA of the whole tile. Keep "
-            "fewer tiles live at once: consume each tile soon after loading it, or tile the work so its "
-            "working set fits SBUF."), lines[:5]))
+    out += _spill_hint(result, "psum", "PSUM tiles were spilled to SBUF", "each a Vector Engine copy. Keep fewer "
+                       "PSUM tiles live at once (PSUM holds 8 banks of 2 KiB per partition): copy results out to "
+                       "SBUF as soon as they are complete.")
+    out += _spill_hint(result, "sbuf", "SBUF tiles were spilled to HBM", "each a DMA of the whole tile. Keep "
+                       "fewer tiles live at once: consume each tile soon after loading it, or tile the work so "
+                       "its working set fits SBUF.")
     return out
 
 
@@ -178,3 +168,15 @@ def format_report(result, top: int = 10) -> str:
     out += ["", f"DMA: {result.dma_count} transfers, {format_bytes(result.dma_bytes)}; "
                 f"HBM read {format_bytes(result.hbm_read_bytes)}, write {format_bytes(result.hbm_write_bytes)}"]
     return "\n".join(out)
+
+
+def _spill_hint(result, memory: str, what: str, advice: str) -> list:
+    """The `<memory>_spill` hint when the kernel oversubscribed that memory: how many tiles went out and came
+    back (`<memory>_spill` / `<memory>_reload` events), the lines that caused it, and what to do."""
+    spills = result.opcode_counts.get(f"{memory}_spill", 0)
+    if not spills:
+        return []
+    lines = tuple(line for line, v in result.lines.items() if f"{memory}_spill" in v[3])
+    reloads = result.opcode_counts.get(f"{memory}_reload", 0)
+    return [Hint(f"{memory}_spill", (f"{memory.upper()} was oversubscribed: {spills} {what} and {reloads} brought "
+                                     f"back, {advice}"), lines[:5])]
