@@ -207,6 +207,36 @@ def mamba_v2(delta, u, A, B, C):
     return out
 
 
+def mamba_v3(delta, u, A, B, C, seq_tile=512):
+    """v3: v2 with the sequence tiled (the tutorial's "mitigate spilling by tiling seq_len", seq_len as the
+    inner-most loop): every per-state intermediate is [P, seq_tile] instead of [P, L], so a long sequence no
+    longer spills them out of SBUF; the scan carries its last column into the next tile as `initial`."""
+    batch, channels, L = delta.shape
+    states = A.shape[1]
+    P = 128
+    out = nl.ndarray((batch, channels, L), dtype=delta.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(batch):
+        for c in nl.affine_range(channels // P):
+            delta_i = nl.load(delta[b, c * P:(c + 1) * P, :])
+            u_i = nl.load(u[b, c * P:(c + 1) * P, :])
+            delta_u = nl.multiply(delta_i, u_i)
+            acc = nl.zeros((nl.par_dim(P), L), dtype=delta.dtype, buffer=nl.sbuf)
+            for s in nl.sequential_range(states):
+                a_col = nl.load(A[c * P:(c + 1) * P, s:s + 1])
+                carry = nl.zeros((nl.par_dim(P), 1), dtype=delta.dtype, buffer=nl.sbuf)
+                for t in nl.static_range(L // seq_tile):
+                    cols = slice(t * seq_tile, (t + 1) * seq_tile)
+                    B_i = nl.load(B[b, s:s + 1, cols])
+                    C_i = nl.load(C[b, s:s + 1, cols])
+                    decay = nisa.activation(op=np.exp, data=delta_i[:, cols], scale=a_col)
+                    drive = nl.multiply(delta_u[:, cols], B_i.broadcast_to((P, seq_tile)))
+                    h = nisa.tensor_tensor_scan(decay, drive, initial=carry, op0=np.multiply, op1=np.add)
+                    acc[:, cols] = nl.add(acc[:, cols], nl.multiply(h, C_i.broadcast_to((P, seq_tile))))
+                    carry = h[:, seq_tile - 1:seq_tile]
+            nl.store(out[b, c * P:(c + 1) * P, :], value=acc)
+    return out
+
+
 MAMBA_STEPS = (mamba_v1, mamba_v2)
 
 
