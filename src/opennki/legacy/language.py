@@ -266,7 +266,7 @@ def _logical_not(x, *, dtype=None, mask=None, **kwargs):
 
 def _invert(x, *, dtype=None, mask=None, **kwargs):
     """Bitwise NOT (XOR with all ones) of an integer tile."""
-    return core.unary_alu("invert", x, dtype=dtype, mask=mask, api="nl.invert")
+    return core.unary_alu("invert", x, dtype=dtype, mask=mask, api="nl.invert", bool_fails=True)
 
 
 logical_not = NlOp("logical_not", _logical_not)
