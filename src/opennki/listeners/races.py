@@ -39,6 +39,7 @@ ASSOCIATIVE_OPS = frozenset({"add", "multiply", "maximum", "minimum", "max", "mi
 _SKIPPED_OPCODES = frozenset({"core_barrier", "psum_spill", "psum_reload", "sbuf_spill", "sbuf_reload"})
 _CHUNK_SHIFT = 8                                    # bytes per index bucket (on chip, or HBM without dims)
 _ROW_SHIFT = 3                                      # rows of the first dimension per bucket (HBM)
+_COLUMN_SHIFT = 6                                   # elements of the last dimension per bucket (HBM)
 _WIDE_CHUNKS = 64
 
 
@@ -112,36 +113,50 @@ def _dim_box(operand: Operand):
 
 
 class _Index:
-    """The accesses to one tensor, bucketed by byte range so that a lookup sees only nearby ones."""
+    """The accesses to one tensor, bucketed by what they touch so that a lookup sees only nearby ones: on
+    chip by byte range; HBM by rows of the first dimension and, for tensors of two or more dimensions,
+    columns of the last (tiles side by side in one row band stay apart). An HBM access without an index box
+    (`_dim_box` None) is in no bucket: it is compared with every access of the tensor."""
 
     __slots__ = ("chunks", "wide")
 
     def __init__(self):
-        self.chunks: dict[int, list[_Access]] = {}
+        self.chunks: dict = {}
         self.wide: list[_Access] = []
 
     @staticmethod
-    def _buckets(acc: _Access) -> tuple[int, int]:
-        if acc.operand.region.kind is MemoryKind.HBM and acc.dims is not None:
+    def _keys(acc: _Access):
+        """The buckets `acc` falls in, or None when it spans too many (kept in `wide`)."""
+        if acc.operand.region.kind is MemoryKind.HBM:
+            if acc.dims is None:        # (indirect, reshaped) no index box: compared with every access
+                return None
             first = acc.dims[0]
-            return first[0] >> _ROW_SHIFT, first[1] >> _ROW_SHIFT
-        return acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
+            lo, hi = first[0] >> _ROW_SHIFT, first[1] >> _ROW_SHIFT
+            if len(acc.dims) < 2:
+                return range(lo, hi + 1) if hi - lo < _WIDE_CHUNKS else None
+            last = acc.dims[-1]
+            clo, chi = last[0] >> _COLUMN_SHIFT, last[1] >> _COLUMN_SHIFT
+            if (hi - lo + 1) * (chi - clo + 1) > _WIDE_CHUNKS:
+                return None
+            return [(r, c) for r in range(lo, hi + 1) for c in range(clo, chi + 1)]
+        lo, hi = acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
+        return range(lo, hi + 1) if hi - lo < _WIDE_CHUNKS else None
 
     def add(self, acc: _Access) -> None:
-        lo, hi = self._buckets(acc)
-        if hi - lo >= _WIDE_CHUNKS:
+        keys = self._keys(acc)
+        if keys is None:
             self.wide.append(acc)
             return
-        for c in range(lo, hi + 1):
+        for c in keys:
             self.chunks.setdefault(c, []).append(acc)
 
     def near(self, acc: _Access):
         yield from self.wide
-        lo, hi = self._buckets(acc)
-        if hi - lo >= _WIDE_CHUNKS:
+        keys = self._keys(acc)
+        if keys is None:
             lists = list(self.chunks.values())
         else:
-            lists = [self.chunks[c] for c in range(lo, hi + 1) if c in self.chunks]
+            lists = [self.chunks[c] for c in keys if c in self.chunks]
         if len(lists) == 1:
             yield from lists[0]
             return
