@@ -37,7 +37,7 @@ ASSOCIATIVE_OPS = frozenset({"add", "multiply", "maximum", "minimum", "max", "mi
                              "abs_min"})
 # core_barrier orders accesses and touches no data; PSUM / SBUF spills and reloads are the compiler's own copies
 _SKIPPED_OPCODES = frozenset({"core_barrier", "psum_spill", "psum_reload", "sbuf_spill", "sbuf_reload"})
-_CHUNK_SHIFT = 8                                    # bytes per index bucket (on chip, or HBM without dims)
+_CHUNK_SHIFT = 8                                    # bytes per index bucket (on chip)
 _ROW_SHIFT = 3                                      # rows of the first dimension per bucket (HBM)
 _COLUMN_SHIFT = 6                                   # elements of the last dimension per bucket (HBM)
 _WIDE_CHUNKS = 64
@@ -47,7 +47,7 @@ class _Access:
     """One operand access, as the checker keeps it (values only: no tensors)."""
 
     __slots__ = ("writes", "reads", "accumulate", "p0", "p1", "b0", "b1", "dims", "operand", "mask", "location",
-                 "loops", "program", "sync", "seq", "_offsets")
+                 "loops", "program", "sync", "seq", "_offsets", "keys")
 
     def __init__(self, operand: Operand, base: int, writes: bool, reads: bool, accumulate, mask, event, loops,
                  sync):
@@ -59,6 +59,7 @@ class _Access:
         self.loops, self.program, self.sync, self.seq = loops, event.program, sync, event.seq
         self.dims = _dim_box(operand)
         self._offsets = None
+        self.keys = _Index.keys_of(self)        # its index buckets (None: too many, compared with all)
 
     def boxes_overlap(self, other: "_Access") -> bool:
         if not (self.b0 < other.b1 and other.b0 < self.b1 and self.p0 < other.p1 and other.p0 < self.p1):
@@ -83,6 +84,9 @@ class _Access:
         return self._offsets
 
 
+_ROWS: dict[tuple, tuple] = {}     # tensor shape -> the element stride of each of its dimensions
+
+
 def _dim_box(operand: Operand):
     """Per dimension of the tensor, the (first, last) index the access touches, when each dimension of the
     access steps along one dimension of the tensor (slices and integer indices do); None otherwise (the
@@ -91,9 +95,12 @@ def _dim_box(operand: Operand):
     strides, offset, shape = operand.strides, operand.offset, operand.storage_shape
     if strides is None or offset is None or operand.offsets is not None:
         return None
-    row = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        row[d] = row[d + 1] * shape[d + 1]
+    row = _ROWS.get(shape)
+    if row is None:
+        row = [1] * len(shape)
+        for d in range(len(shape) - 2, -1, -1):
+            row[d] = row[d + 1] * shape[d + 1]
+        row = _ROWS[shape] = tuple(row)
     lo = []
     rest = offset
     for d in range(len(shape)):
@@ -125,7 +132,7 @@ class _Index:
         self.wide: list[_Access] = []
 
     @staticmethod
-    def _keys(acc: _Access):
+    def keys_of(acc: _Access):
         """The buckets `acc` falls in, or None when it spans too many (kept in `wide`)."""
         if acc.operand.region.kind is MemoryKind.HBM:
             if acc.dims is None:        # (indirect, reshaped) no index box: compared with every access
@@ -143,29 +150,31 @@ class _Index:
         return range(lo, hi + 1) if hi - lo < _WIDE_CHUNKS else None
 
     def add(self, acc: _Access) -> None:
-        keys = self._keys(acc)
+        keys = acc.keys
         if keys is None:
             self.wide.append(acc)
             return
         for c in keys:
             self.chunks.setdefault(c, []).append(acc)
 
-    def near(self, acc: _Access):
-        yield from self.wide
-        keys = self._keys(acc)
+    def near(self, acc: _Access, into: list) -> None:
+        """Append to `into` the accesses that may overlap `acc` (each once)."""
+        into += self.wide
+        keys = acc.keys
+        chunks = self.chunks
         if keys is None:
-            lists = list(self.chunks.values())
+            lists = list(chunks.values())
         else:
-            lists = [self.chunks[c] for c in keys if c in self.chunks]
+            lists = [chunks[c] for c in keys if c in chunks]
         if len(lists) == 1:
-            yield from lists[0]
+            into += lists[0]
             return
         seen = set()
         for found in lists:
             for other in found:
                 if id(other) not in seen:
                     seen.add(id(other))
-                    yield other
+                    into.append(other)
 
 
 class _Tensor:
@@ -179,12 +188,13 @@ class _Tensor:
         self.accumulations: dict[str, _Index] = {}
 
     def candidates(self, acc: _Access) -> list:
-        found = list(self.writes.near(acc))
+        found: list = []
+        self.writes.near(acc, found)
         if acc.writes:
-            found += self.reads.near(acc)
+            self.reads.near(acc, found)
         for op, index in self.accumulations.items():
             if op != acc.accumulate:
-                found += index.near(acc)
+                index.near(acc, found)
         return found
 
     def add(self, acc: _Access) -> None:
