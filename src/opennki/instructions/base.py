@@ -208,9 +208,10 @@ class Instruction:
         return None
 
     # -- the rules -------------------------------------------------------------------------------------
-    def check_operands(self) -> None:
-        """What every operand field holds, before `check` reads `.shape` / `.dtype` (check_operand_types)."""
-        check_operand_types(self)
+    def check_operands(self, fields=None) -> None:
+        """What every operand field (or each of `fields`) holds, before `check` reads `.shape` / `.dtype`
+        (check_operand_types)."""
+        check_operand_types(self, fields)
 
     def check(self, ctx) -> None:
         raise NotImplementedError
@@ -307,13 +308,18 @@ def describe(value) -> str:
     return type(value).__name__
 
 
-def check_operand_types(instr) -> None:
+def check_operand_types(instr, fields=None) -> None:
     """The operand fields hold what they are declared to hold (`operand(...)`): a tensor, a tuple of them
     (`srcs`), None where optional, a scalar where `immediate`; the mask is a predicate (`nl.arange`
     comparisons, a bool) that fits an operand; no operand writes a read-only kernel argument. Runs before
     `check`, which may then use `.shape` / `.dtype` freely. Every instruction of both generations passes
-    through here (Program issue path), so no instruction repeats these rules."""
+    through here (Program issue path), so no instruction repeats these rules.
+
+    `fields`: only these operand fields (a retargeted instruction, whose other fields and mask passed when it
+    was deferred: its result moves to a destination of the same shape, so the mask still fits)."""
     for f in instr._operand_field_list:
+        if fields is not None and f.name not in fields:
+            continue
         value = getattr(instr, f.name)
         if isinstance(value, TensorView):
             if f.metadata["access"] is not AccessKind.READ:
@@ -332,7 +338,7 @@ def check_operand_types(instr) -> None:
         raise DtypeError(f"operand '{f.name}' must be {wanted}", expected=wanted, got=describe(value),
                          code="err_invalid_operand_type")
     mask = instr.mask
-    if mask is not None:
+    if mask is not None and fields is None:
         check_mask(mask, [v for _, v, _ in instr.operands()])
 
 
@@ -473,6 +479,14 @@ def column(m, x, P: int) -> np.ndarray:
     if is_tensor(x):
         return m.read_f32(x).reshape(P, -1)[:, :1]
     return np.full((P, 1), x, np.float32)
+
+
+def operand_f32(m, x, P: int):
+    """`column` for an element-wise operand: an immediate stays an fp32 NumPy scalar, which broadcasts to the
+    same fp32 values as the [P, 1] column (NumPy broadcasts a scalar several times faster)."""
+    if is_tensor(x):
+        return m.read_f32(x).reshape(P, -1)[:, :1]
+    return np.float32(x)
 
 
 def flat(a: np.ndarray) -> np.ndarray:

@@ -319,9 +319,9 @@ class Program:
         elif deferred.use != "temporary":
             return False
         if retargeted is None:
-            self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+            self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api, moved=changes)
         else:
-            self.execute(retargeted, deferred.location, deferred.api, checked=True)
+            self.execute(retargeted, deferred.location, deferred.api, checked=True, moved=changes)
         return True
 
     def _shadow_run(self, deferred: Deferred, changes: dict) -> bool:
@@ -354,25 +354,26 @@ class Program:
             self._run_and_emit(p.instr, p.location, p.api)
 
     def execute(self, instr, location: SourceLocation | None, api: str | None, checked: bool = False,
-                deferred: bool = False) -> None:
+                deferred: bool = False, moved=None) -> None:
         """Check, run and report `instr`. `checked`: its own check has passed already (`check_instruction`);
         `deferred`: it is a deferred instruction issued as it is, whose operand rules passed when it was
-        deferred, too."""
-        self._check(instr, location, api, checked=checked or deferred, operands_checked=deferred)
+        deferred, too; `moved`: it is a deferred instruction retargeted with these fields replaced (`retarget`),
+        whose other operands passed their operand rules and static bounds when it was deferred."""
+        self._check(instr, location, api, checked=checked or deferred, operands_checked=deferred, moved=moved)
         self._run_and_emit(instr, location, api, placed=True)
 
     def _check(self, instr, location, api, unplaced=None, checked: bool = False,
-               operands_checked: bool = False) -> None:
+               operands_checked: bool = False, moved=None) -> None:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
         destination (a retargeted instruction writes elsewhere). `checked` / `operands_checked`: the
         instruction's own check / its operand rules passed already; the bounds, the language rules and
-        placement still run."""
+        placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`)."""
         try:
             if not operands_checked:
-                instr.check_operands()
+                instr.check_operands(moved)
             if not checked:
                 self.check_instruction(instr)
-            check_static_bounds(instr)
+            check_static_bounds(instr, moved)
             for observer in self.observers:
                 observer.check(self, instr)
             self._place_operands(instr, unplaced)
@@ -620,11 +621,14 @@ def _operand_roots(instr) -> set[int]:
     return {(view.storage.base or view.storage).id for view in views}
 
 
-def check_static_bounds(instr) -> None:
+def check_static_bounds(instr, fields=None) -> None:
     """Out-of-bounds accesses with compile-time indices are reported when the instruction is issued (as NKI's
-    compiler does), honouring the mask on every operand it can be laid over (Machine.effective_mask)."""
-    for _, view, _ in instr.operands():
+    compiler does), honouring the mask on every operand it can be laid over (Machine.effective_mask).
+    `fields`: only the operands of these fields (their run-time index tiles included)."""
+    for role, view, _ in instr.operands():
         if view.dynamic or view.in_bounds():
+            continue
+        if fields is not None and role.partition("[")[0].removeprefix("index:") not in fields:
             continue
         view.check_bounds(Machine.effective_mask(view, instr.mask))
 
