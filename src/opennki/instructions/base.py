@@ -48,6 +48,7 @@ def instruction(cls):
     cls._param_fields = tuple(f.name for f in dataclasses.fields(cls)
                               if "access" not in f.metadata and f.name not in ("mask", "name"))
     cls._field_names = frozenset(f.name for f in dataclasses.fields(cls))
+    cls._operand_names = frozenset(f.name for f in cls._operand_field_list)
     cls._key_fields = tuple(f.name for f in cls._operand_field_list) + cls._param_fields
     cls.__init__ = _dict_init(cls)
     if cls.opcode in REGISTRY:
@@ -117,6 +118,7 @@ class Instruction:
     _operand_fields: ClassVar[tuple] = ()
     _param_fields: ClassVar[tuple] = ()
     _field_names: ClassVar[frozenset] = frozenset()
+    _operand_names: ClassVar[frozenset] = frozenset()
     _key_fields: ClassVar[tuple] = ()
 
     @classmethod
@@ -147,8 +149,8 @@ class Instruction:
     def replace(self, **changes) -> "Instruction":
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
         generated __init__ has already set, so they are taken over as they are instead of running it again
-        (retargeting a deferred result does this for most legacy instructions); the operand and signature caches
-        are dropped."""
+        (retargeting a deferred result does this for most legacy instructions); the signature cache is dropped,
+        and so is the operand cache if an operand field changes."""
         if hasattr(self, "__post_init__"):       # a class that derives state on construction: the slow way
             return dataclasses.replace(self, **changes)
         unknown = changes.keys() - self._field_names
@@ -157,10 +159,20 @@ class Instruction:
         new = object.__new__(type(self))
         state = new.__dict__
         state.update(self.__dict__)
-        state.pop("_operands", None)
+        if "_operands" in state and any(name in self._operand_names for name in changes):
+            del state["_operands"]
         state.pop("_signature", None)
         state.update(changes)
         return new
+
+    def runnable(self) -> "Instruction":
+        """The instruction to run: itself, or for a constant `mask=True` (every element active; legacy kernels
+        compute `mask=` as a comparison of loop indices, `i * 128 >= j * 512`) a copy without the mask, which
+        writes the same values through the unmasked paths (in-place accumulation, plain writes)."""
+        mask = self.mask
+        if mask is True or (type(mask) is np.bool_ and mask):
+            return self.replace(mask=None)
+        return self
 
     def signature(self):
         """A hashable key of everything `check` reads (module docstring), or None when the instruction has a

@@ -28,7 +28,7 @@ import itertools
 
 import numpy as np
 
-from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, location_of, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
@@ -275,8 +275,7 @@ class Program:
         """Check an instruction now and keep it pending until its result is consumed (module docstring)."""
         self.flush()
         frame = user_frame()            # the kernel line, and the statement that receives the result
-        location = None if frame is None else SourceLocation(frame.f_code.co_filename, frame.f_lineno,
-                                                             frame.f_code.co_name)
+        location = None if frame is None else location_of(frame)
         self._check(instr, location, api, result.storage)
         use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
         self.pending = Deferred(instr, result, location, api, use, frame, name)
@@ -338,7 +337,7 @@ class Program:
         machine = self.machine
         state = machine.hidden_state()
         try:
-            instr.run(machine)
+            instr.runnable().run(machine)
         except OpenNKIError as e:
             raise _located(e, instr, deferred.location, deferred.api)
         finally:
@@ -475,8 +474,9 @@ class Program:
                 raise _located(e, instr, location, api)
         if not self.options.shape_only:
             try:
-                machine.instruction_mask = instr.mask
-                instr.run(machine)
+                runnable = instr.runnable()
+                machine.instruction_mask = runnable.mask
+                runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
                     self._uninitialized_reads(location, api or f"nisa.{instr.opcode}")
