@@ -113,15 +113,21 @@ class OpenNKIError(Exception):
 # hold on opennki: the legacy docs name ValueError / TypeError, and the new generation's simulator checks
 # hardware constraints with `assert` (spec/language.md §8.10), hence AssertionError too.
 
-class ShapeError(OpenNKIError, ValueError, AssertionError):
+class NkiValidationError(OpenNKIError, AssertionError):
+    """A hardware constraint was violated: `nki.isa.NkiValidationError` (NKI 0.3+, "Raised when hardware
+    constraints are violated"), the base of the shape, dtype and memory-kind errors below, so
+    `except nisa.NkiValidationError` catches what NKI's checks reject."""
+
+
+class ShapeError(NkiValidationError, ValueError):
     """A shape, rank, partition-count or tile-size rule was broken."""
 
 
-class DtypeError(OpenNKIError, TypeError, AssertionError):
+class DtypeError(NkiValidationError, TypeError):
     """An operand has a data type the instruction does not accept."""
 
 
-class MemoryKindError(OpenNKIError, ValueError, AssertionError):
+class MemoryKindError(NkiValidationError, ValueError):
     """An operand lives in a memory (HBM / SBUF / PSUM) the instruction cannot access."""
 
 

@@ -114,6 +114,7 @@ class LaunchState:
         self.generation = generation    # a Generation, or None: selects generation-specific language rules
         self.pending_programs: list = []  # grid points not started yet, in launch order
         self.cooperation = None         # sim.cooperative.Cooperation once programs run as threads (all_reduce)
+        self.interleave = None          # random.Random: the programs (one per core) run interleaved (cooperative)
         self.shared_state: dict = {}    # language-layer state of all programs (all_reduce, shared constants)
         self.shared: list = []
         self.seq = itertools.count()
@@ -467,6 +468,8 @@ class Program:
         """`placed`: `_check` has just placed every operand (a deferred instruction's result may still need
         its memory, and may have lost it to `_reclaim` while it waited)."""
         machine = self.machine
+        if self.launch.interleave is not None:
+            Cooperation.of(self).step(self.ids, location)
         if not placed:
             try:
                 self._place_operands(instr)
