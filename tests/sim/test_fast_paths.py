@@ -83,12 +83,18 @@ def test_instruction_replace_is_dataclasses_replace(rng):
     a, b = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
     s, m, p = _root(MemoryRegion.sbuf, (4, 3)), _root(MemoryRegion.sbuf, (4, 5)), _root(MemoryRegion.psum, (3, 5))
     q = _root(MemoryRegion.psum, (3, 5))
+    hbm = _root(MemoryRegion.shared_hbm, (4, 8))
     cases = [(TensorScalar(dst=a, data=b, op0="add", operand0=1.5, reverse0=True), {"dst": b}),
+             (TensorScalar(dst=a, data=b, op0="add", operand0=1.5, mask=True), {"mask": None, "operand0": 2}),
              (NcMatmul(dst=p, stationary=s, moving=m, accumulate=False, tile_size=()), {"dst": q, "accumulate": True}),
-             (DmaCopy(dst=a, src=b, name="copy"), {"src": a, "dst": b})]
+             (DmaCopy(dst=a, src=b, name="copy"), {"src": a, "dst": b}),
+             (DmaCopy(dst=a, src=b), {"src": hbm, "name": "x"}),
+             (DmaCopy(dst=a, src=b), {"src": object()})]          # a value no signature can key
     for instr, changes in cases:
         instr.operands()                                       # fill the operand cache
+        instr.signature()                                      # and the signature: the copy's is patched
         fast, slow = instr.replace(**changes), dataclasses.replace(instr, **changes)
+        assert fast.signature() == slow.signature()
         assert type(fast) is type(slow)
         for f in dataclasses.fields(slow):
             assert getattr(fast, f.name) is getattr(slow, f.name), f.name

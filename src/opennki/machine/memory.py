@@ -55,6 +55,8 @@ from opennki.events import MemoryKind
 from opennki.machine.dtypes import DataType, poison_value
 from opennki.machine.physical import PhysicalImage, can_alias
 
+_HBM = MemoryKind.HBM      # looking an enum member up on its class is slow in hot paths (Python 3.11)
+
 
 class MemoryRegion(enum.Enum):
     """Where a tensor lives, as kernels name it (`nl.sbuf`, `nl.psum`, `nl.hbm`, `nl.shared_hbm`...).
@@ -360,6 +362,7 @@ class Memory:
         self._owners: dict[tuple[str, int], tuple[weakref.ref, int]] = {}
         self._placements = itertools.count()
         self._images: dict[str, PhysicalImage] = {}       # kind -> bytes shared by directly placed tensors
+        self._sizes: dict[tuple, int] = {}       # (kind value, shape, item size) -> footprint (`_size_of`)
 
     def allocator(self, kind: MemoryKind) -> Allocator:
         return self._allocators[kind._value_]
@@ -372,7 +375,50 @@ class Memory:
         `t = nl.ndarray(...)` inside a loop, the previous iteration's `t` is released before the new one is
         used, so both never have to fit at once."""
         kind = region.kind
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(map(int, shape))
+        key = (kind._value_, shape, dtype.itemsize)
+        nbytes = self._sizes.get(key)
+        if nbytes is None:
+            nbytes = self._size_of(kind, dtype, shape, name, location)
+            self._sizes[key] = nbytes
+        allocator = self._allocators[kind._value_]
+        on_chip = kind is not _HBM
+        fresh = array is None and fill is None
+        if fresh and self.fresh_fill is not None:
+            fill = self.fresh_fill                      # uninitialized="zero"
+        poison = array is None and not self.shape_only and fill is None
+        if array is None and not self.shape_only and fill is not None:
+            array = new_array(dtype, math.prod(shape), self.precise, fill)
+        program = self.program if on_chip or region is MemoryRegion.private_hbm else None
+        storage = Storage(region, dtype, shape, array, None, name, location, program)
+        if poison:
+            storage.poison_later(self.precise)
+        if fresh and self.track_initialized and not self.shape_only and address is None:
+            storage.initialized = np.zeros(math.prod(shape), bool)
+        if address is not None:
+            partition, start = address
+            if on_chip and int(start) + nbytes > allocator.capacity_bytes:
+                raise AllocationError(
+                    f"{kind.name} overflow: {name!r} placed at byte {int(start)} needs {nbytes} bytes per "
+                    f"partition, ending at {int(start) + nbytes}, past the {allocator.capacity_bytes} usable "
+                    f"bytes per partition on target {allocator.target}",
+                    expected=f"an address <= {allocator.capacity_bytes - nbytes}", got=int(start),
+                    location=location, hint="directly placed tensors are never spilled: choose addresses that "
+                                            "fit, or let the compiler place the tensor (no address=)")
+            storage.placement = Placement(int(partition), int(start))
+            if on_chip and can_alias(storage):
+                storage.physical = self._images.get(kind.value) or \
+                    self._images.setdefault(kind.value, PhysicalImage(kind, self.hw.memory.partitions))
+                storage.physical.join(storage)
+            if self.emit is not None:
+                self.emit.allocated(storage, self.footprint(storage), direct=True)
+        elif not (lazy and on_chip):
+            self.place(storage)
+        return storage
+
+    def _size_of(self, kind: MemoryKind, dtype: DataType, shape: tuple[int, ...], name: str, location) -> int:
+        """The footprint of a new tensor of `shape` (`footprint`), after the rules on its shape and size; a
+        pure function of the kind, shape and element size, so `new_storage` asks once per such triple."""
         if any(s <= 0 for s in shape):
             raise ShapeError(f"tensor {name!r} has a non-positive dimension", got=shape)
         if kind.is_on_chip:
@@ -390,38 +436,7 @@ class Memory:
         allocator = self.allocator(kind)
         if nbytes > allocator.capacity_bytes:         # can never fit: say so before allocating the array
             allocator.overflow(nbytes, name, location)
-        fresh = array is None and fill is None
-        if fresh and self.fresh_fill is not None:
-            fill = self.fresh_fill                      # uninitialized="zero"
-        poison = array is None and not self.shape_only and fill is None
-        if array is None and not self.shape_only and fill is not None:
-            array = new_array(dtype, math.prod(shape), self.precise, fill)
-        program = self.program if kind.is_on_chip or region is MemoryRegion.private_hbm else None
-        storage = Storage(region, dtype, shape, array, None, name, location, program)
-        if poison:
-            storage.poison_later(self.precise)
-        if fresh and self.track_initialized and not self.shape_only and address is None:
-            storage.initialized = np.zeros(math.prod(shape), bool)
-        if address is not None:
-            partition, start = address
-            if kind.is_on_chip and int(start) + nbytes > allocator.capacity_bytes:
-                raise AllocationError(
-                    f"{kind.name} overflow: {name!r} placed at byte {int(start)} needs {nbytes} bytes per "
-                    f"partition, ending at {int(start) + nbytes}, past the {allocator.capacity_bytes} usable "
-                    f"bytes per partition on target {allocator.target}",
-                    expected=f"an address <= {allocator.capacity_bytes - nbytes}", got=int(start),
-                    location=location, hint="directly placed tensors are never spilled: choose addresses that "
-                                            "fit, or let the compiler place the tensor (no address=)")
-            storage.placement = Placement(int(partition), int(start))
-            if kind.is_on_chip and can_alias(storage):
-                storage.physical = self._images.get(kind.value) or \
-                    self._images.setdefault(kind.value, PhysicalImage(kind, self.hw.memory.partitions))
-                storage.physical.join(storage)
-            if self.emit is not None:
-                self.emit.allocated(storage, self.footprint(storage), direct=True)
-        elif not (lazy and kind.is_on_chip):
-            self.place(storage)
-        return storage
+        return nbytes
 
     @staticmethod
     def footprint(storage: Storage) -> int:
