@@ -304,3 +304,15 @@ def test_a_constant_true_mask_runs_unmasked_and_others_keep_their_mask():
     for mask in (None, False, np.bool_(False), np.ones((4, 8), bool)):
         instr = TensorScalar(dst=view, data=view, op0="add", operand0=1.0, mask=mask)
         assert instr.runnable() is instr
+
+
+def test_bfloat16_widening_is_the_cast_for_every_bit_pattern():
+    import ml_dtypes
+
+    from opennki.machine.dtypes import to_float32
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(ml_dtypes.bfloat16)
+    for stored in (every, every.reshape(256, 256)[3::5, 1::2], every[7:8].reshape(())):
+        wide = to_float32(stored, bfloat16)
+        assert wide.dtype == np.float32 and wide.shape == stored.shape
+        np.testing.assert_array_equal(wide.view(np.uint32), stored.astype(np.float32).view(np.uint32))
