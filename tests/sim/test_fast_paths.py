@@ -316,3 +316,26 @@ def test_bfloat16_widening_is_the_cast_for_every_bit_pattern():
         wide = to_float32(stored, bfloat16)
         assert wide.dtype == np.float32 and wide.shape == stored.shape
         np.testing.assert_array_equal(wide.view(np.uint32), stored.astype(np.float32).view(np.uint32))
+
+
+def test_the_allocator_finds_the_first_fit_the_scan_finds(rng):
+    from opennki.errors import AllocationError
+    from opennki.machine.memory import Allocator
+
+    for bank in (0, 2048):
+        alloc = Allocator(MemoryKind.PSUM if bank else MemoryKind.SBUF, 16384, 64, "trn2", bank_bytes=bank)
+        starts = []
+        for _ in range(400):
+            if starts and rng.random() < 0.45:
+                alloc.free(starts.pop(int(rng.integers(len(starts)))))
+            else:
+                size = int(rng.integers(1, 3000))
+                at = int(rng.integers(0, 16384))
+                sized = -(-size // 64) * 64
+                spans = [(a, b) for a, (b, _) in alloc.live.items()]
+                assert alloc._find(at, sized) == alloc._find(at, sized, spans)   # bisection == the scan
+                try:
+                    starts.append(alloc.allocate(size, "t"))
+                except AllocationError:
+                    assert alloc._find(0, sized, spans) is None
+            assert alloc._starts == sorted(alloc.live)

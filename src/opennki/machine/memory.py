@@ -42,6 +42,7 @@ raises the capacity error at the kernel line.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import itertools
 import math
@@ -227,6 +228,7 @@ class Allocator:
         self.bank_bytes = bank_bytes
         self.target = target
         self.live: dict[int, tuple[int, str]] = {}   # start -> (end, name)
+        self._starts: list[int] = []                  # the starts of `live`, in order
         self.cursor = 0
         self.peak_bytes = 0
         self._used = 0                                # the sum of the live ranges, kept as they change
@@ -249,7 +251,9 @@ class Allocator:
         """The first start at or after `start` where `size` bytes fit between the occupied `spans` ((start,
         end) pairs; the live ranges by default)."""
         candidate = self._fit(-(-start // self.alignment) * self.alignment, size)
-        spans = sorted((a, b) for a, (b, _) in self.live.items()) if spans is None else sorted(spans)
+        if spans is None:
+            return self._find_live(candidate, size)
+        spans = sorted(spans)
         moved = True
         while moved:
             moved = False
@@ -261,6 +265,21 @@ class Allocator:
                     moved = True
                     break
         return candidate
+
+    def _find_live(self, candidate: int, size: int) -> int | None:
+        """`_find` among the live ranges, by bisection: they never overlap, so their ends are in the order
+        of their starts and the first range ending after the candidate's start is the first (by start) that
+        can overlap it, the one the scan of `_find` moves past."""
+        starts, live = self._starts, self.live
+        while candidate + size <= self.capacity_bytes:
+            i = bisect.bisect_right(starts, candidate) - 1
+            if i < 0 or live[starts[i]][0] <= candidate:
+                i += 1
+            if i == len(starts) or starts[i] >= candidate + size:
+                return candidate
+            end = live[starts[i]][0]
+            candidate = self._fit(-(-end // self.alignment) * self.alignment, size)
+        return None
 
     def plan_relocation(self, nbytes: int, movable) -> list[tuple[int, int]] | None:
         """Moves `(old start, new start)` of live ranges that open a free range for `nbytes`, moving the
@@ -296,6 +315,7 @@ class Allocator:
         spans = [(old, new, self.live.pop(old)) for old, new in moves]
         for old, new, (end, name) in spans:
             self.live[new] = (new + end - old, name)
+        self._starts = sorted(self.live)
 
     def allocate(self, nbytes: int, name: str, location: SourceLocation | None = None) -> int:
         """The start of a new range of `nbytes` for tensor `name` (created at `location`, which an overflow
@@ -308,6 +328,7 @@ class Allocator:
         if start is None:
             self.overflow(nbytes, name, location)
         self.live[start] = (start + size, name)
+        bisect.insort(self._starts, start)
         self.cursor = start + size
         self._used += size
         self.peak_bytes = max(self.peak_bytes, self._used)
@@ -331,6 +352,7 @@ class Allocator:
         span = self.live.pop(start, None)
         if span is not None:
             self._used -= span[0] - start
+            del self._starts[bisect.bisect_left(self._starts, start)]
 
 
 class Memory:
