@@ -22,6 +22,7 @@ script needs no change. `--target` sets `NEURON_PLATFORM_TARGET_OVERRIDE` for th
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import runpy
 import sys
@@ -194,7 +195,9 @@ def main(argv=None) -> int:
             finally:
                 print(format_benchmark(reporter.rows, options.script))
         out = Path(options.out)
-        reporter = CallReporter(after=_write_profile_into(out))
+        from opennki.perf import estimate_call
+        reporter = CallReporter(estimate=functools.partial(estimate_call, checks=True),
+                                after=_write_profile_into(out))
         try:
             return _run_observed(reporter, options.script, args)
         finally:

@@ -55,6 +55,10 @@ class Environment:
     detect_races: bool = _variable(
         "OPENNKI_DETECT_RACES", "flag", False,
         "attach the race and hazard checker to every launch (SimOptions.detect_races)")
+    interleave_seed: int = _variable(
+        "OPENNKI_INTERLEAVE_SEED", "number", 0,
+        "seed of the order in which the cores of an LNC=2 launch take turns, instruction by instruction "
+        "(SimOptions.interleave_seed)")
     uninitialized: str = _variable(
         "OPENNKI_UNINITIALIZED", "text", "nan",
         "what a read of never-written memory gives: nan, raise or zero (SimOptions.uninitialized)")

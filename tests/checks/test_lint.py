@@ -188,3 +188,58 @@ def test_python_subset_rules_follow_the_api_release(version, frontend, reported)
                 ("unsupported_is", _line(restricted, "if scale is not None"))]
     found = _rules(restricted, "new", options)
     assert sorted(found) == (sorted(set(expected)) if reported else [])
+
+
+# -- helper functions the kernel calls ------------------------------------------------------------------------
+
+def _exp_if_positive(x):
+    t = lnl.load(x)
+    if lnl.max(t, axis=[1]) > 0:               # control flow on a tensor value, in a helper
+        t = lnl.exp(t)
+    return t
+
+
+def _exp_where_positive(x):
+    t = lnl.load(x)
+    return lnl.where(lnl.greater(t, 0.0), lnl.exp(t), t)
+
+
+def _two_levels(x, fixed):
+    return _exp_where_positive(x) if fixed else _exp_if_positive(x)
+
+
+def _jit_helper(x):
+    t = lnl.load(x)
+    return t if not t else lnl.exp(t)          # 'not' on a tensor, in a jit-decorated helper
+
+
+def calls_helpers(x):
+    out = lnl.ndarray(x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+    lnl.store(out, _two_levels(x, False))
+    lnl.store(out, jit_helper(x))
+    return out
+
+
+def calls_fixed_helpers(x):
+    out = lnl.ndarray(x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+    lnl.store(out, _exp_where_positive(x))
+    return out
+
+
+def test_helpers_called_from_the_kernel_are_linted_at_their_own_lines():
+    found = lint(calls_helpers, "legacy")
+    got = sorted((f.rule, f.lines[0].lineno, f.lines[0].function, f.kernel) for f in found)
+    assert got == sorted([
+        ("err_dynamic_control_flow_not_supported", _line(_exp_if_positive, "if lnl.max(t"), "_exp_if_positive",
+         "calls_helpers"),
+        # the branch is NKI control flow, so the `t` it creates is local to it (as in branch_on_value)
+        ("err_local_variable_used_out_of_scope", _line(_exp_if_positive, "    return t"), "_exp_if_positive",
+         "calls_helpers"),
+        ("err_ambiguous_tensor_truth_value", _line(_jit_helper, "if not t"), "_jit_helper", "calls_helpers"),
+        ("err_dynamic_control_flow_not_supported", _line(_jit_helper, "if not t"), "_jit_helper",
+         "calls_helpers")])
+    assert all(f.why and f.fix for f in found)
+    assert lint(calls_fixed_helpers, "legacy") == []
+
+
+jit_helper = __import__("opennki.legacy", fromlist=["jit"]).jit(_jit_helper)

@@ -23,9 +23,9 @@ import opennki.legacy.typing as nt
 from opennki.releases import Generation
 from opennki.errors import OpenNKIError
 from opennki._src.tensor import NkiTensor
-from opennki.sim.options import SimOptions
 from opennki.sim.simulator import Simulator
 from tests.raises import check_kernel_line
+from tests.running import run
 
 CATALOGUE = """
 err_1d_arange_not_supported err_activation_bias_invalid_type err_activation_scale_invalid_type
@@ -76,13 +76,6 @@ def raises_at(code, fn, *args, **kwargs):
         last = traceback.extract_tb(err.__traceback__)[-1]
         assert (last.filename, last.lineno) == (err.location.filename, err.location.lineno)
     return err
-
-
-def run(kernel, *args, **options):
-    if options:
-        from opennki.kernels.base import run_kernel
-        return run_kernel(kernel, args, options=SimOptions(**options))
-    return nki.jit(kernel)(*args)
 
 
 def test_err_1d_arange_not_supported():
@@ -204,7 +197,7 @@ def test_err_indirect_indices_free_dim():
 def test_err_leading_dimension_of_tensor_must_be_partition():
     def kernel(x):
         nl.ndarray((2, nl.par_dim(128), 8), dtype=nl.float32)  # <- here
-    raises_at("err_leading_dimension_of_tensor_must_be_partition", run, kernel, X, hardware_strict=True)
+    raises_at("err_leading_dimension_of_tensor_must_be_partition", run, kernel, X, options={"hardware_strict": True})
 
 
 def test_err_local_variable_used_out_of_scope():

@@ -8,7 +8,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejects, run, to_hbm, to_sbuf
 
 
 def _stats_ref(x):
@@ -52,14 +52,11 @@ def test_single_element_gives_an_empty_odd_half_and_new_generation(rng):
     x = rand(rng, 16, 1)
 
     def kernel(x):
-        out = nl2.ndarray((16, 8), dtype=nl2.float32, buffer=nl2.shared_hbm)
-        t = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        t = to_sbuf(x, nl2.float32)
         r = nl2.ndarray((16, 8), dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=t, src=x)
         nisa2.bn_stats(dst=r[:, 0:6], data=t)
         nisa2.bn_aggr(dst=r[:, 6:8], data=r[:, 0:6])
-        nisa2.dma_copy(dst=out, src=r)
-        return out
+        return to_hbm(r)
 
     got = run(kernel, x)
     np.testing.assert_array_equal(got[:, :6], np.stack([np.ones(16), x[:, 0], np.zeros(16)] + [np.zeros(16)] * 3, 1))

@@ -9,7 +9,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, rejects, run, to_hbm
 
 
 @pytest.mark.parametrize("shape,axes", [((64, 128), (1, 0)), ((4, 32, 16), (2, 1, 0)),
@@ -52,14 +52,12 @@ def test_new_generation_indirect_rows_with_oob_skip(rng):
     rows = np.array([5, 99, 130, 0, 42, -3, 77, 7] * 2, np.int32)[:, None]
 
     def kernel(table, rows):
-        out = nl2.ndarray((64, 16), dtype=nl2.float16, buffer=nl2.shared_hbm)
         idx = nl2.ndarray((16, 1), dtype=nl2.int32, buffer=nl2.sbuf)
         t = nl2.ndarray((64, 16), dtype=nl2.float16, buffer=nl2.sbuf)
         nisa2.dma_copy(dst=idx, src=rows)
         nisa2.memset(dst=t, value=-1.0)
         nisa2.dma_transpose(dst=t, src=table[idx, nl.arange(64)[None, :]], oob_mode=nisa2.oob_mode.skip)
-        nisa2.dma_copy(dst=out, src=t)
-        return out
+        return to_hbm(t)
 
     got = run(kernel, table, rows)
     ok = (rows[:, 0] >= 0) & (rows[:, 0] < 100)
@@ -71,11 +69,9 @@ def test_new_generation_hwdge_limits(rng):
     x = rand(rng, 16, 128).astype(np.float16)
 
     def kernel(x):
-        out = nl2.ndarray((128, 16), dtype=nl2.float16, buffer=nl2.shared_hbm)
         t = nl2.ndarray((128, 16), dtype=nl2.float16, buffer=nl2.sbuf)
         nisa2.dma_transpose(dst=t, src=x, dge_mode=nisa2.dge_mode.hwdge)
-        nisa2.dma_copy(dst=out, src=t)
-        return out
+        return to_hbm(t)
 
     np.testing.assert_array_equal(run(kernel, x, target="trn2"), x.T)
 
@@ -115,9 +111,7 @@ REJECTS = [
 ]
 
 
-@pytest.mark.parametrize("kernel,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
-def test_dma_transpose_rejects(rng, kernel, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match, target="trn2")
+test_dma_transpose_rejects = rejecting(REJECTS, target="trn2")
 
 
 def test_hwdge_needs_two_byte_elements_and_v3(rng):

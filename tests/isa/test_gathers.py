@@ -9,7 +9,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, KernelError, MemoryKindError, OutOfBoundsError, ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm, to_sbuf
 
 
 def _local_gather_ref(src, index, k, valid):
@@ -46,15 +46,11 @@ def test_new_generation_local_gather_bf16(rng):
     index = rng.integers(0, 63, size=(32, 2)).astype(np.uint16)
 
     def kernel(src, index):
-        out = nl2.ndarray((32, 32), dtype=nl2.bfloat16, buffer=nl2.shared_hbm)
-        s = nl2.ndarray(src.shape, dtype=nl2.bfloat16, buffer=nl2.sbuf)
-        i = nl2.ndarray(index.shape, dtype=nl2.uint16, buffer=nl2.sbuf)
+        s = to_sbuf(src, nl2.bfloat16)
+        i = to_sbuf(index, nl2.uint16)
         d = nl2.ndarray((32, 32), dtype=nl2.bfloat16, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=s, src=src)
-        nisa2.dma_copy(dst=i, src=index)
         nisa2.local_gather(dst=d, src_buffer=s, index=i)
-        nisa2.dma_copy(dst=out, src=d)
-        return out
+        return to_hbm(d)
 
     ref = _local_gather_ref(src, index, 1, 32).reshape(32, 32)
     np.testing.assert_array_equal(run(kernel, src, index).view(np.uint16), ref.view(np.uint16))
@@ -65,15 +61,11 @@ def test_nc_n_gather_per_partition(rng):
     indices = rng.integers(0, 100, size=(64, 37)).astype(np.uint32)
 
     def kernel(data, indices):
-        out = nl2.ndarray((64, 37), dtype=nl2.int32, buffer=nl2.shared_hbm)
-        d = nl2.ndarray(data.shape, dtype=nl2.int32, buffer=nl2.sbuf)
-        i = nl2.ndarray(indices.shape, dtype=nl2.uint32, buffer=nl2.sbuf)
+        d = to_sbuf(data, nl2.int32)
+        i = to_sbuf(indices, nl2.uint32)
         r = nl2.ndarray((64, 37), dtype=nl2.int32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=d, src=data)
-        nisa2.dma_copy(dst=i, src=indices)
         nisa2.nc_n_gather(dst=r, data=d, indices=i)
-        nisa2.dma_copy(dst=out, src=r)
-        return out
+        return to_hbm(r)
 
     ref = np.take_along_axis(data.reshape(64, -1), indices.astype(np.int64), axis=1)
     np.testing.assert_array_equal(run(kernel, data, indices), ref)
@@ -144,6 +136,4 @@ REJECTS = [
 ]
 
 
-@pytest.mark.parametrize("kernel,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
-def test_gather_rejects(kernel, error, match):
-    rejects(kernel, error=error, match=match)
+test_gather_rejects = rejecting(REJECTS, inputs=())

@@ -8,7 +8,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import KernelError, MemoryKindError, ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm, to_sbuf
 from tests.raises import raises_at
 
 
@@ -40,11 +40,9 @@ def test_legacy_iota_row_and_mask():
 
 def test_new_generation_iota_pattern_and_int32_wrap():
     def kernel():
-        out = nl2.ndarray((8, 12), dtype=nl2.int32, buffer=nl2.shared_hbm)
         t = nl2.ndarray((8, 12), dtype=nl2.int32, buffer=nl2.sbuf)
         nisa2.iota(dst=t, pattern=[[100, 3], [-1, 4]], offset=2 ** 31 - 5, channel_multiplier=1)
-        nisa2.dma_copy(dst=out, src=t)
-        return out
+        return to_hbm(t)
 
     p, i, j = np.meshgrid(np.arange(8), np.arange(3), np.arange(4), indexing="ij")
     ref = (2 ** 31 - 5 + 100 * i - j + p).reshape(8, 12).astype(np.int64).astype(np.int32)
@@ -88,13 +86,10 @@ def test_new_generation_affine_select_pattern(rng):
     a = rand(rng, 32, 48)
 
     def kernel(a):
-        out = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
-        t = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=t, src=a)
+        t = to_sbuf(a, nl2.float32)
         nisa2.affine_select(dst=t, pattern=[[-1, 48]], channel_multiplier=1, on_true_tile=t,
                             on_false_value=-3.0e38, cmp_op=nl2.greater_equal, offset=5)
-        nisa2.dma_copy(dst=out, src=t)
-        return out
+        return to_hbm(t)
 
     p, f = np.mgrid[0:32, 0:48]
     np.testing.assert_array_equal(run(kernel, a), np.where(5 + p - f >= 0, a, np.float32(-3.0e38)))
@@ -139,9 +134,7 @@ REJECTS = [
 ]
 
 
-@pytest.mark.parametrize("kernel,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
-def test_iota_affine_select_rejects(kernel, error, match):
-    rejects(kernel, error=error, match=match)
+test_iota_affine_select_rejects = rejecting(REJECTS, inputs=())
 
 
 def test_psum_on_true_tile_rejected_in_hardware_strict_mode(rng):

@@ -9,7 +9,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm, to_sbuf
 
 BF16, FP8 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3
 
@@ -54,10 +54,8 @@ def test_new_generation_accumulate_flags(rng):
 
     def kernel(s, m):
         out = nl2.ndarray((3, 32, 48), dtype=nl2.float32, buffer=nl2.shared_hbm)
-        st = nl2.ndarray(s.shape, dtype=nl2.float32, buffer=nl2.sbuf)
-        mv = nl2.ndarray(m.shape, dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=st, src=s)
-        nisa2.dma_copy(dst=mv, src=m)
+        st = to_sbuf(s, nl2.float32)
+        mv = to_sbuf(m, nl2.float32)
         p = nl2.ndarray((32, 48), dtype=nl2.float32, buffer=nl2.psum)
         r = nl2.ndarray((32, 48), dtype=nl2.float32, buffer=nl2.sbuf)
         nisa2.nc_matmul(dst=p, stationary=st, moving=mv)                     # None: first write overwrites
@@ -83,17 +81,14 @@ def test_transpose_mode_is_bit_exact_on_v3(rng):
     s.view(np.uint16)[0, 0] = 0x7F80                                          # +inf survives
 
     def kernel(s):
-        out = nl2.ndarray((32, 64), dtype=nl2.bfloat16, buffer=nl2.shared_hbm)
-        st = nl2.ndarray(s.shape, dtype=nl2.bfloat16, buffer=nl2.sbuf)
+        st = to_sbuf(s, nl2.bfloat16)
         eye = nl2.ndarray((64, 64), dtype=nl2.bfloat16, buffer=nl2.sbuf)
         p = nl2.ndarray((32, 64), dtype=nl2.bfloat16, buffer=nl2.psum)
         r = nl2.ndarray((32, 64), dtype=nl2.bfloat16, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=st, src=s)
         nisa2.memset(dst=eye, value=0.0)
         nisa2.nc_matmul(dst=p, stationary=st, moving=eye, is_transpose=True)
         nisa2.tensor_copy(dst=r, src=p)
-        nisa2.dma_copy(dst=out, src=r)
-        return out
+        return to_hbm(r)
 
     np.testing.assert_array_equal(run(kernel, s, target="trn2").view(np.uint16), s.T.view(np.uint16))
 
@@ -113,17 +108,13 @@ def test_double_row_fp8_and_tiling_and_v4_limits(rng):
     a, b = rand(rng, 64, 64).astype(BF16), rand(rng, 64, 4096).astype(BF16)
 
     def wide(a, b):
-        out = nl2.ndarray((64, 4096), dtype=nl2.bfloat16, buffer=nl2.shared_hbm)
-        x = nl2.ndarray(a.shape, dtype=nl2.bfloat16, buffer=nl2.sbuf)
-        y = nl2.ndarray(b.shape, dtype=nl2.bfloat16, buffer=nl2.sbuf)
+        x = to_sbuf(a, nl2.bfloat16)
+        y = to_sbuf(b, nl2.bfloat16)
         p = nl2.ndarray((64, 4096), dtype=nl2.bfloat16, buffer=nl2.psum)
         r = nl2.ndarray((64, 4096), dtype=nl2.bfloat16, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=x, src=a)
-        nisa2.dma_copy(dst=y, src=b)
         nisa2.nc_matmul(dst=p, stationary=x, moving=y, tile_position=(64, 0), tile_size=(64, 128))
         nisa2.tensor_copy(dst=r, src=p)
-        nisa2.dma_copy(dst=out, src=r)
-        return out
+        return to_hbm(r)
 
     got = run(wide, a, b, target="trn3").astype(np.float32)
     ref = _mm_ref(a, b)
@@ -194,6 +185,4 @@ REJECTS = [
 ]
 
 
-@pytest.mark.parametrize("kernel,target,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
-def test_nc_matmul_rejects(rng, kernel, target, error, match):
-    rejects(kernel, rand(rng, 128, 64).astype(BF16), error=error, match=match, target=target, api="nc_matmul")
+test_nc_matmul_rejects = rejecting(REJECTS, inputs=lambda rng: (rand(rng, 128, 64).astype(BF16),), api="nc_matmul")

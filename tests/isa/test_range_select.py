@@ -8,7 +8,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, KernelError, ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm, to_sbuf
 
 FP32_MIN = np.float32(-3.4028235e38)
 
@@ -81,16 +81,13 @@ def test_new_generation_defaults_to_reset_reduce(rng):
     x = rand(rng, 64, 32)
 
     def kernel(x):
-        out = nl2.ndarray((64, 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
-        t = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        t = to_sbuf(x, nl2.float32)
         lo = nl2.ndarray((64, 1), dtype=nl2.float32, buffer=nl2.sbuf)
         r = nl2.ndarray((64, 1), dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=t, src=x)
         nisa2.iota(dst=lo, pattern=[[0, 1]], offset=0, channel_multiplier=0)  # an int pattern into fp32: 0
         nisa2.range_select(dst=t, on_true_tile=t, comp_op0=nl2.greater, comp_op1=nl2.less, bound0=lo, bound1=10.0,
                            reduce_res=r)
-        nisa2.dma_copy(dst=out, src=r)
-        return out
+        return to_hbm(r)
 
     np.testing.assert_array_equal(run(kernel, x)[:, 0], x[:, 1:10].max(1))
 
@@ -102,13 +99,10 @@ def test_any_literal_rounding_to_fp32_min_is_fp32_min(rng, on_false):
     x = rand(rng, 32, 16)
 
     def kernel(x):
-        out = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
-        t = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=t, src=x)
+        t = to_sbuf(x, nl2.float32)
         nisa2.range_select(dst=t, on_true_tile=t, comp_op0=nl2.greater_equal, comp_op1=nl2.less, bound0=3.0,
                            bound1=9.0, on_false_value=on_false)
-        nisa2.dma_copy(dst=out, src=t)
-        return out
+        return to_hbm(t)
 
     ref = np.where((np.arange(16) >= 3) & (np.arange(16) < 9), x, FP32_MIN)
     np.testing.assert_array_equal(run(kernel, x), ref)
@@ -166,6 +160,4 @@ REJECTS = [
 ]
 
 
-@pytest.mark.parametrize("kernel,target,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
-def test_range_select_rejects(rng, kernel, target, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match, target=target)
+test_range_select_rejects = rejecting(REJECTS)

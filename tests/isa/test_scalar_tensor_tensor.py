@@ -9,7 +9,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm, to_sbuf
 
 CASES = [
     # op0, operand0 ("col": the [P, 1] input), op1, reverse0, reverse1
@@ -58,14 +58,11 @@ def test_new_generation_scalar_tensor_tensor(rng):
     x, u = rand(rng, 32, 16), rand(rng, 32, 16)
 
     def kernel(x, u):
-        out = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
-        a = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        a = to_sbuf(x, nl2.float32)
         b = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=a, src=x)
         nisa2.dma_copy(dst=b, src=u)
         nisa2.scalar_tensor_tensor(dst=a, data=a, op0=nl2.add, operand0=1.0, op1=nl2.maximum, operand1=b)
-        nisa2.dma_copy(dst=out, src=a)
-        return out
+        return to_hbm(a)
 
     np.testing.assert_allclose(run(kernel, x, u), np.maximum(x + 1, u), rtol=1e-6)
 
@@ -104,6 +101,4 @@ REJECTS = [
 ]
 
 
-@pytest.mark.parametrize("kernel,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
-def test_scalar_tensor_tensor_rejects(rng, kernel, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match, api="nisa.scalar_tensor_tensor")
+test_scalar_tensor_tensor_rejects = rejecting(REJECTS, api="nisa.scalar_tensor_tensor")

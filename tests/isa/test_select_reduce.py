@@ -9,7 +9,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, KernelError, MemoryKindError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm
 
 
 @pytest.mark.parametrize("pred_dtype,reverse,column", [(np.uint8, False, False), (np.bool_, True, False),
@@ -42,7 +42,6 @@ def test_bf16_on_true_and_new_generation(rng):
     pred = (rng.random((32, 16)) < 0.5).astype(np.uint8)
 
     def kernel(x, pred):
-        out = nl2.ndarray((32, 17), dtype=nl2.float32, buffer=nl2.shared_hbm)
         t = nl2.ndarray((32, 16), dtype=nl2.bfloat16, buffer=nl2.sbuf)
         p = nl2.ndarray((32, 16), dtype=nl2.uint8, buffer=nl2.sbuf)
         r = nl2.ndarray((32, 17), dtype=nl2.float32, buffer=nl2.sbuf)
@@ -50,8 +49,7 @@ def test_bf16_on_true_and_new_generation(rng):
         nisa2.dma_copy(dst=p, src=pred)
         nisa2.select_reduce(dst=r[:, 0:16], predicate=p, on_true=t, on_false=-1.0, reduce_res=r[:, 16:17],
                             reduce_cmd=nisa2.reduce_cmd.reset_reduce)
-        nisa2.dma_copy(dst=out, src=r)
-        return out
+        return to_hbm(r)
 
     got = run(kernel, x, pred)
     ref = np.where(pred != 0, x.astype(np.float32), np.float32(-1))
@@ -101,6 +99,4 @@ REJECTS = [
 ]
 
 
-@pytest.mark.parametrize("kernel,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
-def test_select_reduce_rejects(rng, kernel, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match, api="nisa.select_reduce")
+test_select_reduce_rejects = rejecting(REJECTS, api="nisa.select_reduce")

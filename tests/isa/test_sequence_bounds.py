@@ -8,7 +8,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, ShapeError
-from tests.isa.helpers import rejects, run
+from tests.isa.helpers import rejecting, run, to_hbm, to_sbuf
 
 
 def _bounds_ref(ids):
@@ -52,13 +52,10 @@ def test_new_generation_sequence_bounds(rng):
     ids = rng.integers(0, 3, size=(1, 50)).astype(np.float32)
 
     def kernel(ids):
-        out = nl2.ndarray((1, 2, 50), dtype=nl2.float32, buffer=nl2.shared_hbm)
-        s = nl2.ndarray(ids.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        s = to_sbuf(ids, nl2.float32)
         d = nl2.ndarray((1, 2, 50), dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=s, src=ids)
         nisa2.sequence_bounds(dst=d, segment_ids=s)
-        nisa2.dma_copy(dst=out, src=d)
-        return out
+        return to_hbm(d)
 
     np.testing.assert_array_equal(run(kernel, ids), _bounds_ref(ids[0]))
 
@@ -71,8 +68,10 @@ def _dtype():
     nisa.sequence_bounds(segment_ids=nl.zeros((1, 8), dtype=nl.int16))
 
 
-@pytest.mark.parametrize("kernel,error,match", [(_partitions, ShapeError, "one partition"),
-                                                (_dtype, DtypeError, "float32/int32")],
-                         ids=["two_partitions", "int16_ids"])
-def test_sequence_bounds_rejects(kernel, error, match):
-    rejects(kernel, error=error, match=match, api="nisa.sequence_bounds")
+REJECTS = [
+    ("two_partitions", _partitions, ShapeError, "one partition"),
+    ("int16_ids", _dtype, DtypeError, "float32/int32"),
+]
+
+
+test_sequence_bounds_rejects = rejecting(REJECTS, inputs=(), api="nisa.sequence_bounds")

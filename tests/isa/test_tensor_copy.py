@@ -9,7 +9,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm, to_sbuf
 from tests.raises import raises_at
 
 
@@ -71,13 +71,10 @@ def test_new_generation_copy_and_dtype_keyword(rng):
     x = rand(rng, 32, 8)
 
     def kernel(x):
-        out = nl2.ndarray(x.shape, dtype=nl2.float16, buffer=nl2.shared_hbm)
-        a = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        a = to_sbuf(x, nl2.float32)
         b = nl2.ndarray(x.shape, dtype=nl2.float16, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=a, src=x)
         nisa2.tensor_copy(dst=b, src=a, dtype=nl2.float16)
-        nisa2.dma_copy(dst=out, src=b)
-        return out
+        return to_hbm(b)
 
     np.testing.assert_array_equal(run(kernel, x), x.astype(np.float16))
 
@@ -106,10 +103,12 @@ def _hbm(x):
     nisa.tensor_copy(x)
 
 
-@pytest.mark.parametrize("kernel,error,match", [(_gpsimd_psum, MemoryKindError, "GpSimd cannot access PSUM"),
-                                                (_tensor_engine, KernelError, "tensor engine"),
-                                                (_free_size, ShapeError, "elements per partition"),
-                                                (_hbm, MemoryKindError, "SBUF/PSUM")],
-                         ids=["gpsimd_psum", "tensor_engine", "free_size", "hbm_source"])
-def test_tensor_copy_rejects(rng, kernel, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match, api="nisa.tensor_copy")
+REJECTS = [
+    ("gpsimd_psum", _gpsimd_psum, MemoryKindError, "GpSimd cannot access PSUM"),
+    ("tensor_engine", _tensor_engine, KernelError, "tensor engine"),
+    ("free_size", _free_size, ShapeError, "elements per partition"),
+    ("hbm_source", _hbm, MemoryKindError, "SBUF/PSUM"),
+]
+
+
+test_tensor_copy_rejects = rejecting(REJECTS, api="nisa.tensor_copy")

@@ -9,7 +9,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, MemoryKindError, ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm, to_sbuf
 
 
 @pytest.mark.parametrize("pred_dtype,reverse", [(np.bool_, False), (np.uint8, True), (np.uint32, False),
@@ -54,16 +54,13 @@ def test_new_generation_copy_predicated(rng):
     src, pred = rand(rng, 32, 16), (rng.random((32, 16)) < 0.3).astype(np.uint8)
 
     def kernel(src, pred):
-        out = nl2.ndarray(src.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
-        s = nl2.ndarray(src.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        s = to_sbuf(src, nl2.float32)
         p = nl2.ndarray(src.shape, dtype=nl2.uint8, buffer=nl2.sbuf)
         d = nl2.ndarray(src.shape, dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=s, src=src)
         nisa2.dma_copy(dst=p, src=pred)
         nisa2.memset(dst=d, value=0.0)
         nisa2.tensor_copy_predicated(dst=d, src=s, predicate=p)
-        nisa2.dma_copy(dst=out, src=d)
-        return out
+        return to_hbm(d)
 
     np.testing.assert_array_equal(run(kernel, src, pred), np.where(pred != 0, src, 0))
 
@@ -89,10 +86,12 @@ def _shape(x):
                                 predicate=nl.zeros((128, 8), dtype=nl.uint8))
 
 
-@pytest.mark.parametrize("kernel,error,match", [(_float_predicate, DtypeError, "predicate"),
-                                                (_dtype_mismatch, DtypeError, "same dtype"),
-                                                (_both_psum, MemoryKindError, "both be in PSUM"),
-                                                (_shape, ShapeError, "elements per partition")],
-                         ids=["float_predicate", "dtype_mismatch", "src_and_predicate_in_psum", "shape"])
-def test_copy_predicated_rejects(rng, kernel, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match, api="nisa.tensor_copy_predicated")
+REJECTS = [
+    ("float_predicate", _float_predicate, DtypeError, "predicate"),
+    ("dtype_mismatch", _dtype_mismatch, DtypeError, "same dtype"),
+    ("src_and_predicate_in_psum", _both_psum, MemoryKindError, "both be in PSUM"),
+    ("shape", _shape, ShapeError, "elements per partition"),
+]
+
+
+test_copy_predicated_rejects = rejecting(REJECTS, api="nisa.tensor_copy_predicated")

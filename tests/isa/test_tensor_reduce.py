@@ -12,7 +12,7 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, ShapeError
 from opennki.sim.options import SimOptions
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, rejects, run, to_hbm, to_sbuf
 from tests.raises import raises_at
 
 
@@ -85,13 +85,10 @@ def test_new_generation_tensor_reduce(rng):
     x = rand(rng, 64, 8, 16)
 
     def kernel(x):
-        out = nl2.ndarray((64, 8), dtype=nl2.float32, buffer=nl2.shared_hbm)
-        t = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        t = to_sbuf(x, nl2.float32)
         r = nl2.ndarray((64, 8), dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=t, src=x)
         nisa2.tensor_reduce(dst=r, op=nl2.minimum, data=t, axis=(2,))
-        nisa2.dma_copy(dst=out, src=r)
-        return out
+        return to_hbm(r)
 
     np.testing.assert_array_equal(run(kernel, x), x.min(axis=2))
 
@@ -131,9 +128,7 @@ REJECTS = [
 ]
 
 
-@pytest.mark.parametrize("kernel,error,match", [r[1:] for r in REJECTS], ids=[r[0] for r in REJECTS])
-def test_tensor_reduce_rejects(rng, kernel, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match)
+test_tensor_reduce_rejects = rejecting(REJECTS)
 
 
 def test_dst_must_hold_the_result(rng):

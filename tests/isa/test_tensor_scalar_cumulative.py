@@ -7,7 +7,7 @@ import pytest
 import opennki.isa as nisa2
 import opennki.language as nl2
 from opennki.errors import DtypeError, KernelError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm, to_sbuf
 
 
 def _cumulative_ref(v, op1, start):
@@ -21,16 +21,13 @@ def _cumulative_ref(v, op1, start):
 
 def _kernel(op0, op1, cmd, with_imm1):
     def kernel(x, init):
-        out = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
-        t = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        t = to_sbuf(x, nl2.float32)
         it = nl2.ndarray((x.shape[0], 1), dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=t, src=x)
         nisa2.dma_copy(dst=it, src=init)
         d = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
         nisa2.tensor_scalar_cumulative(dst=d, src=t, op0=op0, op1=op1, imm0=0.5, imm1=it if with_imm1 else None,
                                        reduce_cmd=cmd)
-        nisa2.dma_copy(dst=out, src=d)
-        return out
+        return to_hbm(d)
     return kernel
 
 
@@ -53,15 +50,12 @@ def test_reduce_continues_the_previous_accumulation(rng):
     x = rand(rng, 32, 16)
 
     def kernel(x):
-        out = nl2.ndarray((32, 32), dtype=nl2.float32, buffer=nl2.shared_hbm)
-        t = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        t = to_sbuf(x, nl2.float32)
         d = nl2.ndarray((32, 32), dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=t, src=x)
         nisa2.tensor_scalar_cumulative(dst=d[:, 0:16], src=t, op0=nl2.add, op1=nl2.add, imm0=0.0)
         nisa2.tensor_scalar_cumulative(dst=d[:, 16:32], src=t, op0=nl2.add, op1=nl2.add, imm0=0.0,
                                        reduce_cmd=nisa2.reduce_cmd.reduce)
-        nisa2.dma_copy(dst=out, src=d)
-        return out
+        return to_hbm(d)
 
     np.testing.assert_allclose(run(kernel, x), np.cumsum(np.concatenate([x, x], 1), axis=1), rtol=1e-5, atol=1e-5)
 
@@ -81,8 +75,11 @@ def _idle(x):
     nisa2.tensor_scalar_cumulative(dst=t, src=t, op0=nl2.add, op1=nl2.add, imm0=1.0, reduce_cmd=nisa2.reduce_cmd.idle)
 
 
-@pytest.mark.parametrize("kernel,error,match", [(_int32, DtypeError, "int32"), (_op1, KernelError, "op1 must be"),
-                                                (_idle, KernelError, "reduce_cmd=idle")],
-                         ids=["int32_dtype", "op1_divide", "idle"])
-def test_cumulative_rejects(rng, kernel, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match, api="nisa.tensor_scalar_cumulative")
+REJECTS = [
+    ("int32_dtype", _int32, DtypeError, "int32"),
+    ("op1_divide", _op1, KernelError, "op1 must be"),
+    ("idle", _idle, KernelError, "reduce_cmd=idle"),
+]
+
+
+test_cumulative_rejects = rejecting(REJECTS, api="nisa.tensor_scalar_cumulative")

@@ -8,7 +8,7 @@ import opennki.language as nl2
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import KernelError, MemoryKindError, ShapeError
-from tests.isa.helpers import rand, rejects, run
+from tests.isa.helpers import rand, rejecting, run, to_hbm, to_sbuf
 
 
 def _scan_ref(a, b, init, op0, op1, reverse0, reverse1):
@@ -65,14 +65,11 @@ def test_new_generation_scan_with_scalar_initial(rng):
     a, b = rand(rng, 32, 24, low=0, high=1), rand(rng, 32, 24)
 
     def kernel(a, b):
-        out = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
-        x = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+        x = to_sbuf(a, nl2.float32)
         y = nl2.ndarray(a.shape, dtype=nl2.float32, buffer=nl2.sbuf)
-        nisa2.dma_copy(dst=x, src=a)
         nisa2.dma_copy(dst=y, src=b)
         nisa2.tensor_tensor_scan(dst=y, data0=x, data1=y, initial=0.5, op0=nl2.multiply, op1=nl2.add)
-        nisa2.dma_copy(dst=out, src=y)
-        return out
+        return to_hbm(y)
 
     np.testing.assert_allclose(run(kernel, a, b), _scan_ref(a, b, 0.5, np.multiply, np.add, False, False),
                                rtol=1e-5, atol=1e-6)
@@ -98,10 +95,12 @@ def _sizes(x):
     nisa.tensor_tensor_scan(nl.load(x), nl.zeros((128, 8), dtype=nl.float32), 0.0, np.multiply, np.add)
 
 
-@pytest.mark.parametrize("kernel,error,match", [(_both_psum, MemoryKindError, "both be in PSUM"),
-                                                (_bitvec, KernelError, "arithmetic operator"),
-                                                (_initial_shape, ShapeError, r"\[P, 1\]"),
-                                                (_sizes, ShapeError, "elements per partition")],
-                         ids=["both_psum", "bitvec_op", "initial_not_a_column", "free_size_mismatch"])
-def test_scan_rejects(rng, kernel, error, match):
-    rejects(kernel, rand(rng, 128, 16), error=error, match=match, api="nisa.tensor_tensor_scan")
+REJECTS = [
+    ("both_psum", _both_psum, MemoryKindError, "both be in PSUM"),
+    ("bitvec_op", _bitvec, KernelError, "arithmetic operator"),
+    ("initial_not_a_column", _initial_shape, ShapeError, r"\[P, 1\]"),
+    ("free_size_mismatch", _sizes, ShapeError, "elements per partition"),
+]
+
+
+test_scan_rejects = rejecting(REJECTS, api="nisa.tensor_tensor_scan")

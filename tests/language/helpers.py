@@ -1,20 +1,13 @@
-"""Helpers for the legacy language tests: run a kernel function on NumPy arrays, NumPy references."""
+"""Helpers for the legacy language tests: run a kernel function on NumPy arrays (`tests.running.run`),
+NumPy references."""
 
 import math
 
 import ml_dtypes
 import numpy as np
 
-import opennki.legacy as nki
 import opennki.legacy.language as nl
-
-
-def run(kernel, *args, grid=None, **kwargs):
-    """Run `kernel` (a plain function written like a legacy NKI kernel) through `nki.jit`."""
-    k = nki.jit(kernel)
-    if grid is not None:
-        k = k[grid]
-    return k(*args, **kwargs)
+from tests.running import run  # noqa: F401  (the language tests import it from here)
 
 
 def apply(fn, *arrays, out_dtype=None):

@@ -97,8 +97,11 @@ def test_a_core_waiting_for_a_partner_that_never_sends_is_an_error(rng):
         nisa.dma_copy(dst=out, src=t)
         return out
 
-    with raises_at(KernelError, match="wait for each other forever"):
+    # the waiting core's line, and the line where the other core ended without making the call
+    with raises_at(KernelError, match=r"programs \[\[1\]\] finished without making this call", line="nisa.sendrecv(") \
+            as exc:
         lonely[2](rand(rng, 32, 8))
+    assert "[1] ended after" in str(exc.value) and "nisa.dma_copy(dst=out, src=t)" in str(exc.value)
 
 
 @nki.jit

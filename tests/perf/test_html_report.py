@@ -53,3 +53,64 @@ def test_html_report_renders_without_console_errors(tmp_path):
 def test_the_console_check_catches_script_errors(tmp_path):
     _, stderr = render(tmp_path, "<!DOCTYPE html><html><body><script>missingFunction();</script></body></html>")
     assert any("missingFunction" in line for line in console_messages(stderr))
+
+
+def _prefix_sum(loop):
+    import opennki.legacy.language as nl
+
+    def prefix_sum(x):
+        out = nl.ndarray((16, 32), dtype=x.dtype, buffer=nl.shared_hbm)
+        buf = nl.ndarray((16, 32), dtype=nl.float32)
+        buf[:, 0:8] = nl.load(x[0])
+        for i in loop(1, 4):
+            prev = buf[:, nl.ds((i - 1) * 8, 8)]
+            buf[:, nl.ds(i * 8, 8)] = nl.add(prev, nl.load(x[i]))     # reads what iteration i-1 wrote
+        nl.store(out, value=buf)
+        return out
+    return prefix_sum
+
+
+def _finding_boxes(dom: str) -> list[str]:
+    return re.findall(r'<div class="finding">(.*?)</div></div>', dom, flags=re.S)
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+def test_the_profile_html_report_lists_the_checks_findings(parallel, tmp_path, rng):
+    import inspect
+    import json
+
+    import numpy as np
+
+    import opennki.legacy as nki
+    import opennki.legacy.language as nl
+
+    kernel = _prefix_sum(nl.affine_range if parallel else nl.sequential_range)
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    nki.profile(working_directory=str(tmp_path / "out"), save_trace_name="p.ntff")(kernel)(x)
+    page = (tmp_path / "out" / "p.html").read_text()
+    dom, stderr = render(tmp_path, page)
+    assert console_messages(stderr) == []
+    assert re.search(r'<body[^>]*data-rendered="ok"', dom)
+    summary = json.loads((tmp_path / "out" / "json_reports" / "p.json").read_text())["summary"][0]
+    boxes = _finding_boxes(dom)
+    if not parallel:
+        assert boxes == [] and "none: the race checker and the lint found nothing" in dom
+        assert summary["findings"] == []
+        return
+    lines, start = inspect.getsourcelines(kernel)
+    read = start + next(i for i, s in enumerate(lines) if "nl.add(prev" in s)
+    assert len(boxes) == 1 and [f["rule"] for f in summary["findings"]] == ["affine_loop_carried_raw"]
+    box = boxes[0]
+    assert "race [affine_loop_carried_raw] in prefix_sum" in box
+    assert box.count(f"test_html_report.py:{read}") == 2          # both iterations' accesses are that line
+    assert "regions: sbuf partitions 0-16 bytes" in box
+    assert re.search(r"iterations: [123], [123]", box)
+    assert "why: NKI&#39;s compiler treats affine_range iterations as independent" in box or \
+        "why: NKI's compiler treats affine_range iterations as independent" in box
+    assert "fix: use nl.sequential_range for this loop" in box
+
+
+def test_an_estimate_without_checks_says_so(tmp_path):
+    r = estimate(K.softmax_rows, (spec((512, 512)),), target="trn2")
+    dom, _ = render(tmp_path, html_report(r))
+    assert "The checks did not run with this estimate." in dom

@@ -19,6 +19,9 @@ New generation (`nki`):
     `unsupported_is` (`is` / `is not`), `kernel_signature` (keyword-only parameters, list defaults).
     NKI 0.7 traces kernels as plain Python, so these do not apply at its level (`releases.level_of`).
 
+Helper functions the kernel calls (module-level functions of its own file, followed through their own
+calls) are linted with the kernel's generation and release; their findings name the helper's line.
+
 What a name holds is inferred from its assignments in the kernel: the result of an `nl` / `nisa` call
 (resolved through the kernel's globals, so any import alias works) is a tensor, `nl.arange` / `nl.mgrid`
 give indices, shapes and loop variables are plain values. Kernel parameters are not assumed to be tensors
@@ -92,26 +95,44 @@ _FIX = {
 
 def lint(kernel, generation="legacy", options=None) -> list[Finding]:
     """The lint findings of `kernel` (a function, or a jit kernel with `.func` / `.spec.func`) for its
-    generation (a `Generation`, or "legacy" / "new"; None: legacy) at the release `options` selects (module docstring). A function whose
+    generation (a `Generation`, or "legacy" / "new"; None: legacy) at the release `options` selects (module
+    docstring), and of the helper functions it calls: module-level Python functions of the kernel's own file
+    (plain or jit-decorated), followed through their calls in turn, since NKI's compiler traces them as part
+    of the kernel. A helper's findings name its own line and function, and the kernel. A function whose
     source is not available gives no findings."""
     if isinstance(generation, Generation) or generation is None:
         generation = "new" if generation is Generation.NEW else "legacy"
-    fn = _function(kernel)
+    top = _function(kernel)
+    findings, seen, todo = [], set(), [top]
+    while todo:
+        fn = todo.pop(0)
+        if fn in seen:
+            continue
+        seen.add(fn)
+        linter = _lint_function(fn, generation, options, top, is_kernel=fn is top)
+        if linter is not None:
+            findings += linter.findings
+            todo += linter.helpers
+    return findings
+
+
+def _lint_function(fn, generation, options, kernel, is_kernel: bool) -> "_Linter | None":
     try:
         lines, start = inspect.getsourcelines(fn)
     except (OSError, TypeError):
-        return []
+        return None
     source = textwrap.dedent("".join(lines))
     try:
         tree = ast.parse(source)
     except SyntaxError:
-        return []
+        return None
     node = next((n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))), None)
     if node is None:
-        return []
-    linter = _Linter(fn, generation, options, inspect.getsourcefile(fn) or "<unknown>", start - 1)
-    linter.run(node)
-    return linter.findings
+        return None
+    linter = _Linter(fn, generation, options, inspect.getsourcefile(fn) or "<unknown>", start - 1,
+                     kernel.__name__)
+    linter.run(node, is_kernel)
+    return linter
 
 
 def _function(kernel):
@@ -124,9 +145,15 @@ def _function(kernel):
     return kernel
 
 
+def _in_package(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
 class _Linter:
-    def __init__(self, fn, generation, options, filename, offset):
+    def __init__(self, fn, generation, options, filename, offset, kernel_name: str):
         self.fn = fn
+        self.kernel_name = kernel_name
+        self.helpers: list = []             # module-level functions of the same file this one calls
         self.globals = dict(getattr(fn, "__globals__", {}))
         closure = getattr(fn, "__closure__", None) or ()
         for name, cell in zip(getattr(fn.__code__, "co_freevars", ()), closure):
@@ -151,7 +178,7 @@ class _Linter:
         if any(f.rule == rule and f.lines[0].lineno == line for f in self.findings):
             return
         self.findings.append(Finding(FindingKind.LINT, rule, message, (loc,), why=_WHY[rule], fix=_FIX[rule],
-                                     kernel=self.fn.__name__))
+                                     kernel=self.kernel_name))
 
     # -- name resolution ------------------------------------------------------------------------------------
     def resolve(self, node):
@@ -174,11 +201,11 @@ class _Linter:
         if isinstance(obj, types.ModuleType):
             module = obj.__name__
         name = getattr(obj, "__name__", None) or type(obj).__name__
-        if module.startswith(("opennki.legacy", "neuronxcc")):
+        if _in_package(module, "opennki.legacy") or _in_package(module, "neuronxcc"):
             return "neuronxcc", name
-        if module.startswith(("opennki", "nki")):
+        if _in_package(module, "opennki") or _in_package(module, "nki"):
             return "nki", name
-        return None
+        return None     # user code, also in packages merely named like NKI's (`nkilib`, `nki_samples`)
 
     def kind(self, node) -> str | None:
         """TENSOR, INDEX or None (a plain value or unknown) for an expression."""
@@ -223,10 +250,25 @@ class _Linter:
         return None
 
     # -- walking --------------------------------------------------------------------------------------------
-    def run(self, fn_node) -> None:
-        if self.restricted:
+    def run(self, fn_node, is_kernel: bool = True) -> None:
+        if self.restricted and is_kernel:
             self.check_signature(fn_node)
         self.body(fn_node.body, scoped=None)
+
+    def helper(self, call) -> None:
+        """Remember the function `call` calls if it is a helper to follow (see `lint`)."""
+        obj = self.resolve(call.func)
+        if obj is None or self.api_name(obj) is not None and not hasattr(obj, "spec"):   # jit: its function
+            return
+        obj = _function(obj)
+        if not isinstance(obj, types.FunctionType) or obj.__qualname__ != obj.__name__:
+            return
+        try:
+            same_file = inspect.getsourcefile(obj) == self.filename
+        except TypeError:
+            return
+        if same_file and obj is not self.fn and obj not in self.helpers:
+            self.helpers.append(obj)
 
     def check_signature(self, fn_node) -> None:
         args = fn_node.args
@@ -337,6 +379,8 @@ class _Linter:
                         "a condition depends on nl.arange / nl.mgrid indices")
 
     def expression_rules(self, node) -> None:
+        if isinstance(node, ast.Call):
+            self.helper(node)
         if isinstance(node, ast.IfExp):
             self.condition(node.test)
         elif isinstance(node, ast.BoolOp) and self.generation == "legacy":

@@ -133,6 +133,7 @@ class CostResult:
         self.critical_by_row: dict[str, float] = {}
         self.roofline: Roofline | None = None
         self.outputs = None                          # the kernel's outputs (ShapeSpecs), set by estimate()
+        self.findings = None                         # what the checks found in the run (estimate(checks=True))
         self._finished = False
 
     # -- filling --------------------------------------------------------------------------------------

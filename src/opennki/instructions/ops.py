@@ -44,7 +44,9 @@ class AluOp:
         identity: reset value of an accumulator for this op (None if not reducible).
         reduce: NumPy reduction along an axis (for reducible ops).
         predicate: a comparison or logical operator, whose result is a truth value (1 / 0); the new
-            generation's `nl` operators keep the input dtype for these.
+            generation's `nl` operators keep the input dtype for these, the legacy ones give `bool` tiles.
+        doc: what the operator computes, the docstring of the `nl` function named after it (empty for
+            operators `nl` has no function of).
     """
 
     name: str
@@ -55,6 +57,7 @@ class AluOp:
     identity: float | None = None
     reduce: Callable | None = None
     predicate: bool = False
+    doc: str = ""
 
     @property
     def nki_name(self) -> str:
@@ -125,42 +128,54 @@ def _np_reduce(ufunc):
 
 
 ALU_OPS: dict[str, AluOp] = {op.name: op for op in [
-    AluOp("add", ARITH, 2, np.add, True, 0.0, _np_reduce(np.add)),
-    AluOp("subtract", ARITH, 2, np.subtract, True, 0.0, _np_reduce(np.subtract)),
-    AluOp("multiply", ARITH, 2, np.multiply, True, 1.0, _np_reduce(np.multiply)),
-    AluOp("divide", ARITH, 2, _divide),
-    AluOp("maximum", ARITH, 2, np.maximum, True, -np.inf, _np_reduce(np.maximum)),
-    AluOp("minimum", ARITH, 2, np.minimum, True, np.inf, _np_reduce(np.minimum)),
-    AluOp("power", ARITH, 2, _power),
-    AluOp("mod", ARITH, 2, lambda a, b: np.mod(a, b)),
-    AluOp("fmod", ARITH, 2, lambda a, b: np.fmod(a, b)),
+    AluOp("add", ARITH, 2, np.add, True, 0.0, _np_reduce(np.add), doc="x + y, element-wise with broadcasting"),
+    AluOp("subtract", ARITH, 2, np.subtract, True, 0.0, _np_reduce(np.subtract),
+          doc="x - y, element-wise with broadcasting"),
+    AluOp("multiply", ARITH, 2, np.multiply, True, 1.0, _np_reduce(np.multiply),
+          doc="x * y, element-wise with broadcasting"),
+    AluOp("divide", ARITH, 2, _divide, doc="x / y, element-wise with broadcasting"),
+    AluOp("maximum", ARITH, 2, np.maximum, True, -np.inf, _np_reduce(np.maximum), doc="max(x, y), element-wise"),
+    AluOp("minimum", ARITH, 2, np.minimum, True, np.inf, _np_reduce(np.minimum), doc="min(x, y), element-wise"),
+    AluOp("power", ARITH, 2, _power, doc="x ** y, element-wise"),
+    AluOp("mod", ARITH, 2, lambda a, b: np.mod(a, b),
+          doc="Python remainder with the sign of y (np.mod); a scalar x broadcasts to y's shape"),
+    AluOp("fmod", ARITH, 2, lambda a, b: np.fmod(a, b),
+          doc="C remainder with the sign of x (np.fmod); the docs title it floor-mod but define this "
+              "(spec/language.md §9 item 9)"),
     AluOp("abs_max", ARITH, 2, _abs_max, False, 0.0, _abs_reduce(np.argmax)),
     AluOp("abs_min", ARITH, 2, _abs_min, False, np.inf, _abs_reduce(np.argmin)),
-    AluOp("equal", ARITH, 2, _cmp(np.equal), predicate=True),
-    AluOp("not_equal", ARITH, 2, _cmp(np.not_equal), predicate=True),
-    AluOp("greater", ARITH, 2, _cmp(np.greater), predicate=True),
-    AluOp("greater_equal", ARITH, 2, _cmp(np.greater_equal), predicate=True),
-    AluOp("less", ARITH, 2, _cmp(np.less), predicate=True),
-    AluOp("less_equal", ARITH, 2, _cmp(np.less_equal), predicate=True),
+    AluOp("equal", ARITH, 2, _cmp(np.equal), predicate=True, doc="x == y"),
+    AluOp("not_equal", ARITH, 2, _cmp(np.not_equal), predicate=True, doc="x != y"),
+    AluOp("greater", ARITH, 2, _cmp(np.greater), predicate=True, doc="x > y"),
+    AluOp("greater_equal", ARITH, 2, _cmp(np.greater_equal), predicate=True, doc="x >= y"),
+    AluOp("less", ARITH, 2, _cmp(np.less), predicate=True, doc="x < y"),
+    AluOp("less_equal", ARITH, 2, _cmp(np.less_equal), predicate=True, doc="x <= y"),
     AluOp("logical_and", ARITH, 2, _logical(np.logical_and), True, 1.0,
-          lambda x, axis: np.logical_and.reduce(x != 0, axis=axis).astype(np.float32), predicate=True),
+          lambda x, axis: np.logical_and.reduce(x != 0, axis=axis).astype(np.float32), predicate=True,
+          doc="x AND y (inputs 0/1)"),
     AluOp("logical_or", ARITH, 2, _logical(np.logical_or), True, 0.0,
-          lambda x, axis: np.logical_or.reduce(x != 0, axis=axis).astype(np.float32), predicate=True),
+          lambda x, axis: np.logical_or.reduce(x != 0, axis=axis).astype(np.float32), predicate=True,
+          doc="x OR y (inputs 0/1)"),
     AluOp("logical_xor", ARITH, 2, _logical(np.logical_xor), True, 0.0,
-          lambda x, axis: np.logical_xor.reduce(x != 0, axis=axis).astype(np.float32), predicate=True),
-    AluOp("logical_not", ARITH, 1, lambda a, _=None: (a == 0).astype(np.float32)),
+          lambda x, axis: np.logical_xor.reduce(x != 0, axis=axis).astype(np.float32), predicate=True,
+          doc="x XOR y (inputs 0/1)"),
+    AluOp("logical_not", ARITH, 1, lambda a, _=None: (a == 0).astype(np.float32), predicate=True,
+          doc="NOT x (XOR with 1: correct for 0/1 inputs)"),
     AluOp("abs", ARITH, 1, lambda a, _=None: np.abs(a)),
     AluOp("square", ARITH, 1, lambda a, _=None: a * a),
     AluOp("relu", ARITH, 1, lambda a, _=None: np.maximum(a, np.float32(0))),
     AluOp("rsqrt", ARITH, 1, _rsqrt),
     AluOp("reciprocal", ARITH, 1, _reciprocal),
     AluOp("bypass", ARITH, 1, lambda a, _=None: a),
-    AluOp("bitwise_and", BITVEC, 2, np.bitwise_and, True, -1, _np_reduce(np.bitwise_and)),
-    AluOp("bitwise_or", BITVEC, 2, np.bitwise_or, True, 0, _np_reduce(np.bitwise_or)),
-    AluOp("bitwise_xor", BITVEC, 2, np.bitwise_xor, True, 0, _np_reduce(np.bitwise_xor)),
-    AluOp("invert", BITVEC, 1, lambda a, _=None: np.invert(a)),
-    AluOp("left_shift", BITVEC, 2, _left_shift),
-    AluOp("right_shift", BITVEC, 2, _right_shift),
+    AluOp("bitwise_and", BITVEC, 2, np.bitwise_and, True, -1, _np_reduce(np.bitwise_and),
+          doc="x & y on integer bits"),
+    AluOp("bitwise_or", BITVEC, 2, np.bitwise_or, True, 0, _np_reduce(np.bitwise_or), doc="x | y on integer bits"),
+    AluOp("bitwise_xor", BITVEC, 2, np.bitwise_xor, True, 0, _np_reduce(np.bitwise_xor),
+          doc="x ^ y on integer bits"),
+    AluOp("invert", BITVEC, 1, lambda a, _=None: np.invert(a),
+          doc="Bitwise NOT (XOR with all ones) of an integer tile"),
+    AluOp("left_shift", BITVEC, 2, _left_shift, doc="x << y on integer bits"),
+    AluOp("right_shift", BITVEC, 2, _right_shift, doc="x >> y, a logical (zero-filling) shift on integer bits"),
 ]}
 
 # NumPy callables legacy kernels pass as ops (spec/isa.md §8: "G1 accepts ... the numpy ufunc").
@@ -293,12 +308,14 @@ class ActivationFn:
         is_token: usable as `op=` of `nisa.activation` (the table of spec/isa.md §9). Functions with False
             exist so `nl.cos`, `nl.floor`, ... have an instruction to lower to, or (`prelu`) only through
             `nisa.activate2`, which passes its parameter.
+        doc: what the function computes, the docstring of the `nl` function named after it.
     """
 
     name: str
     fn: Callable
     valid_range: tuple[float, float] | None = None
     is_token: bool = True
+    doc: str = ""
 
     @property
     def nki_name(self) -> str:
@@ -307,39 +324,47 @@ class ActivationFn:
 
 ACTIVATIONS: dict[str, ActivationFn] = {a.name: a for a in [
     ActivationFn("copy", lambda x: x),
-    ActivationFn("square", lambda x: x * x),
-    ActivationFn("sigmoid", _safe(_sigmoid)),
-    ActivationFn("relu", lambda x: np.maximum(x, 0.0)),
-    ActivationFn("gelu", _safe(_gelu)),
-    ActivationFn("gelu_dx", _safe(_gelu_dx)),
-    ActivationFn("gelu_apprx_tanh", _safe(_gelu_tanh)),
-    ActivationFn("gelu_apprx_sigmoid", _safe(_gelu_sigmoid)),
+    ActivationFn("square", lambda x: x * x, doc="x * x (Scalar Engine)"),
+    ActivationFn("sigmoid", _safe(_sigmoid), doc="1 / (1 + e ** -x) (Scalar Engine)"),
+    ActivationFn("relu", lambda x: np.maximum(x, 0.0), doc="max(x, 0) (Scalar Engine)"),
+    ActivationFn("gelu", _safe(_gelu), doc="x * Phi(x), the erf form (Scalar Engine)"),
+    ActivationFn("gelu_dx", _safe(_gelu_dx), doc="Derivative of gelu: Phi(x) + x * phi(x) (Scalar Engine)"),
+    ActivationFn("gelu_apprx_tanh", _safe(_gelu_tanh),
+          doc="0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (Scalar Engine)"),
+    ActivationFn("gelu_apprx_sigmoid", _safe(_gelu_sigmoid), doc="x * sigmoid(1.702 x) (Scalar Engine)"),
     ActivationFn("gelu_apprx_sigmoid_dx", _safe(_gelu_sigmoid_dx)),
-    ActivationFn("silu", _safe(lambda x: x * _sigmoid(x))),
-    ActivationFn("silu_dx", _safe(_silu_dx)),
-    ActivationFn("tanh", np.tanh),
-    ActivationFn("softplus", _safe(_softplus)),
-    ActivationFn("mish", _safe(lambda x: x * np.tanh(_softplus(x)))),
-    ActivationFn("erf", _erf),
-    ActivationFn("erf_dx", _safe(lambda x: _2_SQRTPI * np.exp(-x * x))),
-    ActivationFn("exp", _safe(np.exp)),
-    ActivationFn("log", _safe(np.log), (2.0 ** -64, 2.0 ** 64)),
-    ActivationFn("sin", np.sin, (-math.pi, math.pi)),
-    ActivationFn("arctan", np.arctan, (-math.pi / 2, math.pi / 2)),
-    ActivationFn("sqrt", _safe(np.sqrt), (2.0 ** -116, 2.0 ** 118)),
-    ActivationFn("rsqrt", _safe(lambda x: 1.0 / np.sqrt(x)), (2.0 ** -87, 2.0 ** 97)),
-    ActivationFn("reciprocal", _safe(lambda x: 1.0 / x), (2.0 ** -42, 2.0 ** 42)),
-    ActivationFn("sign", np.sign),
-    ActivationFn("abs", np.abs),
+    ActivationFn("silu", _safe(lambda x: x * _sigmoid(x)), doc="x * sigmoid(x) (Scalar Engine)"),
+    ActivationFn("silu_dx", _safe(_silu_dx),
+          doc="sigmoid(x) (1 + x (1 - sigmoid(x))), the derivative of silu (Scalar Engine)"),
+    ActivationFn("tanh", np.tanh, doc="Hyperbolic tangent (Scalar Engine)"),
+    ActivationFn("softplus", _safe(_softplus), doc="log(1 + e ** x) (Scalar Engine)"),
+    ActivationFn("mish", _safe(lambda x: x * np.tanh(_softplus(x))), doc="x * tanh(softplus(x)) (Scalar Engine)"),
+    ActivationFn("erf", _erf, doc="Error function (Scalar Engine)"),
+    ActivationFn("erf_dx", _safe(lambda x: _2_SQRTPI * np.exp(-x * x)),
+          doc="2/sqrt(pi) * e ** -x^2 (Scalar Engine)"),
+    ActivationFn("exp", _safe(np.exp), doc="e ** x (Scalar Engine)"),
+    ActivationFn("log", _safe(np.log), (2.0 ** -64, 2.0 ** 64),
+          doc="Natural logarithm (Scalar Engine; valid for x in [2^-64, 2^64])"),
+    ActivationFn("sin", np.sin, (-math.pi, math.pi), doc="Sine (Scalar Engine; valid for x in [-pi, pi])"),
+    ActivationFn("arctan", np.arctan, (-math.pi / 2, math.pi / 2),
+          doc="Arc tangent (Scalar Engine; valid for x in [-pi/2, pi/2])"),
+    ActivationFn("sqrt", _safe(np.sqrt), (2.0 ** -116, 2.0 ** 118),
+          doc="Square root (Scalar Engine; valid for x in [2^-116, 2^118])"),
+    ActivationFn("rsqrt", _safe(lambda x: 1.0 / np.sqrt(x)), (2.0 ** -87, 2.0 ** 97),
+          doc="1 / sqrt(x) (Scalar Engine; valid for x in [2^-87, 2^97])"),
+    ActivationFn("reciprocal", _safe(lambda x: 1.0 / x), (2.0 ** -42, 2.0 ** 42),
+          doc="1 / x (Scalar Engine; valid for |x| in [2^-42, 2^42])"),
+    ActivationFn("sign", np.sign, doc="-1, 0 or +1"),
+    ActivationFn("abs", np.abs, doc="|x|"),
     # x if x > 0 else alpha * x: `activate2` passes alpha (relu_param); `activation` cannot take it
     ActivationFn("prelu", lambda x, alpha=0.0: np.where(x > 0, x, alpha * x), None, False),
     # not opcodes of the hardware table; the instructions nl.cos & co. lower to
-    ActivationFn("cos", np.cos, None, False),
-    ActivationFn("tan", _safe(np.tan), None, False),
-    ActivationFn("negative", np.negative, None, False),
-    ActivationFn("ceil", np.ceil, None, False),
-    ActivationFn("floor", np.floor, None, False),
-    ActivationFn("trunc", np.trunc, None, False),
+    ActivationFn("cos", np.cos, None, False, doc="Cosine"),
+    ActivationFn("tan", _safe(np.tan), None, False, doc="Tangent"),
+    ActivationFn("negative", np.negative, None, False, doc="-x"),
+    ActivationFn("ceil", np.ceil, None, False, doc="Round up to an integer value (dtype kept)"),
+    ActivationFn("floor", np.floor, None, False, doc="Round down to an integer value (dtype kept)"),
+    ActivationFn("trunc", np.trunc, None, False, doc="Round toward zero (dtype kept)"),
 ]}
 
 

@@ -301,11 +301,13 @@ def _is_tensor_like(v) -> bool:
 # ------------------------------------------------------------------------------------------------ kernels
 
 # decorator keywords that set a SimOptions field of the same name
-_CHECK_SWITCHES = {"hardware_strict": bool, "detect_races": bool, "uninitialized": str}
+_CHECK_SWITCHES = {"hardware_strict": bool, "detect_races": bool, "uninitialized": str, "interleave_seed": int}
 
 
 class TraceKernel:
     """Base of the per-mode kernel classes (module docstring). `mode="trace"` gives this class itself."""
+
+    __test__ = False     # a kernel is never a pytest test, whatever its name (as GenericKernel)
 
     def __init__(self, spec: LaunchSpec):
         self.spec = spec
@@ -324,7 +326,7 @@ class TraceKernel:
 
     def options(self, **changes) -> SimOptions:
         """The simulator options of this kernel: the decorator's check switches (`hardware_strict=`,
-        `detect_races=`, `uninitialized=`) and `api_version=` (if given) over the environment's defaults, then
+        `detect_races=`, `uninitialized=`, `interleave_seed=`) and `api_version=` (if given) over the environment's defaults, then
         `changes`."""
         base = self.spec.options or SimOptions()
         for name, convert in _CHECK_SWITCHES.items():

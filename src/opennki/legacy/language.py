@@ -18,6 +18,7 @@ from opennki._src.constants import fp32, tile_size  # noqa: F401
 from opennki._src.control import LoopRange, loop_reduce, num_programs, program_id, program_ndim
 from opennki._src.spmd import nc, spmd_dim
 from opennki._src.tokens import NlOp
+from opennki.instructions import ops as _ops
 from opennki.legacy import typing as _typing  # noqa: F401  (registers the parameter rules)
 from opennki.machine import dtypes as _dt
 from opennki.machine.index import arange, ds, mgrid
@@ -178,99 +179,56 @@ def expand_dims(data, axis, **kwargs):
 
 # ----------------------------------------------------------------------------------------------- math
 
-def _unary(name: str, doc: str) -> NlOp:
+def _unary(name: str) -> NlOp:
     def impl(x, *, dtype=None, mask=None, **kwargs):
         return core.unary(name, x, dtype=dtype, mask=mask, api=f"nl.{name}")
-    impl.__doc__ = doc
+    impl.__doc__ = _ops.ACTIVATIONS[name].doc + "."
     return NlOp(name, impl)
 
 
-def _binary(name: str, doc: str, *, compare: bool = False) -> NlOp:
+def _unary_alu(name: str) -> NlOp:
+    op = _ops.ALU_OPS[name]
+
+    def impl(x, *, dtype=None, mask=None, **kwargs):
+        return core.unary_alu(name, x, dtype=dtype if dtype is not None or not op.predicate else _dt.bool_,
+                              mask=mask, api=f"nl.{name}")
+    impl.__doc__ = op.doc + (" as a bool tile." if op.predicate else ".")
+    return NlOp(name, impl)
+
+
+def _binary(name: str) -> NlOp:
+    op = _ops.ALU_OPS[name]
+
     def impl(x, y, *, dtype=None, mask=None, **kwargs):
         return core.binary(name, x, y, dtype=dtype, mask=mask, api=f"nl.{name}",
-                           default_dtype=_dt.bool_ if compare else None, limits=LIMITS)
-    impl.__doc__ = doc
+                           default_dtype=_dt.bool_ if op.predicate else None, limits=LIMITS)
+    impl.__doc__ = op.doc + (" as a bool tile." if op.predicate else ".")
     return NlOp(name, impl)
 
 
-add = _binary("add", "x + y, element-wise with broadcasting.")
-subtract = _binary("subtract", "x - y, element-wise with broadcasting.")
-multiply = _binary("multiply", "x * y, element-wise with broadcasting.")
-divide = _binary("divide", "x / y, element-wise with broadcasting.")
-maximum = _binary("maximum", "max(x, y), element-wise.")
-minimum = _binary("minimum", "min(x, y), element-wise.")
-power = _binary("power", "x ** y, element-wise.")
-equal = _binary("equal", "x == y as a bool tile.", compare=True)
-not_equal = _binary("not_equal", "x != y as a bool tile.", compare=True)
-greater = _binary("greater", "x > y as a bool tile.", compare=True)
-greater_equal = _binary("greater_equal", "x >= y as a bool tile.", compare=True)
-less = _binary("less", "x < y as a bool tile.", compare=True)
-less_equal = _binary("less_equal", "x <= y as a bool tile.", compare=True)
-logical_and = _binary("logical_and", "x AND y (inputs 0/1) as a bool tile.", compare=True)
-logical_or = _binary("logical_or", "x OR y (inputs 0/1) as a bool tile.", compare=True)
-logical_xor = _binary("logical_xor", "x XOR y (inputs 0/1) as a bool tile.", compare=True)
-bitwise_and = _binary("bitwise_and", "x & y on integer bits.")
-bitwise_or = _binary("bitwise_or", "x | y on integer bits.")
-bitwise_xor = _binary("bitwise_xor", "x ^ y on integer bits.")
-left_shift = _binary("left_shift", "x << y on integer bits.")
-right_shift = _binary("right_shift", "x >> y, a logical (zero-filling) shift on integer bits.")
-
-
-def _remainder(name: str, doc: str) -> NlOp:
+def _remainder(name: str) -> NlOp:
     def impl(x, y, dtype=None, mask=None, **kwargs):   # no `*`: the legacy signature
         return core.binary(name, x, y, dtype=dtype, mask=mask, api=f"nl.{name}", limits=LIMITS)
-    impl.__doc__ = doc
+    impl.__doc__ = _ops.ALU_OPS[name].doc + "."
     return NlOp(name, impl)
 
 
-fmod = _remainder("fmod", "C remainder with the sign of x (np.fmod); the docs title it floor-mod but define "
-                          "this (spec/language.md §9 item 9).")
-mod = _remainder("mod", "Python remainder with the sign of y (np.mod); a scalar x broadcasts to y's shape.")
-
-exp = _unary("exp", "e ** x (Scalar Engine).")
-log = _unary("log", "Natural logarithm (Scalar Engine; valid for x in [2^-64, 2^64]).")
-tanh = _unary("tanh", "Hyperbolic tangent (Scalar Engine).")
-sigmoid = _unary("sigmoid", "1 / (1 + e ** -x) (Scalar Engine).")
-relu = _unary("relu", "max(x, 0) (Scalar Engine).")
-gelu = _unary("gelu", "x * Phi(x), the erf form (Scalar Engine).")
-gelu_dx = _unary("gelu_dx", "Derivative of gelu: Phi(x) + x * phi(x) (Scalar Engine).")
-gelu_apprx_tanh = _unary("gelu_apprx_tanh", "0.5x(1 + tanh(sqrt(2/pi)(x + 0.044715x^3))) (Scalar Engine).")
-gelu_apprx_sigmoid = _unary("gelu_apprx_sigmoid", "x * sigmoid(1.702 x) (Scalar Engine).")
-silu = _unary("silu", "x * sigmoid(x) (Scalar Engine).")
-silu_dx = _unary("silu_dx", "sigmoid(x) (1 + x (1 - sigmoid(x))), the derivative of silu (Scalar Engine).")
-softplus = _unary("softplus", "log(1 + e ** x) (Scalar Engine).")
-mish = _unary("mish", "x * tanh(softplus(x)) (Scalar Engine).")
-erf = _unary("erf", "Error function (Scalar Engine).")
-erf_dx = _unary("erf_dx", "2/sqrt(pi) * e ** -x^2 (Scalar Engine).")
-square = _unary("square", "x * x (Scalar Engine).")
-sqrt = _unary("sqrt", "Square root (Scalar Engine; valid for x in [2^-116, 2^118]).")
-rsqrt = _unary("rsqrt", "1 / sqrt(x) (Scalar Engine; valid for x in [2^-87, 2^97]).")
-reciprocal = _unary("reciprocal", "1 / x (Scalar Engine; valid for |x| in [2^-42, 2^42]).")
-abs = _unary("abs", "|x|.")  # noqa: A001 - NKI name
-sign = _unary("sign", "-1, 0 or +1.")
-sin = _unary("sin", "Sine (Scalar Engine; valid for x in [-pi, pi]).")
-cos = _unary("cos", "Cosine.")
-tan = _unary("tan", "Tangent.")
-arctan = _unary("arctan", "Arc tangent (Scalar Engine; valid for x in [-pi/2, pi/2]).")
-negative = _unary("negative", "-x.")
-ceil = _unary("ceil", "Round up to an integer value (dtype kept).")
-floor = _unary("floor", "Round down to an integer value (dtype kept).")
-trunc = _unary("trunc", "Round toward zero (dtype kept).")
-
-
-def _logical_not(x, *, dtype=None, mask=None, **kwargs):
-    """NOT x (XOR with 1: correct for 0/1 inputs) as a bool tile."""
-    return core.unary_alu("logical_not", x, dtype=dtype if dtype is not None else _dt.bool_, mask=mask,
-                          api="nl.logical_not")
-
-
-def _invert(x, *, dtype=None, mask=None, **kwargs):
-    """Bitwise NOT (XOR with all ones) of an integer tile."""
-    return core.unary_alu("invert", x, dtype=dtype, mask=mask, api="nl.invert")
-
-
-logical_not = NlOp("logical_not", _logical_not)
-invert = NlOp("invert", _invert)
+# The operators come from the instruction tables (the names of the SDK 2.26 stub):
+#   * every two-operand ALU operator but abs_max / abs_min (new-generation operators only); mod and fmod
+#     have the legacy signature without `*`;
+#   * the one-operand ALU operators that are no Scalar Engine function (logical_not, invert; not bypass);
+#   * every Scalar Engine function but copy (nl.copy above), prelu (a parameter only activate2 passes) and
+#     gelu_apprx_sigmoid_dx (not in the legacy stub).
+_NOT_LEGACY = ("abs_max", "abs_min", "bypass", "copy", "prelu", "gelu_apprx_sigmoid_dx")
+for _name, _op in _ops.ALU_OPS.items():
+    if _name in _NOT_LEGACY or (_op.arity == 1 and _name in _ops.ACTIVATIONS):
+        continue
+    globals()[_name] = (_remainder if _name in ("mod", "fmod") else _binary if _op.arity == 2
+                        else _unary_alu)(_name)
+for _name in _ops.ACTIVATIONS:
+    if _name not in _NOT_LEGACY:
+        globals()[_name] = _unary(_name)
+del _name, _op
 
 
 # ------------------------------------------------------------------------------------------ reductions

@@ -115,7 +115,10 @@ def run_benchmark(kernel, args, kwargs=None, *, warmup: int = 10, iters: int = 1
     return BenchmarkResult(latency, result, warmup, iters)
 
 
-def estimate_call(fn, args=(), kwargs=None, *, grid=None, target=None, keep_instructions: bool = True) -> CostResult:
+def estimate_call(fn, args=(), kwargs=None, *, grid=None, target=None, keep_instructions: bool = True,
+                  checks: bool = False) -> CostResult:
     """The estimate of one kernel call, for tools (`opennki benchmark SCRIPT` prints `.table_row()` of
-    each under `CostResult.TABLE_HEADER`; `opennki profile` passes it to `write_profile`)."""
-    return estimate(fn, args, kwargs, grid=grid, target=target, keep_instructions=keep_instructions)
+    each under `CostResult.TABLE_HEADER`; `opennki profile` passes it, with `checks=True`, to
+    `write_profile`)."""
+    return estimate(fn, args, kwargs, grid=grid, target=target, keep_instructions=keep_instructions,
+                    checks=checks)

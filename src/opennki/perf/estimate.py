@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from opennki.checks import checking
 from opennki.compile import kernel_spec
 from opennki.cost.result import CostResult
 from opennki.cost.scheduler import CostModel
@@ -44,7 +45,7 @@ def trace_kernel(kernel, grid=None):
 
 
 def estimate(kernel, args=(), kwargs=None, *, grid=None, target=None, keep_instructions: bool = True,
-             precise_fp: bool | None = None) -> CostResult:
+             precise_fp: bool | None = None, checks: bool = False) -> CostResult:
     """Estimate one call `kernel[grid](*args, **kwargs)` on `target` without computing anything.
 
     Args:
@@ -54,9 +55,18 @@ def estimate(kernel, args=(), kwargs=None, *, grid=None, target=None, keep_instr
         grid: launch subscript replacing the kernel's own (an int, a tuple, `nl.nc(2) * 2`, an LNC degree).
         target: trn1 / trn2 / trn3 (default: the kernel's, else `$NEURON_PLATFORM_TARGET_OVERRIDE`, else trn3).
         keep_instructions: keep per-instruction records (needed for profiles).
+        checks: run under `opennki.checks.checking()` (the race checker on the shape-only run, and the lint
+            of the kernel) and keep what they found as `.findings` (a list of Findings) instead of raising
+            it; the profile's reports show them.
     Returns:
         the CostResult, with `.outputs` holding the kernel's outputs as ShapeSpecs.
     """
+    if checks:
+        with checking() as found:
+            result = estimate(kernel, args, kwargs, grid=grid, target=target,
+                              keep_instructions=keep_instructions, precise_fp=precise_fp)
+        result.findings = list(found)
+        return result
     tk = kernel if isinstance(kernel, TraceKernel) and grid is None else trace_kernel(kernel, grid)
     own = tk.spec.target
     hw = get_target(own if own is not None else target)

@@ -1,7 +1,9 @@
 """Front-door services: the self-contained HTML profile report. Imports the cost layer's result types and
 the text report's hints.
 
-One file, no network access: the data (summary, hot spots, hints, and the timeline, thinned to
+One file, no network access: the data (summary, hot spots, hints, the checks' findings (kind, rule,
+message, lines, regions, iterations or programs, why it matters, the fix; `CostResult.findings`, set by
+`estimate(checks=True)`), and the timeline, thinned to
 `MAX_SLICES` of the longest slices for big kernels) is embedded as JSON and drawn by inline JavaScript on
 a canvas (wheel to zoom, drag to pan, hover for details). When it has drawn, the script sets
 `data-rendered="ok"` on <body>, which the Chromium test checks along with the console.
@@ -26,6 +28,8 @@ td:first-child,th:first-child{text-align:left} .muted{color:#777}
 #tip{position:fixed;pointer-events:none;background:#fffbe6;border:1px solid #c9b458;padding:4px 6px;
   font-size:12px;display:none;max-width:520px;white-space:pre-wrap}
 li{margin:4px 0}
+.finding{border-left:3px solid #e15759;padding:4px 8px;margin:6px 0;background:#fdf3f3}
+.finding-head{font-weight:600} .finding-line{font-family:monospace;white-space:pre-wrap}
 """
 
 _SCRIPT = r"""
@@ -55,6 +59,34 @@ _SCRIPT = r"""
     hl.appendChild(li);
   });
   if (!data.hints.length) { const li = document.createElement('li'); li.textContent = 'none'; hl.appendChild(li); }
+  const fl = document.getElementById('findings');
+  if (data.findings === null) {
+    fl.textContent = 'The checks did not run with this estimate.';
+  } else if (!data.findings.length) {
+    fl.textContent = 'none: the race checker and the lint found nothing.';
+  } else {
+    const part = (name, text) => {
+      const d = document.createElement('div'); d.className = 'finding-' + name; d.textContent = text; return d;
+    };
+    data.findings.forEach(f => {
+      const box = document.createElement('div'); box.className = 'finding';
+      const head = document.createElement('div'); head.className = 'finding-head';
+      head.textContent = f.kind + ' [' + f.rule + ']' + (f.kernel ? ' in ' + f.kernel : '') + ': ' + f.message;
+      box.appendChild(head);
+      f.lines.forEach(l => box.appendChild(part('line', 'at ' + l.file + ':' + l.line + '  ' + (l.source || ''))));
+      if (f.regions.length) {
+        box.appendChild(part('regions', 'regions: ' + f.regions.map(r => r.memory + ' partitions ' +
+          r.partitions[0] + '-' + r.partitions[1] + ' bytes ' + r.bytes[0] + '-' + r.bytes[1]).join('; ')));
+      }
+      if (f.iterations.length) box.appendChild(part('iterations', 'iterations: ' + f.iterations.join(', ')));
+      if (f.programs.length) {
+        box.appendChild(part('programs', 'programs: ' + f.programs.map(p => '[' + p + ']').join(', ')));
+      }
+      if (f.why) box.appendChild(part('why', 'why: ' + f.why));
+      if (f.fix) box.appendChild(part('fix', 'fix: ' + f.fix));
+      fl.appendChild(box);
+    });
+  }
 
   const canvas = document.getElementById('timeline');
   const ctx = canvas.getContext('2d');
@@ -153,6 +185,7 @@ def report_data(result) -> dict:
             "hot_spots": [{"line": line, "busy_ns": busy, "critical_ns": crit, "count": count, "opcodes": ops}
                           for line, busy, crit, count, ops in hot_spots(result)],
             "hints": [{"kind": h.kind, "message": h.message, "lines": list(h.lines)} for h in hints(result)],
+            "findings": None if result.findings is None else [f.to_json() for f in result.findings],
             "thinned": len(result.records) > MAX_SLICES}
 
 
@@ -188,6 +221,7 @@ def html_report(result) -> str:
 <h2>Engines</h2><table id="engines"></table>
 <h2>Hot spots</h2><table id="hotspots"></table>
 <h2>Hints</h2><ul id="hints"></ul>
+<h2>Findings</h2><div id="findings"></div>
 <script type="application/json" id="profile-data">{payload}</script>
 <script>{_SCRIPT}</script>
 </body></html>

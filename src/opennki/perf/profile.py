@@ -7,10 +7,13 @@ NEFF and no NTFF exist; the same names carry the cost model's artifacts (docs/co
 
     <stem>[_exec_<n>].trace.json     Chrome/Perfetto trace of the execution      (for <stem>[_exec_<n>].ntff)
     json_reports/<stem>[_exec_<n>].json   JSON summary + per-instruction rows      (neuron-profile summary-json)
-    <stem>.html                      self-contained HTML report (timeline, summary, hot spots, hints)
+    <stem>.html                      self-contained HTML report (timeline, summary, hot spots, hints,
+                                     findings)
     <stem>.txt                       plain-text report
 
-The model is deterministic, so every traced execution has the same contents. Executions traced: every
+The profiled run has the checks on (`estimate(checks=True)`: the race checker on the shape-only run and the
+lint of the kernel); what they find goes into the reports (the HTML report's findings section, `findings`
+in each JSON summary) instead of being raised. The model is deterministic, so every traced execution has the same contents. Executions traced: every
 `profile_nth`-th up to `num_execs` (default `num_execs = profile_nth`), or just execution `profile_nth` when
 `num_execs < profile_nth`, as NKI does.
 """
@@ -54,6 +57,8 @@ def json_report(result, execution: int) -> dict:
     and `instruction` (one row per instruction, with timestamps, durations, rows and kernel lines)."""
     summary = result.to_dict()
     summary["execution"] = execution
+    if result.findings is not None:
+        summary["findings"] = [f.to_json() for f in result.findings]
     rows = [{"timestamp": rec.start, "duration": rec.duration_ns, "label": rec.row, "core": rec.core,
              **instruction_args(rec, result.records)} for rec in result.records]
     return {"summary": [summary], "instruction": rows}
@@ -102,7 +107,7 @@ def run_profile(kernel, args, kwargs=None, *, working_directory=None, save_neff_
         raise ValueError("Please specify working directory")
     trace_name = save_trace_name or DEFAULT_TRACE_NAME
     artifact_names(trace_name, profile_nth, num_execs)          # validates the counts before running
-    result = estimate(kernel, args, kwargs, target=target)
+    result = estimate(kernel, args, kwargs, target=target, checks=True)
     write_profile(result, working_directory, save_trace_name=trace_name, profile_nth=profile_nth,
                   num_execs=num_execs, overwrite=overwrite)
     try:

@@ -10,10 +10,19 @@ A program that must wait (`wait(ids, ready, what)`) hands the baton to the next 
 started, or one whose wait condition now holds. When no program can run while some wait, the kernel's
 programs disagree on their collectives; the waiting programs then fail with a KernelError naming them. An
 error in any program aborts the others and is raised to the caller of the launch.
+
+A launch with one program per physical core (LNC=2; `LaunchState.interleave` holds a seeded random
+generator) cooperates from its first instruction and interleaves the cores instruction by instruction, as
+hardware runs them at once: before each instruction (`step`) the generator picks which runnable program goes
+next, and a waiting program hands the baton to a runnable one the generator picks. The order is a function of
+the seed alone (`SimOptions.interleave_seed`), so a run is reproducible; a kernel whose cores are ordered by
+barriers and sendrecv computes the same values in every order. A program that finishes without making a
+call its peers wait at is named with the line of its last instruction.
 """
 
 from __future__ import annotations
 
+import contextvars
 import threading
 
 from opennki.errors import KernelError, user_location
@@ -45,11 +54,15 @@ class Cooperation:
         self.started = {first}
         self.waiting: dict[tuple, tuple] = {}       # ids -> (ready callable, description)
         self.waiting_at: dict[tuple, object] = {}   # ids -> the kernel line it waits at
+        self.missing: dict[tuple, object] = {}      # ids waiting at a rendezvous -> () -> members not there yet
         self.finished: set[tuple] = set()
         self.failure: BaseException | None = None
         self.threads: list[threading.Thread] = []
         self.adopted_ran = 0
         self.meetings: dict[object, dict] = {}      # rendezvous key -> {ids: posted value}
+        self.interleave = launch.interleave         # random.Random picking the next program, or None
+        self.last_line: dict[tuple, object] = {}    # ids -> kernel line of its last instruction (interleaved)
+        self.context = contextvars.copy_context()   # adopted programs run in a copy of the launch's context
 
     @classmethod
     def of(cls, prog) -> "Cooperation":
@@ -89,16 +102,39 @@ class Cooperation:
             # complete: nobody posts to it again, and the members hold `posts` themselves; keeping it here
             # would keep the posted tiles (sendrecv sources) alive, and their SBUF ranges taken, to the end
             del self.meetings[key]
-        gone = [list(m) for m in members if m not in posts and self.has_finished(m)]
+        gone = [m for m in members if m not in posts and self.has_finished(m)]
         if gone:
-            raise KernelError(f"{what}: programs {gone} finished without making this call (divergent control "
-                              "flow: the programs took different paths around it)",
-                              code="err_divergent_control_flow",
-                              hint="every core named in the call must make it, the same number of times")
-        self.wait(ids, lambda: all(m in posts for m in members), what)
+            raise self._gone_error(what, gone)
+        self.missing[ids] = lambda: [m for m in members if m not in posts]
+        try:
+            self.wait(ids, lambda: all(m in posts for m in members), what)
+        finally:
+            self.missing.pop(ids, None)
         if self.sim.listeners:
             self.sim.emit(ProgramsMet(ids, tuple(members), what, user_location()))
         return posts
+
+    def _gone_error(self, what: str, gone, location=None) -> KernelError:
+        """Programs `gone` finished without making the call `what` their peers make."""
+        ended = "".join(f"; {list(m)} ended after{_at(self.last_line[m])}" for m in gone if m in self.last_line)
+        return KernelError(f"{what}: programs {[list(m) for m in gone]} finished without making this call "
+                           f"(divergent control flow: the programs took different paths around it){ended}",
+                           code="err_divergent_control_flow", location=location,
+                           hint="every core named in the call must make it, the same number of times")
+
+    def step(self, ids, location) -> None:
+        """Interleaved launches: program `ids` is about to run an instruction at `location`; the generator
+        picks the runnable program that runs next (module docstring)."""
+        with self.cond:
+            self.last_line[ids] = location
+            choices = [i for i in self.order if i == ids or self._runnable(i)]
+            chosen = choices[self.interleave.randrange(len(choices))] if len(choices) > 1 else ids
+            if chosen == ids:
+                return
+            self._hand_to(chosen)
+            while self.running != ids and self.failure is None:
+                self.cond.wait()
+            self._raise_if_failed()
 
     def _raise_if_failed(self) -> None:
         if self.failure is not None:
@@ -116,30 +152,39 @@ class Cooperation:
         """Give the baton to the next runnable program after `current` (caller holds the lock)."""
         n = len(self.order)
         start = self.order.index(current)
-        for k in range(1, n + 1):
-            ids = self.order[(start + k) % n]
-            if self._runnable(ids):
-                self.running = ids
-                if ids not in self.started:
-                    self.started.add(ids)
-                    thread = threading.Thread(target=self._worker, args=(ids,), daemon=True,
-                                              name=f"opennki-program-{ids}")
-                    self.threads.append(thread)
-                    thread.start()
-                self.cond.notify_all()
-                return
+        runnable = [ids for ids in (self.order[(start + k) % n] for k in range(1, n + 1)) if self._runnable(ids)]
+        if runnable:
+            pick = self.interleave.randrange(len(runnable)) if self.interleave is not None else 0
+            self._hand_to(runnable[pick])
+            return
         self.running = None
         if self.waiting and self.failure is None:
+            first = min(self.waiting)
+            missing = self.missing[first]() if first in self.missing else []
+            if missing and all(self.has_finished(m) for m in missing):
+                self.failure = self._gone_error(self.waiting[first][1], missing, self.waiting_at.get(first))
+                self.cond.notify_all()
+                return
             blocked = "; ".join(f"{list(i)} waits at {w}{_at(self.waiting_at.get(i))}"
                                 for i, (_, w) in sorted(self.waiting.items()))
             done = sorted(i for i in self.order if i in self.finished)
-            first = self.waiting_at.get(min(self.waiting))
             self.failure = KernelError(
                 f"SPMD programs wait for each other forever (divergent control flow): {blocked}; programs "
                 f"that already finished: {[list(i) for i in done] or 'none'}", code="err_divergent_control_flow",
-                location=first,
+                location=self.waiting_at.get(first),
                 hint="every program of a collective's group (every core of a barrier or sendrecv) must make "
                      "the same calls in the same order")
+        self.cond.notify_all()
+
+    def _hand_to(self, ids) -> None:
+        """Let program `ids` run (starting its thread the first time; caller holds the lock)."""
+        self.running = ids
+        if ids not in self.started:
+            self.started.add(ids)
+            thread = threading.Thread(target=self.context.copy().run, args=(self._worker, ids), daemon=True,
+                                      name=f"opennki-program-{ids}")
+            self.threads.append(thread)
+            thread.start()
         self.cond.notify_all()
 
     # -- adopted programs -----------------------------------------------------------------------------------

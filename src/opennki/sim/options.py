@@ -37,6 +37,11 @@ class SimOptions:
             between `affine_range` iterations and races between SPMD programs / LNC cores are reported at
             the end of the launch, the first one raised as a RaceError (default from
             `OPENNKI_DETECT_RACES`). Off, nothing is attached and nothing costs.
+        interleave_seed: the cores of a launch with one program per physical core (LNC=2, legacy
+            `kernel[nl.nc(2)]`) run interleaved, one instruction at a time, as on hardware they run at once:
+            before each instruction a random generator seeded with this picks which core runs next, so a race
+            between the cores shows its effect as hardware could see it, reproducibly per seed (default from
+            `OPENNKI_INTERLEAVE_SEED`, else 0). Shape-only runs exchange no data and keep cores in turn.
         uninitialized: what a read of never-written memory gives: "nan" (fresh memory holds NaN / 4, the
             default), "raise" (every element is tracked; the first read of one never written raises an
             UninitializedReadError naming the tensor, the element, the reading line and the line that
@@ -59,6 +64,7 @@ class SimOptions:
     api_version: str | None = from_environment("api_version")
     compiler_frontend: str = from_environment("compiler_frontend")
     detect_races: bool = from_environment("detect_races")
+    interleave_seed: int = from_environment("interleave_seed")
     uninitialized: str = from_environment("uninitialized")
     progress: bool | None = from_environment("progress")
 

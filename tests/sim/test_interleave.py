@@ -1,0 +1,151 @@
+"""LNC=2 cores run interleaved instruction by instruction (sim/cooperative.py, `SimOptions.interleave_seed`):
+the order is reproducible per seed and differs across seeds; a race between the cores shows its effect as
+hardware could see it and the race checker reports it at both cores' lines whatever the order; a kernel whose
+cores are ordered by barriers computes the same values in every order."""
+
+import numpy as np
+import pytest
+
+import opennki as nki
+import opennki.isa as nisa
+import opennki.language as nl
+from opennki.events import InstructionExecuted
+from opennki.listeners import Recorder
+from opennki.listeners.findings import collecting
+from opennki.sim import SimOptions
+
+SEEDS = range(6)
+
+
+def _line(fn, text: str) -> int:
+    import inspect
+    lines, start = inspect.getsourcelines(fn)
+    return start + next(i for i, line in enumerate(lines) if text in line)
+
+
+def last_writer_wins(x):
+    """Each core writes its own rows of x into the same output rows eight times: the final contents show
+    which core's write came last (a race on purpose)."""
+    rank = nl.program_id(0)
+    out = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray((4, 8), dtype=x.dtype, buffer=nl.sbuf)
+    for i in range(8):
+        nisa.dma_copy(dst=t, src=x[rank * 4:(rank + 1) * 4, :])
+        nisa.dma_copy(dst=out[:, :], src=t)
+    return out
+
+
+def _order(seed: int, kernel=last_writer_wins, x=None):
+    """(the output, the program of each instruction in the order they ran) of one run with `seed`."""
+    x = np.arange(64, dtype=np.float32).reshape(8, 8) if x is None else x
+    rec = Recorder()
+    k = nki.jit(kernel)[2]
+    out = k.launch((x,), options=SimOptions(interleave_seed=seed), listeners=[rec])
+    return out, tuple(e.program[0] for e in rec.of_type(InstructionExecuted))
+
+
+def test_the_cores_take_turns_instruction_by_instruction():
+    _, order = _order(0)
+    assert sorted(order) == [0] * 16 + [1] * 16
+    switches = sum(a != b for a, b in zip(order, order[1:]))
+    assert switches > 2        # not one core up to the end, then the other
+
+
+def test_the_order_is_reproducible_per_seed_and_differs_across_seeds():
+    runs = {seed: _order(seed) for seed in SEEDS}
+    for seed in SEEDS:
+        out, order = _order(seed)
+        np.testing.assert_array_equal(out, runs[seed][0])
+        assert order == runs[seed][1]
+    assert len({order for _, order in runs.values()}) > 1
+    # the race's result depends on the order: who wrote last (each output is one core's rows, never a mix)
+    x = np.arange(64, dtype=np.float32).reshape(8, 8)
+    winners = set()
+    for out, order in runs.values():
+        winner = next(r for r in order[::-1])
+        np.testing.assert_array_equal(out, x[winner * 4:(winner + 1) * 4])
+        winners.add(winner)
+    assert winners == {0, 1}
+
+
+def _launched_order(kernel):
+    rec = Recorder()
+    kernel[2].launch((np.arange(64, dtype=np.float32).reshape(8, 8),), listeners=[rec])
+    return tuple(e.program[0] for e in rec.of_type(InstructionExecuted))
+
+
+def test_the_environment_variable_and_the_decorator_set_the_seed(monkeypatch):
+    assert _order(3)[1] != _order(0)[1]
+    monkeypatch.setenv("OPENNKI_INTERLEAVE_SEED", "3")
+    assert SimOptions().interleave_seed == 3
+    assert _launched_order(nki.jit(last_writer_wins)) == _order(3)[1]
+    assert _launched_order(nki.jit(last_writer_wins, interleave_seed=0)) == _order(0)[1]
+
+
+def _exchange(barrier: bool):
+    def exchange(x):
+        """Each core doubles its half into scratch; after the barrier it reads the other core's half."""
+        half = x.shape[0] // 2
+        rank = nl.program_id(0)
+        other = 1 - rank
+        scratch = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        u = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x[rank * half:(rank + 1) * half, :])
+        nisa.tensor_scalar(dst=u, data=t, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=scratch[rank * half:(rank + 1) * half, :], src=u)
+        if barrier:
+            nisa.core_barrier(scratch, (0, 1))
+        nisa.dma_copy(dst=t, src=scratch[other * half:(other + 1) * half, :])
+        nisa.dma_copy(dst=out[rank * half:(rank + 1) * half, :], src=t)
+        return out
+    return exchange
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_a_kernel_ordered_by_a_barrier_gives_the_same_values_in_every_order(seed, rng):
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    want = np.concatenate([2 * x[8:], 2 * x[:8]])
+    with collecting() as found:
+        out = nki.jit(_exchange(True), detect_races=True, interleave_seed=seed)[2](x)
+    np.testing.assert_array_equal(out, want)
+    assert found == []
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+def test_the_race_without_the_barrier_is_reported_at_both_cores_lines_whatever_the_order(seed, rng):
+    kernel = _exchange(False)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    with collecting() as found:
+        nki.jit(kernel, detect_races=True, interleave_seed=seed)[2](x)
+    write, read = _line(kernel, "dst=scratch[rank"), _line(kernel, "src=scratch[other")
+    assert found and all(f.rule.startswith("program_race_") for f in found)
+    # each core reads the half the other core writes; which of the two came first depends on the order
+    assert {tuple(sorted(loc.lineno for loc in f.lines)) for f in found} == {(write, read)}
+    assert all(set(f.programs) == {(0,), (1,)} for f in found)
+    assert len(found) <= 2        # once per pair of lines and rule (two RAWs of one pair of lines are one)
+
+
+def test_cores_diverging_name_the_waiting_line_and_where_the_other_core_ended(rng):
+    from opennki.errors import KernelError
+
+    def diverging(x):
+        rank = nl.program_id(0)
+        out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+        t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=t, src=x)
+        if rank == 0:
+            nisa.core_barrier(out, (0, 1))
+            nisa.dma_copy(dst=out, src=t)
+        return out
+
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    barrier, ended = _line(diverging, "nisa.core_barrier(out"), _line(diverging, "nisa.dma_copy(dst=t")
+    for seed in SEEDS:
+        with pytest.raises(KernelError, match="err_divergent_control_flow") as info:
+            nki.jit(diverging, interleave_seed=seed)[2](x)
+        text = str(info.value)
+        assert "programs [[1]] finished without making this call" in text
+        assert info.value.location.lineno == barrier
+        assert f"[1] ended after" in text and f":{ended}:" in text
