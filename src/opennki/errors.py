@@ -49,9 +49,25 @@ def user_location(depth: int = 1) -> SourceLocation | None:
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(PACKAGE_DIR):
-            return SourceLocation(filename, frame.f_lineno, frame.f_code.co_name)
+            return location_of(frame)
         frame = frame.f_back
     return None
+
+
+def location_of(frame) -> SourceLocation:
+    """The line `frame` is running, as a SourceLocation. Locations are immutable values, so the one of each
+    line is made once and shared (a kernel loop issues from the same lines over and over)."""
+    code = frame.f_code
+    key = (code, frame.f_lineno)
+    location = _LOCATIONS.get(key)
+    if location is None:
+        if len(_LOCATIONS) >= 65536:
+            _LOCATIONS.clear()
+        location = _LOCATIONS[key] = SourceLocation(code.co_filename, key[1], code.co_name)
+    return location
+
+
+_LOCATIONS: dict = {}       # (code object, line) -> its SourceLocation (location_of)
 
 
 class OpenNKIError(Exception):
