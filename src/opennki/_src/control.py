@@ -63,9 +63,11 @@ class LoopRange:
 
     def __init__(self, kind: str, *args, legacy: bool = False, **kwargs):
         if legacy:
-            # scheduling directives (`directives=nki.compiler.no_reorder()`, official attention tutorial v10/v11)
-            # only constrain the compiler's instruction order; they do not change results
+            # scheduling directives (`directives=nki.compiler.no_reorder()`, official attention tutorial v10/v11;
+            # `precise_schedule=True`, nki-samples contributed/pipelined_attention, checked on hardware) only
+            # constrain the compiler's instruction order; they do not change results
             kwargs.pop("directives", None)
+            kwargs.pop("precise_schedule", None)
         if kwargs:
             extra = set(kwargs) - {"start", "stop", "step"}
             if extra:
