@@ -114,3 +114,16 @@ def test_an_estimate_without_checks_says_so(tmp_path):
     r = estimate(K.softmax_rows, (spec((512, 512)),), target="trn2")
     dom, _ = render(tmp_path, html_report(r))
     assert "The checks did not run with this estimate." in dom
+
+
+def test_a_profile_inside_a_checking_block_reports_its_findings_there_too(tmp_path, rng):
+    import numpy as np
+
+    import opennki.legacy as nki
+    import opennki.legacy.language as nl
+    from opennki.checks import checking
+
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    with checking() as found:          # what `opennki check` runs a script in
+        nki.profile(working_directory=str(tmp_path), save_trace_name="p.ntff")(_prefix_sum(nl.affine_range))(x)
+    assert [f.rule for f in found] == ["affine_loop_carried_raw"]
