@@ -593,5 +593,6 @@ def rand_get_state(dst, engine=engine.gpsimd, name=None):
 def topk(val_dst, idx_dst, src, n, sorted=False, name=None):  # noqa: A002 - NKI's parameter name
     """The k largest of each 16-partition group's n bf16 elements (snake layout) and their indices, written
     in snake layout (k = val_dst's free size); `sorted` (NKI 0.7) puts the largest first."""
+    added_in("0.6", "nisa.topk", current("nisa.topk").options)
     return _issue(_pool.Topk(val_dst=val_dst, idx_dst=idx_dst, src=src, n=n, sorted=bool(sorted), name=name),
                   "nisa.topk")
