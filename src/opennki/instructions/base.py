@@ -120,6 +120,12 @@ class Instruction:
     _key_fields: ClassVar[tuple] = ()
 
     @classmethod
+    def api_name(cls) -> str:
+        """The public function of this instruction in both generations' `nisa`: `nisa.<opcode>`, the name
+        errors and events give (a facade function issuing an instruction of another name passes its own)."""
+        return f"nisa.{cls.opcode}"
+
+    @classmethod
     def operand_fields(cls) -> tuple[dataclasses.Field, ...]:
         """The dataclass fields declared with `operand(...)` (tensor operands), in declaration order."""
         return cls._operand_field_list
@@ -208,6 +214,18 @@ class Instruction:
         return None
 
     # -- the rules -------------------------------------------------------------------------------------
+    @classmethod
+    def result(cls, **inputs) -> tuple[tuple[int, ...], DataType]:
+        """The shape and dtype of the tile this instruction writes, from its input operands and parameters
+        passed under their field names (`BnStats.result(data=t)`): what a functional API (the legacy
+        `nisa`) allocates for the result, an explicit `dtype=` replacing the dtype. The rule here: the shape
+        and dtype of the first read operand given; instructions whose result differs override it."""
+        for f in cls._operand_field_list:
+            t = inputs.get(f.name)
+            if f.metadata["access"] is AccessKind.READ and isinstance(t, TensorView):
+                return tuple(t.shape), t.dtype
+        raise TypeError(f"{cls.__name__}.result() needs a tensor input, got {sorted(inputs)}")
+
     def check_operands(self) -> None:
         """What every operand field holds, before `check` reads `.shape` / `.dtype` (check_operand_types)."""
         check_operand_types(self)

@@ -16,7 +16,7 @@ from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_on_chip, check_partitions,
                                        flat, instruction, operand)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
-from opennki.machine.dtypes import PACKED
+from opennki.machine.dtypes import PACKED, float32
 
 _FP32_LIKE = ("float32", "tfloat32")
 _FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
@@ -30,6 +30,11 @@ def _operand_values(m, view) -> tuple[np.ndarray, np.ndarray | None]:
         return x, None
     mk = flat(np.broadcast_to(mask, view.shape))
     return np.where(mk, x, np.float32(0)), mk
+
+
+def _double_row(perf_mode) -> bool:
+    """`perf_mode` selects double-row mode (`double_row`, the legacy `double_row_gen3`, or such a member)."""
+    return perf_mode is not None and str(getattr(perf_mode, "value", perf_mode)).startswith("double_row")
 
 
 @instruction
@@ -60,6 +65,16 @@ class NcMatmul(Instruction):
     tile_position: tuple = ()
     tile_size: tuple = ()
     perf_mode: object = None
+
+    @classmethod
+    def result(cls, *, stationary, moving, is_transpose=False, perf_mode=None):
+        """[M, N] fp32 for stationary [K, M] and moving [K, N] (double-row: [K, 2, M] / [K, 2, N]); in
+        transpose mode stationary.T, [M, K] of its dtype."""
+        halves = 2 if _double_row(perf_mode) else 1
+        rows = stationary.free_size // halves
+        if is_transpose:
+            return (rows, stationary.shape[0]), stationary.dtype
+        return (rows, moving.free_size // halves), float32
 
     def check(self, ctx) -> None:
         # every matmul of a kernel passes here: rules are tested before their messages are formatted
@@ -202,6 +217,11 @@ class NcTranspose(Instruction):
     dst: object = operand(WRITE)
     data: object = operand(READ)
     engine: object = None
+
+    @classmethod
+    def result(cls, *, data):
+        """[P, F] -> [F, P], `data`'s dtype."""
+        return (data.free_size, data.shape[0]), data.dtype
 
     @property
     def executor(self) -> Engine:
