@@ -49,9 +49,25 @@ def user_location(depth: int = 1) -> SourceLocation | None:
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(PACKAGE_DIR):
-            return SourceLocation(filename, frame.f_lineno, frame.f_code.co_name)
+            return location_of(frame)
         frame = frame.f_back
     return None
+
+
+def location_of(frame) -> SourceLocation:
+    """The line `frame` is running, as a SourceLocation. Locations are immutable values, so the one of each
+    line is made once and shared (a kernel loop issues from the same lines over and over)."""
+    code = frame.f_code
+    key = (code, frame.f_lineno)
+    location = _LOCATIONS.get(key)
+    if location is None:
+        if len(_LOCATIONS) >= 65536:
+            _LOCATIONS.clear()
+        location = _LOCATIONS[key] = SourceLocation(code.co_filename, key[1], code.co_name)
+    return location
+
+
+_LOCATIONS: dict = {}       # (code object, line) -> its SourceLocation (location_of)
 
 
 class OpenNKIError(Exception):
@@ -97,15 +113,21 @@ class OpenNKIError(Exception):
 # hold on opennki: the legacy docs name ValueError / TypeError, and the new generation's simulator checks
 # hardware constraints with `assert` (spec/language.md §8.10), hence AssertionError too.
 
-class ShapeError(OpenNKIError, ValueError, AssertionError):
+class NkiValidationError(OpenNKIError, AssertionError):
+    """A hardware constraint was violated: `nki.isa.NkiValidationError` (NKI 0.3+, "Raised when hardware
+    constraints are violated"), the base of the shape, dtype and memory-kind errors below, so
+    `except nisa.NkiValidationError` catches what NKI's checks reject."""
+
+
+class ShapeError(NkiValidationError, ValueError):
     """A shape, rank, partition-count or tile-size rule was broken."""
 
 
-class DtypeError(OpenNKIError, TypeError, AssertionError):
+class DtypeError(NkiValidationError, TypeError):
     """An operand has a data type the instruction does not accept."""
 
 
-class MemoryKindError(OpenNKIError, ValueError, AssertionError):
+class MemoryKindError(NkiValidationError, ValueError):
     """An operand lives in a memory (HBM / SBUF / PSUM) the instruction cannot access."""
 
 

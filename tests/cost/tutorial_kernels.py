@@ -207,29 +207,76 @@ def mamba_v2(delta, u, A, B, C):
     return out
 
 
+def mamba_v3(delta, u, A, B, C, seq_tile=512):
+    """v3: v2 with the sequence tiled (the tutorial's "mitigate spilling by tiling seq_len", seq_len as the
+    inner-most loop): every per-state intermediate is [P, seq_tile] instead of [P, L], so a long sequence no
+    longer spills them out of SBUF; the scan carries its last column into the next tile as `initial`."""
+    batch, channels, L = delta.shape
+    states = A.shape[1]
+    P = 128
+    out = nl.ndarray((batch, channels, L), dtype=delta.dtype, buffer=nl.shared_hbm)
+    for b in nl.affine_range(batch):
+        for c in nl.affine_range(channels // P):
+            delta_i = nl.load(delta[b, c * P:(c + 1) * P, :])
+            u_i = nl.load(u[b, c * P:(c + 1) * P, :])
+            delta_u = nl.multiply(delta_i, u_i)
+            acc = nl.zeros((nl.par_dim(P), L), dtype=delta.dtype, buffer=nl.sbuf)
+            for s in nl.sequential_range(states):
+                a_col = nl.load(A[c * P:(c + 1) * P, s:s + 1])
+                carry = nl.zeros((nl.par_dim(P), 1), dtype=delta.dtype, buffer=nl.sbuf)
+                for t in nl.static_range(L // seq_tile):
+                    cols = slice(t * seq_tile, (t + 1) * seq_tile)
+                    B_i = nl.load(B[b, s:s + 1, cols])
+                    C_i = nl.load(C[b, s:s + 1, cols])
+                    decay = nisa.activation(op=np.exp, data=delta_i[:, cols], scale=a_col)
+                    drive = nl.multiply(delta_u[:, cols], B_i.broadcast_to((P, seq_tile)))
+                    h = nisa.tensor_tensor_scan(decay, drive, initial=carry, op0=np.multiply, op1=np.add)
+                    acc[:, cols] = nl.add(acc[:, cols], nl.multiply(h, C_i.broadcast_to((P, seq_tile))))
+                    carry = h[:, seq_tile - 1:seq_tile]
+            nl.store(out[b, c * P:(c + 1) * P, :], value=acc)
+    return out
+
+
 MAMBA_STEPS = (mamba_v1, mamba_v2)
 
 
 # -- attention forward: out[S, d] = softmax(q.T @ k) @ v.T for q, k, v of [d, S] ------------------------------
 
-def _attention(q, k, v, *, normalise_scores: bool):
+def _attention(q, k, v, *, normalise_scores: bool, fused_exp: bool, downcast: bool):
+    """One attention step of the tutorial's sequence, by which of its changes are made:
+    normalise_scores: divide every [128, S] score row (else the [128, d] output, "softmax division delay");
+    fused_exp: subtract the row max, exponentiate and sum in one ScalarE activation_reduce ("instruction
+    combination on ScalarE"; else a VectorE subtract, an activation and a VectorE sum);
+    downcast: the exponentials come out in the input dtype, so the transposes move bf16 ("downcast scores
+    before transpose"; else fp32 transposes, cast after)."""
     d, S = q.shape
     T = 128
+    probs_dtype = q.dtype if downcast else np.float32
     out = nl.ndarray((S, d), dtype=q.dtype, buffer=nl.shared_hbm)
+    q_sb, k_sb = nl.load(q), nl.load(k)                 # loaded once, as from the tutorial's loop fusion on
+    v_t = nl.ndarray((S // T, nl.par_dim(T), d), dtype=q.dtype, buffer=nl.sbuf)
+    for j in nl.affine_range(S // T):                    # v transposed once, on the Tensor Engine
+        v_t[j] = nl.copy(nisa.nc_transpose(nl.load(v[:, j * T:(j + 1) * T])), dtype=q.dtype)
     for i in nl.affine_range(S // T):
-        q_t = nl.load(q[:, i * T:(i + 1) * T])
         scores = nl.ndarray((nl.par_dim(T), S), dtype=np.float32, buffer=nl.sbuf)
         for j in nl.affine_range(S // T):
-            scores[:, j * T:(j + 1) * T] = nl.copy(nisa.nc_matmul(q_t, nl.load(k[:, j * T:(j + 1) * T])))
-        neg_max = nl.multiply(nl.max(scores, axis=[1]), -1.0)
-        probs = nisa.activation(op=np.exp, data=scores, bias=neg_max, dtype=q.dtype)
-        inv_sum = nl.reciprocal(nl.sum(probs, axis=[1], dtype=np.float32))
+            scores[:, j * T:(j + 1) * T] = nl.copy(nisa.nc_matmul(q_sb[:, i * T:(i + 1) * T],
+                                                                  k_sb[:, j * T:(j + 1) * T]))
+        row_max = nl.max(scores, axis=[1])
+        if fused_exp:
+            row_sum = nl.ndarray((nl.par_dim(T), 1), dtype=np.float32, buffer=nl.sbuf)
+            probs = nisa.activation_reduce(op=np.exp, data=scores, bias=nl.multiply(row_max, -1.0),
+                                           reduce_op=np.add, reduce_res=row_sum, dtype=probs_dtype)
+        else:
+            probs = nisa.activation(op=np.exp, data=nl.subtract(scores, row_max), dtype=probs_dtype)
+            row_sum = nl.sum(probs, axis=[1], dtype=np.float32)
+        inv_sum = nl.reciprocal(row_sum)
         if normalise_scores:
-            probs = nl.multiply(probs, inv_sum, dtype=q.dtype)
+            probs = nl.multiply(probs, inv_sum, dtype=probs_dtype)
         acc = nl.zeros((T, d), dtype=np.float32, buffer=nl.psum)
         for j in nl.affine_range(S // T):
             p_t = nl.copy(nisa.nc_transpose(probs[:, j * T:(j + 1) * T]), dtype=q.dtype)
-            acc += nisa.nc_matmul(p_t, nl.load_transpose2d(v[:, j * T:(j + 1) * T]))
+            acc += nisa.nc_matmul(p_t, v_t[j])
         res = nl.copy(acc, dtype=q.dtype) if normalise_scores else nl.multiply(acc, inv_sum, dtype=q.dtype)
         nl.store(out[i * T:(i + 1) * T, :], value=res)
     return out
@@ -237,12 +284,22 @@ def _attention(q, k, v, *, normalise_scores: bool):
 
 def attention_divide_scores(q, k, v):
     """Softmax normalised before the PV matmul: a divide over every [128, S] score row."""
-    return _attention(q, k, v, normalise_scores=True)
+    return _attention(q, k, v, normalise_scores=True, fused_exp=False, downcast=False)
 
 
 def attention_divide_output(q, k, v):
     """The tutorial's "softmax division delay": normalise the [128, d] output after the PV matmul instead."""
-    return _attention(q, k, v, normalise_scores=False)
+    return _attention(q, k, v, normalise_scores=False, fused_exp=False, downcast=False)
 
 
-ATTENTION_STEPS = (attention_divide_scores, attention_divide_output)
+def attention_fused_exp(q, k, v):
+    """The tutorial's "instruction combination on ScalarE": bias, exp and row sum in one activation_reduce."""
+    return _attention(q, k, v, normalise_scores=False, fused_exp=True, downcast=False)
+
+
+def attention_downcast(q, k, v):
+    """The tutorial's "downcast scores before transpose": the exponentials in bf16, transposed in bf16."""
+    return _attention(q, k, v, normalise_scores=False, fused_exp=True, downcast=True)
+
+
+ATTENTION_STEPS = (attention_divide_scores, attention_divide_output, attention_fused_exp, attention_downcast)

@@ -1,6 +1,7 @@
 """Legacy-generation idioms the SDK's own tests rely on (written here as our own kernels): an on-chip tensor
 returned from a simulated kernel, `tensor_scalar_cumulative` / `reduce_cmd.load_reduce` in the legacy
-namespace, and `if param:` as the presence test of an optional tensor parameter."""
+namespace, `if param:` as the presence test of an optional tensor parameter, and Python `and` / `or` between
+masks (the SDK's nc_match_replace8 mask example)."""
 
 import numpy as np
 import pytest
@@ -79,3 +80,51 @@ def test_nt_scalar_reads_a_run_time_trip_count(rng):
         np.testing.assert_allclose(nki.simulate_kernel(counted_doubling, x, np.array([[k]], np.int32)), x * 2 ** k)
     with raises_at(KernelError, match="one-element"):
         nki.simulate_kernel(lambda x: [nt.scalar(nl.load(x)) for _ in (0,)] and x, x)
+
+
+def _masked_copies(a, b):
+    """Copies of `a` through masks joined by Python operators (each line says what Python makes of it)."""
+    out = nl.ndarray((3, 16, 32), dtype=a.dtype, buffer=nl.shared_hbm)
+    ix, iy = nl.mgrid[0:16, 0:32]
+    for k in range(3):
+        t = nl.full((16, 32), -1.0, dtype=a.dtype)
+        if k == 0:
+            t[ix, iy] = nl.load(a[ix, iy], mask=(ix < b and iy < 20))        # `and`: iy < 20 only
+        elif k == 1:
+            t[ix, iy] = nl.load(a[ix, iy], mask=(iy < 20 or ix < b))         # `or`: iy < 20 only
+        else:
+            t[ix, iy] = nl.load(a[ix, iy], mask=(4 <= iy < 20))              # chained: iy < 20 only
+        nl.store(out[k, ix, iy], t)
+    return out
+
+
+def test_python_and_or_between_masks_keep_one_mask_with_a_warning(rng):
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+    with pytest.warns(UserWarning, match="between masks is not a mask operator") as record:
+        out = nki.simulate_kernel(_masked_copies, a, 8)
+    ref = np.where(np.arange(32)[None, :] < 20, a, -1.0)
+    for k in range(3):
+        np.testing.assert_array_equal(out[k], ref)
+    first = _masked_copies.__code__.co_firstlineno
+    assert [(w.filename, w.lineno) for w in record] == [(__file__, first + 7), (__file__, first + 9),
+                                                        (__file__, first + 11)]
+    assert "keeps the right-hand mask" in str(record[0].message) and "join masks with &" in str(record[0].message)
+    assert "keeps the left-hand mask" in str(record[1].message) and "join masks with |" in str(record[1].message)
+
+
+def test_other_truth_tests_of_a_mask_stay_errors(rng):
+    a = rng.standard_normal((16, 32)).astype(np.float32)
+
+    def branches_on_a_mask(a):
+        ix, iy = nl.mgrid[0:16, 0:32]
+        if ix < 8:                                    # <- control flow on a mask
+            pass
+        return a
+
+    def negates_a_mask(a):
+        ix, iy = nl.mgrid[0:16, 0:32]
+        t = nl.load(a[ix, iy], mask=not (ix < 8))     # <- `not` on a mask
+        return a
+    for kernel, line in ((branches_on_a_mask, "if ix < 8"), (negates_a_mask, "mask=not (ix < 8)")):
+        with raises_at(KernelError, code="err_ambiguous_tensor_truth_value", line=line):
+            nki.simulate_kernel(kernel, a)

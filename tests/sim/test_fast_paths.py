@@ -226,3 +226,75 @@ def test_without_a_listener_no_event_is_built_and_none_is_kept(rng, monkeypatch)
     recorder = Recorder()
     run_kernel(kernel, (a,), listeners=(recorder,))
     assert len(built) == 7 == len(recorder.of_type(InstructionExecuted))     # a listener gets every one
+
+
+def _lean_path_kernel(a, w, b):
+    """Legacy kernel over the lean issue path: immediates of tensor_scalar and activation, a constant
+    `mask=True` (as causal kernels compute it), retargeted results, and accumulating matmuls."""
+    import opennki.legacy.isa as nisa
+    import opennki.legacy.language as nl
+
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    out2 = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    full = 3 * 128 >= 2 * 128                   # a Python bool, True
+    x = nl.load(a)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    t[...] = nl.add(x, 0.1)
+    t[...] = nl.subtract(1.7, t, mask=full)
+    t[...] = nl.multiply(t, 3)
+    t[...] = nl.maximum(t, -0.5, mask=full)
+    t[...] = nl.divide(t, 1.3)
+    g = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    g[...] = nl.greater(t, 0.25, dtype=nl.float32)
+    u = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+    u[...] = nisa.activation(op=nl.exp, data=x, scale=0.5, bias=0.25, mask=full, dtype=nl.bfloat16)
+    u[...] = nisa.tensor_scalar(u, np.multiply, 1.5, op1=np.add, operand1=-0.75, mask=full)
+    acc = nl.zeros((128, 64), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(2):
+        lhs = nl.load(w[k * 128:(k + 1) * 128, :])
+        rhs = nl.load(b[k * 128:(k + 1) * 128, :])
+        acc += nisa.nc_matmul(lhs, rhs, mask=full)
+    s = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    s[...] = nl.copy(acc, mask=full)
+    s[...] = nl.add(s, g, mask=full)
+    nl.store(out, value=s, mask=full)
+    nl.store(out2, value=u)
+    out3 = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out3, value=t)
+    return out, out2, out3
+
+
+def test_the_lean_issue_path_gives_the_plain_path_values(rng, monkeypatch):
+    import opennki.legacy as nki
+    from opennki.instructions import base, scalar, vector
+    from opennki.instructions.base import Instruction
+
+    a = rand(rng, 128, 64)
+    w, b = rand(rng, 256, 128), rand(rng, 256, 64)
+    lean = nki.jit(_lean_path_kernel)(a, w, b)
+    # the plain path: immediates as [P, 1] columns, the constant mask kept as an element mask
+    for module in (vector, scalar):
+        monkeypatch.setattr(module, "operand_f32", base.column)
+    monkeypatch.setattr(Instruction, "runnable", lambda self: self)
+    plain = nki.jit(_lean_path_kernel)(a, w, b)
+    for got, want in zip(lean, plain):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    t = np.maximum((np.float32(1.7) - (a + np.float32(0.1))) * np.float32(3), np.float32(-0.5)) / np.float32(1.3)
+    np.testing.assert_array_equal(lean[2], t)
+    np.testing.assert_allclose(lean[0], w.T.astype(np.float64) @ b + (t > 0.25), rtol=1e-4, atol=1e-3)
+    u = (np.exp(a.astype(np.float64) * 0.5 + 0.25) * 1.5 - 0.75)
+    np.testing.assert_allclose(lean[1].astype(np.float64), u, rtol=2e-2, atol=2e-2)
+
+
+def test_a_constant_true_mask_runs_unmasked_and_others_keep_their_mask():
+    view = _root(MemoryRegion.sbuf, (4, 8))
+    for mask in (True, np.bool_(True)):
+        instr = TensorScalar(dst=view, data=view, op0="add", operand0=1.0, mask=mask)
+        instr.operands()
+        run_as = instr.runnable()
+        assert run_as is not instr and run_as.mask is None and run_as.operands() == instr.operands()
+        assert instr.mask is mask                 # the event and the checks still see the kernel's mask
+    for mask in (None, False, np.bool_(False), np.ones((4, 8), bool)):
+        instr = TensorScalar(dst=view, data=view, op0="add", operand0=1.0, mask=mask)
+        assert instr.runnable() is instr

@@ -108,6 +108,7 @@ class Capabilities:
     dma_transpose_on_pe: bool = _since(3, "NKI_DMA_TRANSPOSE_AS_PE_TRANSPOSE reserves PSUM bank 7 for it")
     range_select: bool = _since(3, "the range_select instruction")
     nonzero_with_count: bool = _since(3, "the nonzero_with_count instruction")
+    topk: bool = _since(3, "the topk instruction")
     gpsimd_rng: bool = _since(3, "rng on the GpSimd engine")
     activate2: bool = _since(4, "the activate2 instruction")
     exponential: bool = _since(4, "the exponential instruction")

@@ -20,7 +20,7 @@ TRN2 = HwConfig(
                               activation_reciprocal_bias=True, scalar_engine_raw_copy=True,
                               double_row_matmul=True, pe_tile_32=True, pe_transpose_moves_bits=True,
                               dma_transpose_path=True, dma_transpose_on_pe=True, range_select=True,
-                              nonzero_with_count=True, gpsimd_rng=True),
+                              nonzero_with_count=True, topk=True, gpsimd_rng=True),
     cost=CostParams(
         tensor=TensorEngineCost(
             clock_ghz=2.4,                  # hardware.md §3 (v3 PE 2.4 GHz); 2*128^2*2.4 = 78.6 TFLOPS bf16

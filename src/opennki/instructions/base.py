@@ -48,6 +48,7 @@ def instruction(cls):
     cls._param_fields = tuple(f.name for f in dataclasses.fields(cls)
                               if "access" not in f.metadata and f.name not in ("mask", "name"))
     cls._field_names = frozenset(f.name for f in dataclasses.fields(cls))
+    cls._operand_names = frozenset(f.name for f in cls._operand_field_list)
     cls._key_fields = tuple(f.name for f in cls._operand_field_list) + cls._param_fields
     cls.__init__ = _dict_init(cls)
     if cls.opcode in REGISTRY:
@@ -117,6 +118,7 @@ class Instruction:
     _operand_fields: ClassVar[tuple] = ()
     _param_fields: ClassVar[tuple] = ()
     _field_names: ClassVar[frozenset] = frozenset()
+    _operand_names: ClassVar[frozenset] = frozenset()
     _key_fields: ClassVar[tuple] = ()
 
     @classmethod
@@ -153,8 +155,8 @@ class Instruction:
     def replace(self, **changes) -> "Instruction":
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
         generated __init__ has already set, so they are taken over as they are instead of running it again
-        (retargeting a deferred result does this for most legacy instructions); the operand and signature caches
-        are dropped."""
+        (retargeting a deferred result does this for most legacy instructions); the signature cache is dropped,
+        and so is the operand cache if an operand field changes."""
         if hasattr(self, "__post_init__"):       # a class that derives state on construction: the slow way
             return dataclasses.replace(self, **changes)
         unknown = changes.keys() - self._field_names
@@ -163,10 +165,20 @@ class Instruction:
         new = object.__new__(type(self))
         state = new.__dict__
         state.update(self.__dict__)
-        state.pop("_operands", None)
+        if "_operands" in state and any(name in self._operand_names for name in changes):
+            del state["_operands"]
         state.pop("_signature", None)
         state.update(changes)
         return new
+
+    def runnable(self) -> "Instruction":
+        """The instruction to run: itself, or for a constant `mask=True` (every element active; legacy kernels
+        compute `mask=` as a comparison of loop indices, `i * 128 >= j * 512`) a copy without the mask, which
+        writes the same values through the unmasked paths (in-place accumulation, plain writes)."""
+        mask = self.mask
+        if mask is True or (type(mask) is np.bool_ and mask):
+            return self.replace(mask=None)
+        return self
 
     def signature(self):
         """A hashable key of everything `check` reads (module docstring), or None when the instruction has a
@@ -226,9 +238,10 @@ class Instruction:
                 return tuple(t.shape), t.dtype
         raise TypeError(f"{cls.__name__}.result() needs a tensor input, got {sorted(inputs)}")
 
-    def check_operands(self) -> None:
-        """What every operand field holds, before `check` reads `.shape` / `.dtype` (check_operand_types)."""
-        check_operand_types(self)
+    def check_operands(self, fields=None) -> None:
+        """What every operand field (or each of `fields`) holds, before `check` reads `.shape` / `.dtype`
+        (check_operand_types)."""
+        check_operand_types(self, fields)
 
     def check(self, ctx) -> None:
         raise NotImplementedError
@@ -325,13 +338,18 @@ def describe(value) -> str:
     return type(value).__name__
 
 
-def check_operand_types(instr) -> None:
+def check_operand_types(instr, fields=None) -> None:
     """The operand fields hold what they are declared to hold (`operand(...)`): a tensor, a tuple of them
     (`srcs`), None where optional, a scalar where `immediate`; the mask is a predicate (`nl.arange`
     comparisons, a bool) that fits an operand; no operand writes a read-only kernel argument. Runs before
     `check`, which may then use `.shape` / `.dtype` freely. Every instruction of both generations passes
-    through here (Program issue path), so no instruction repeats these rules."""
+    through here (Program issue path), so no instruction repeats these rules.
+
+    `fields`: only these operand fields (a retargeted instruction, whose other fields and mask passed when it
+    was deferred: its result moves to a destination of the same shape, so the mask still fits)."""
     for f in instr._operand_field_list:
+        if fields is not None and f.name not in fields:
+            continue
         value = getattr(instr, f.name)
         if isinstance(value, TensorView):
             if f.metadata["access"] is not AccessKind.READ:
@@ -350,7 +368,7 @@ def check_operand_types(instr) -> None:
         raise DtypeError(f"operand '{f.name}' must be {wanted}", expected=wanted, got=describe(value),
                          code="err_invalid_operand_type")
     mask = instr.mask
-    if mask is not None:
+    if mask is not None and fields is None:
         check_mask(mask, [v for _, v, _ in instr.operands()])
 
 
@@ -491,6 +509,14 @@ def column(m, x, P: int) -> np.ndarray:
     if is_tensor(x):
         return m.read_f32(x).reshape(P, -1)[:, :1]
     return np.full((P, 1), x, np.float32)
+
+
+def operand_f32(m, x, P: int):
+    """`column` for an element-wise operand: an immediate stays an fp32 NumPy scalar, which broadcasts to the
+    same fp32 values as the [P, 1] column (NumPy broadcasts a scalar several times faster)."""
+    if is_tensor(x):
+        return m.read_f32(x).reshape(P, -1)[:, :1]
+    return np.float32(x)
 
 
 def flat(a: np.ndarray) -> np.ndarray:

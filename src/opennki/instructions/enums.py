@@ -55,6 +55,19 @@ class matmul_perf_mode(enum.Enum):
     double_row = "double_row"
 
 
+class dma_engine(enum.Enum):
+    """`nisa.dma_engine` (NKI 0.3+): which DMA hardware a `sendrecv` uses: `dma`, the shared DMA rings (any
+    engine triggers them), or `gpsimd_dma`, GpSimd's internal DMA for low-latency SBUF-to-SBUF swaps in LNC=2."""
+
+    dma = 1
+    gpsimd_dma = 2
+
+
+def dma_engine_of(value) -> str:
+    """The name of a `dma_engine` member (its spelling as a string is accepted too)."""
+    return value.name if isinstance(value, dma_engine) else value
+
+
 class nc_version(enum.IntEnum):
     """`nisa.nc_version`: NeuronCore generation of the target."""
 

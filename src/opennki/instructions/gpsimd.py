@@ -375,3 +375,90 @@ class NonzeroWithCount(Instruction):
             rows[p] = True
         written = np.broadcast_to(rows.reshape((P,) + (1,) * (self.dst.ndim - 1)), self.dst.shape)
         m.write(self.dst, out.reshape(self.dst.shape), written)
+
+
+_TOPK_GROUP = 16
+
+
+def topk_snake(src: np.ndarray, n: int) -> np.ndarray:
+    """[groups, n] fp32: each 16-partition group's first n elements in snake order (element e of a group at
+    partition e % 16, free position e // 16)."""
+    P = src.shape[0]
+    groups = src.reshape(P // _TOPK_GROUP, _TOPK_GROUP, -1)          # [g, partition in group, position]
+    return np.swapaxes(groups, 1, 2).reshape(P // _TOPK_GROUP, -1)[:, :n].astype(np.float32)
+
+
+@instruction
+class Topk(Instruction):
+    """The k largest values of each 16-partition group of src and their indices (NKI 0.6: SDK 2.32; the
+    semantics of the NKI 0.7 / SDK 2.33 page, the newest, which makes the 2.32 text precise).
+
+    Each group of 16 partitions holds one problem: its element e is src[g + e % 16, e // 16], for e < n
+    (storage past n is ignored). k is val_dst's free size. Result j of a group is written in the same snake
+    layout, at partition g + j % 16, free position j // 16: val_dst (bf16) the value, idx_dst (uint32) its
+    index in the group's snake. Only the first ceil(k / 16) free positions are written (the rest of val_dst /
+    idx_dst keeps its contents); the hardware writes a position across all 16 partitions, and the page's
+    sentence on the partitions past k in the last position is cut in the stored copy [GAP]: opennki writes
+    them with the next results in rank order (j < n), and -inf / 0xFFFFFFFF past n.
+
+    Order [GAP: decision]: `sorted=True` gives the largest first (descending); `sorted=False` (the default;
+    "order unspecified") gives them ascending, the order NKI 0.6's page documents. Ties keep snake order
+    (the lower index ranks first); NaN ranks below every number. src bf16, outputs SBUF, P a multiple of 16,
+    8 <= n < 65536, 1 <= k < 32768, k <= n, src free size >= ceil(n / 16)."""
+
+    opcode = "topk"
+    default_engine = Engine.GPSIMD
+
+    val_dst: object = operand(WRITE)
+    idx_dst: object = operand(WRITE)
+    src: object = operand(READ)
+    n: int = 8
+    sorted: bool = False
+
+    def check(self, ctx) -> None:
+        require(ctx, "topk", "topk")
+        for role, t in (("val_dst", self.val_dst), ("idx_dst", self.idx_dst), ("src", self.src)):
+            check_sbuf(t, role)
+            check_partitions(t, role, ctx.hw)
+        check_same_partitions(self.val_dst, self.src, "val_dst", "src")
+        check_same_partitions(self.idx_dst, self.src, "idx_dst", "src")
+        check_dtype(self.src, "src", ("bfloat16",))
+        check_dtype(self.val_dst, "val_dst", ("bfloat16",))
+        check_dtype(self.idx_dst, "idx_dst", ("uint32",))
+        P, n, k = self.src.shape[0], self.n, self.val_dst.free_size
+        expect(P % _TOPK_GROUP == 0, "topk needs a partition count that is a multiple of 16", got=P)
+        expect(isinstance(n, (int, np.integer)) and 8 <= n < 65536, "topk needs 8 <= n < 65536", got=n,
+               error=KernelError)
+        expect(1 <= k < 32768 and k <= n, "topk's k (val_dst's free size) must satisfy 1 <= k < 32768 and k <= n",
+               expected=f"[1, {min(n, 32767)}]", got=k)
+        expect(self.idx_dst.free_size == k, "idx_dst has val_dst's shape [P, k]", expected=k,
+               got=self.idx_dst.free_size)
+        expect(self.src.free_size >= -(-n // _TOPK_GROUP), "topk's src needs ceil(n / 16) free elements",
+               expected=f">= {-(-n // _TOPK_GROUP)}", got=self.src.free_size)
+
+    def run(self, m) -> None:
+        n, k = int(self.n), self.val_dst.free_size
+        seq = topk_snake(flat(m.read(self.src)), n)                 # [groups, n]
+        key = np.where(np.isnan(seq), -np.inf, seq)
+        order = np.argsort(-key, axis=1, kind="stable")             # descending, ties in snake order
+        slots = -(-k // _TOPK_GROUP) * _TOPK_GROUP                  # whole written positions
+        rank = np.arange(slots)
+        if not self.sorted:                                          # the k results ascending, then the rest
+            rank = np.where(rank < k, k - 1 - rank, rank)
+        valid = rank < n
+        idx = np.take_along_axis(order, np.minimum(rank, n - 1)[None, :].repeat(seq.shape[0], 0), axis=1)
+        vals = np.take_along_axis(seq, idx, axis=1)
+        vals = np.where(valid, vals, -np.inf)
+        idx = np.where(valid, idx, 0xFFFFFFFF)
+        P, F = self.src.shape[0], k
+        positions = slots // _TOPK_GROUP
+        out_v = np.zeros((P, F), np.float32)
+        out_i = np.zeros((P, F), np.int64)
+        for snake, out in ((vals, out_v), (idx, out_i)):           # result j -> (g + j % 16, j // 16)
+            placed = snake.reshape(-1, positions, _TOPK_GROUP).swapaxes(1, 2).reshape(P, positions)
+            out[:, :positions] = placed
+        written = np.zeros((P, F), bool)
+        written[:, :positions] = True
+        m.write(self.val_dst, out_v.reshape(self.val_dst.shape), written.reshape(self.val_dst.shape))
+        m.write(self.idx_dst, out_i.astype(np.uint32).reshape(self.idx_dst.shape),
+                written.reshape(self.idx_dst.shape), raw=True)

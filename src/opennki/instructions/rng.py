@@ -5,11 +5,16 @@ after) and their bit streams are not documented, so opennki models them statisti
 deterministic generator per program: `Machine.rng` (a NumPy PCG64 generator seeded from
 `SimOptions.seed`). `set_rng_seed` re-seeds it, so the same seed reproduces the same `rng`, `rand2` and
 `dropout` values, on every engine (on hardware `nl.random_seed` may seed a different engine than the one
-`rand` uses; opennki keeps one stream). `rand_get_state` / `rand_set_state` are not provided: without the
-real XORWOW layout a state read back would be meaningless.
+`rand` uses; opennki keeps one stream). `rand_get_state` / `rand_set_state` move that stream's state in the
+documented shape (per lane, 6 uint32 words for GpSimd's XORWOW generator, 24 for the Vector Engine's four);
+the words themselves are opennki's (the real XORWOW state is not reproduced), but what the instructions promise
+holds: a state read back and set again continues the stream exactly where it was read, and the same state
+words always give the same random values.
 """
 
 from __future__ import annotations
+
+import weakref
 
 import numpy as np
 
@@ -161,3 +166,90 @@ class SetRngSeed(Instruction):
             seed = int(self.src_seeds)
         reseed(m, seed)
 
+
+
+# -- generator state (rand_get_state / rand_set_state) ---------------------------------------------------------
+
+STATE_WORDS = {Engine.GPSIMD: 6, Engine.VECTOR: 24}     # uint32 words per lane: one XORWOW state / four
+_READ_BACK: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()   # machine -> {state words: stream state}
+
+
+def _check_state_tile(ctx, t, role: str, engine: Engine, psum_ok: bool) -> None:
+    check_on_chip(t, role)
+    check_partitions(t, role, ctx.hw)
+    expect(t.dtype.name == "uint32", f"'{role}' holds the generator state as uint32 words", got=t.dtype,
+           error=DtypeError)
+    words = STATE_WORDS[engine]
+    expect(t.free_size == words, f"a {engine.name.lower()} generator state is {words} words per lane",
+           expected=words, got=t.free_size)
+    if not (psum_ok and engine is Engine.VECTOR):
+        from opennki.instructions.gpsimd import check_sbuf
+        check_sbuf(t, role)
+
+
+def _state_engine(ctx, value, opcode: str) -> Engine:
+    ex = chosen_engine(value, Engine.GPSIMD)
+    check_engine(ex, (Engine.GPSIMD, Engine.VECTOR), opcode)
+    if ex is Engine.GPSIMD:
+        require(ctx, "gpsimd_rng", f"{opcode} on the GpSimd engine")
+    else:
+        require(ctx, "rand2", f"{opcode} on the Vector Engine (its XORWOW generators)")
+    return ex
+
+
+@instruction
+class RandGetState(Instruction):
+    """dst [P, words] uint32 = the random generator's state, per lane (6 words on GpSimd, 24 on the Vector
+    Engine; see the module docstring). Reading the state does not advance the stream. dst in SBUF (PSUM too
+    for the Vector Engine on NeuronCore-v4); GpSimd NeuronCore-v3+, Vector NeuronCore-v4+."""
+
+    opcode = "rand_get_state"
+    default_engine = Engine.GPSIMD
+
+    dst: object = operand(WRITE)
+    engine: object = None
+
+    @property
+    def executor(self) -> Engine:
+        return chosen_engine(self.engine, Engine.GPSIMD)
+
+    def check(self, ctx) -> None:
+        _check_state_tile(ctx, self.dst, "dst", _state_engine(ctx, self.engine, self.opcode), psum_ok=True)
+
+    def run(self, m) -> None:
+        state = m.rng.bit_generator.state
+        seed = [int(state["state"]["state"]) >> s & 0xFFFFFFFF for s in range(0, 128, 32)]
+        words = np.random.SeedSequence(seed).generate_state(self.dst.size, dtype=np.uint32)
+        words = words.reshape(self.dst.shape)
+        _READ_BACK.setdefault(m, {})[words.tobytes()] = state
+        m.write(self.dst, words, raw=True)
+
+
+@instruction
+class RandSetState(Instruction):
+    """Set the random generator's state from src_seeds [P, words] uint32 (SBUF; 6 words per lane on GpSimd,
+    24 on the Vector Engine). Words a `rand_get_state` read continue the stream from where it was read; any
+    other words seed it deterministically (the same words, the same random values)."""
+
+    opcode = "rand_set_state"
+    default_engine = Engine.GPSIMD
+
+    src_seeds: object = operand(READ)
+    engine: object = None
+
+    @property
+    def executor(self) -> Engine:
+        return chosen_engine(self.engine, Engine.GPSIMD)
+
+    def check(self, ctx) -> None:
+        _check_state_tile(ctx, self.src_seeds, "src_seeds", _state_engine(ctx, self.engine, self.opcode),
+                          psum_ok=False)
+
+    def run(self, m) -> None:
+        words = np.ascontiguousarray(m.read(self.src_seeds)).view(np.uint32).reshape(self.src_seeds.shape)
+        state = _READ_BACK.get(m, {}).get(words.tobytes())
+        if state is not None:
+            m.rng = np.random.Generator(np.random.PCG64())
+            m.rng.bit_generator.state = state
+        else:
+            m.rng = np.random.default_rng(np.random.SeedSequence(words.reshape(-1).tolist()))

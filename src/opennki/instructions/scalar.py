@@ -16,7 +16,7 @@ from opennki.events import Engine
 from opennki.instructions import accumulators as acc
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, require,
                                        check_on_chip, check_same_partitions, column, instruction, is_tensor, operand,
-                                       read_operand)
+                                       operand_f32, read_operand)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.ops import activation_fn, alu, evaluate
@@ -115,9 +115,9 @@ class Activation(Instruction):
         x = read_operand(m, self.data, self.dst, self.mask)
         pre = x
         if self.scale is not None and not (not is_tensor(self.scale) and self.scale == 1.0):
-            pre = pre * column(m, self.scale, P)
+            pre = pre * operand_f32(m, self.scale, P)
         if self.bias is not None:
-            pre = pre + column(m, self.bias, P)
+            pre = pre + operand_f32(m, self.bias, P)
         y = evaluate(activation_fn(self.op), pre)
         cmd = acc.check_reduce_cmd(self.reduce_cmd, self.allowed_cmds, self.opcode)
         active = Machine.effective_mask(self.dst, self.mask)

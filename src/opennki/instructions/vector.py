@@ -17,7 +17,7 @@ from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
                                        check_on_chip, check_partitions, check_same_free, check_same_partitions,
-                                       column, flat, instruction, is_tensor, operand, read_operand)
+                                       flat, instruction, is_tensor, operand, operand_f32, read_operand)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
@@ -230,9 +230,9 @@ class TensorScalar(Instruction):
                 t = apply(op1, t, col(self.operand1) if op1.arity == 2 else None, self.reverse1)
         else:
             x = read_operand(m, self.data, self.dst, self.mask)
-            t = apply(op0, x, column(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
+            t = apply(op0, x, operand_f32(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
             if op1 is not None:
-                t = apply(op1, t, column(m, self.operand1, P) if op1.arity == 2 else None, self.reverse1)
+                t = apply(op1, t, operand_f32(m, self.operand1, P) if op1.arity == 2 else None, self.reverse1)
         m.write(self.dst, np.asarray(t).reshape(self.dst.shape), self.mask)
 
 

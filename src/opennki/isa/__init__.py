@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from opennki.errors import DtypeError, KernelError
+from opennki.errors import DtypeError, KernelError, NkiValidationError  # noqa: F401 (nki.isa.NkiValidationError)
 from opennki._src.constants import target_nc_version
 from opennki.instructions import dma as _dma
 from opennki.instructions import gpsimd as _pool
@@ -25,8 +25,8 @@ from opennki.instructions import vector as _dve
 from opennki.instructions import vector_accumulate as _acc
 from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
-from opennki.instructions.enums import (dge_mode, engine, matmul_perf_mode, nc_version, oob_mode,  # noqa: F401
-                                        reduce_cmd)
+from opennki.instructions.enums import (dge_mode, dma_engine, dma_engine_of, engine, matmul_perf_mode,  # noqa: F401
+                                        nc_version, oob_mode, reduce_cmd)
 from opennki._src import core
 from opennki.instructions.ops import ALU_OPS, check_activation_op
 from opennki.instructions import scalars as _scalars
@@ -37,7 +37,8 @@ from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
 from opennki.releases import Change, added_in, uses_custom_frontend
-from opennki.sim.program import current
+from opennki.language import NKIObject
+from opennki.sim.program import active, current
 
 tensor_engine = engine.tensor
 vector_engine = engine.vector
@@ -46,22 +47,58 @@ gpsimd_engine = engine.gpsimd
 unknown_engine = engine.unknown
 
 
-class dma_engine:
-    """`nisa.dma_engine`: which DMA hardware moves data (`dma`: the shared DMA rings; `gpsimd_dma`: the
-    GpSimd-integrated DMA)."""
-
-    dma = "dma"
-    gpsimd_dma = "gpsimd_dma"
-
-
 def get_nc_version() -> nc_version:
     """The NeuronCore generation of the current target (`NEURON_PLATFORM_TARGET_OVERRIDE`)."""
     return target_nc_version(nc_version)
 
 
-def _issue(instr, api: str | None = None) -> None:
+def get_nc_sub_version() -> int:
+    """The silicon revision of the current target within its `nc_version` generation: 0 the first revision, 1
+    the second (NKI 0.5+, undocumented in the API pages). opennki's targets model each generation's first
+    revision, so this is 0."""
+    return 0
+
+
+class NkiInstruction(NKIObject):
+    """The handle every `nki.isa` instruction returns (NKI 0.6, SDK 2.32).
+
+    `depends_on(*producers)` adds scheduling edges: this instruction (the consumer) runs after each producer,
+    and returns self so calls chain. NKI lowers an edge to a hardware semaphore wait, so both ends must sit at
+    the same device-loop nesting (`nl.fori_loop` / `nl.while_loop` / `nl.dynamic_range`), or the producer in
+    an enclosing one: an edge out of a device loop is a KernelError here. opennki runs instructions in program
+    order, so every producer has completed before its consumer and an edge changes no value; the edges are
+    kept (`dependencies`) for the profile and the cost model's scheduler.
+    """
+
+    def __init__(self, handle):
+        self.handle = handle                    # the opennki instruction issued
+        self.dependencies: list = []
+        prog = active()
+        self._loops = tuple(f.loop_id for f in prog.loops if f.kind in _DEVICE_LOOPS) if prog is not None else ()
+
+    def depends_on(self, *producers) -> "NkiInstruction":
+        for p in producers:
+            if not isinstance(p, NkiInstruction):
+                raise KernelError("depends_on takes the NkiInstruction handles nki.isa calls return",
+                                  instruction="NkiInstruction.depends_on", got=type(p).__name__)
+            if p._loops != self._loops[:len(p._loops)]:
+                raise KernelError("a dependency cannot leave a device loop: the producer must be at the consumer's "
+                                  "device-loop nesting or in an enclosing one", instruction="NkiInstruction.depends_on",
+                                  hint="issue the producer outside the nl.fori_loop / nl.while_loop body")
+            self.dependencies.append(p)
+        return self
+
+    def __repr__(self) -> str:
+        return f"NkiInstruction({getattr(self.handle, 'opcode', self.handle)!r})"
+
+
+_DEVICE_LOOPS = ("dynamic_range", "fori_loop", "while_loop")
+
+
+def _issue(instr, api: str | None = None) -> NkiInstruction:
     """Issue `instr` under its public name (`Instruction.api_name`), or `api` for a function named otherwise."""
     core.issue(instr, api or instr.api_name())
+    return NkiInstruction(instr)
 
 
 def _check_dtype_kw(dst, dtype, api: str) -> None:
@@ -92,20 +129,20 @@ def _dge_mode(value):
 def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown, name=None,
              priority=None):
     """dst = src by DMA (HBM <-> SBUF), converting through fp32 when dtypes differ."""
-    _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=_dge_mode(dge_mode), engine=engine,
+    return _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=_dge_mode(dge_mode), engine=engine,
                         priority=priority, name=name))
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
     """dst = sum of srcs by the DMA engines (fp32); a source that is dst makes it a read-add-write."""
-    _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs) if isinstance(srcs, (tuple, list)) else srcs, reduce_op=reduce_op, scales=scales,
+    return _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs) if isinstance(srcs, (tuple, list)) else srcs, reduce_op=reduce_op, scales=scales,
                            unique_indices=unique_indices, oob_mode=oob_mode, name=name))
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
                   name=None):
     """dst = src with its axes permuted ((1,0), (2,1,0) or (3,1,2,0)) by DMA, into SBUF."""
-    _issue(_dma.DmaTranspose(dst=dst, src=src, axes=axes, priority=priority, dge_mode=_dge_mode(dge_mode),
+    return _issue(_dma.DmaTranspose(dst=dst, src=src, axes=axes, priority=priority, dge_mode=_dge_mode(dge_mode),
                              oob_mode=oob_mode, name=name))
 
 
@@ -113,13 +150,13 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     """dst = op(data1, data2), element-wise."""
-    _issue(_dve.TensorTensor(dst=dst, data1=data1, data2=data2, op=op, engine=engine, name=name))
+    return _issue(_dve.TensorTensor(dst=dst, data1=data1, data2=data2, op=op, engine=engine, name=name))
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=engine.unknown, name=None):
     """dst = op1(op0(data, operand0), operand1); operands are scalars or [P, 1] columns."""
-    _issue(_dve.TensorScalar(dst=dst, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
+    return _issue(_dve.TensorScalar(dst=dst, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
                              operand1=operand1, reverse1=reverse1, engine=engine, name=name))
 
 
@@ -128,7 +165,7 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     """dst = op1(op0(data, operand0), operand1); operand0 a scalar / [P, 1], operand1 a tile. NKI 0.7: a
     `reduce_op` also reduces the result into the DVE accumulators (`reduce_cmd`) and `reduce_res`; its default
     (Ellipsis, as in the 2.33 signature) means no reduction."""
-    _issue(_acc.ScalarTensorTensor(dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
+    return _issue(_acc.ScalarTensorTensor(dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
                                    reverse0=reverse0, reverse1=reverse1,
                                    reduce_op=None if reduce_op is Ellipsis else reduce_op, reduce_res=reduce_res,
                                    reduce_cmd=reduce_cmd, name=name))
@@ -136,13 +173,13 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
 
 def reciprocal(dst, data, name=None):
     """dst = 1 / data (Vector Engine, fp32)."""
-    _issue(_dve.Reciprocal(dst=dst, data=data, name=name))
+    return _issue(_dve.Reciprocal(dst=dst, data=data, name=name))
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
     """dst = src (bit-exact for equal dtypes)."""
     _check_dtype_kw(dst, dtype, _dve.TensorCopy.api_name())
-    _issue(_dve.TensorCopy(dst=dst, src=src, engine=engine, name=name))
+    return _issue(_dve.TensorCopy(dst=dst, src=src, engine=engine, name=name))
 
 
 DYNAMIC_COPY = Change("nisa.tensor_copy_dynamic_src / tensor_copy_dynamic_dst", "nisa.tensor_copy with .ap(...) and "
@@ -156,67 +193,67 @@ MEMSET_CAST = Change("nisa.memset of a float value into an integer tensor", "a v
 def tensor_copy_dynamic_src(dst, src, engine=engine.unknown, name=None):
     """dst = src, where src's free-dim index carries a run-time offset (NKI 0.2; `DYNAMIC_COPY`)."""
     DYNAMIC_COPY.apply(current(_move.TensorCopyDynamicSrc.api_name()).options)
-    _issue(_move.TensorCopyDynamicSrc(dst=dst, src=src, engine=engine, name=name))
+    return _issue(_move.TensorCopyDynamicSrc(dst=dst, src=src, engine=engine, name=name))
 
 
 def tensor_copy_dynamic_dst(dst, src, engine=engine.unknown, name=None):
     """dst = src, where dst's free-dim index carries a run-time offset (NKI 0.2; `DYNAMIC_COPY`)."""
     DYNAMIC_COPY.apply(current(_move.TensorCopyDynamicDst.api_name()).options)
-    _issue(_move.TensorCopyDynamicDst(dst=dst, src=src, engine=engine, name=name))
+    return _issue(_move.TensorCopyDynamicDst(dst=dst, src=src, engine=engine, name=name))
 
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     """dst = src where predicate is nonzero; other dst elements keep their contents."""
-    _issue(_move.TensorCopyPredicated(dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred, name=name))
+    return _issue(_move.TensorCopyPredicated(dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred, name=name))
 
 
 def memset(dst, value, engine=engine.unknown, name=None):
     """dst = value everywhere (a float into an integer dst: `MEMSET_CAST`, cast as NKI 0.2 did)."""
     if (isinstance(dst, TensorView) and dst.dtype.is_int and isinstance(value, (float, np.floating))):
         MEMSET_CAST.apply(current(_dve.Memset.api_name()).options)
-    _issue(_dve.Memset(dst=dst, value=value, engine=engine, name=name))
+    return _issue(_dve.Memset(dst=dst, value=value, engine=engine, name=name))
 
 
 def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst)."""
-    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), name=name))
+    return _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), name=name))
 
 
 # -------------------------------------------------------------------------------------- Vector: reductions
 
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     """dst = reduce(op, data, axis) over trailing free axes."""
-    _issue(_dve.TensorReduce(dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims, name=name))
+    return _issue(_dve.TensorReduce(dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims, name=name))
 
 
 def tensor_partition_reduce(dst, op, data, name=None):
     """dst[1, F...] = reduce(op, data) across partitions (GpSimd)."""
-    _issue(_pool.TensorPartitionReduce(dst=dst, op=op, data=data, name=name))
+    return _issue(_pool.TensorPartitionReduce(dst=dst, op=op, data=data, name=name))
 
 
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
     """dst[i] = state = op1(op0(data0[i], state), data1[i]) along each partition's free elements."""
-    _issue(_acc.TensorTensorScan(dst=dst, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
+    return _issue(_acc.TensorTensorScan(dst=dst, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
                                  reverse0=reverse0, reverse1=reverse1, name=name))
 
 
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
                          reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
     """dst = op0(data, operand0), reduced with reduce_op into the Vector Engine accumulators (and reduce_res)."""
-    _issue(_acc.TensorScalarReduce(dst=dst, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
+    return _issue(_acc.TensorScalarReduce(dst=dst, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
                                    reduce_res=reduce_res, reverse0=reverse0, reduce_cmd=reduce_cmd,
                                    reduce_init=reduce_init, reduce_res_negate=reduce_res_negate, name=name))
 
 
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
     """dst = exp(src - max_value) on the Vector Engine (NeuronCore-v4), summed into the accumulators."""
-    _issue(_acc.Exponential(dst=dst, src=src, max_value=max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
+    return _issue(_acc.Exponential(dst=dst, src=src, max_value=max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
                             reduce_init=reduce_init, name=name))
 
 
 def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
     """dst[i] = acc = op1(op0(src[i], imm0), acc) through the Vector Engine accumulator."""
-    _issue(_acc.TensorScalarCumulative(dst=dst, src=src, op0=op0, op1=op1, imm0=imm0, imm1=imm1,
+    return _issue(_acc.TensorScalarCumulative(dst=dst, src=src, op0=op0, op1=op1, imm0=imm0, imm1=imm1,
                                        reduce_cmd=reduce_cmd, name=name))
 
 
@@ -224,7 +261,7 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
                  reduce_res=None, reduce_op=ALU_OPS["maximum"], range_start=0, on_false_value=_acc.FP32_MIN, name=None):
     """dst = on_true_tile where bound comparisons of range_start + index hold, else fp32.min; max-reduced
     into the accumulators (NeuronCore-v3+)."""
-    _issue(_acc.RangeSelect(dst=dst, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1, bound0=bound0,
+    return _issue(_acc.RangeSelect(dst=dst, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1, bound0=bound0,
                             bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res, reduce_op=reduce_op,
                             range_start=range_start, on_false_value=on_false_value, name=name))
 
@@ -232,33 +269,33 @@ def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_c
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                   reduce_op=ALU_OPS["maximum"], reverse_pred=False, name=None):
     """dst = where(predicate, on_true, on_false), max-reduced into the accumulators."""
-    _issue(_acc.SelectReduce(dst=dst, predicate=predicate, on_true=on_true, on_false=on_false, reduce_res=reduce_res,
+    return _issue(_acc.SelectReduce(dst=dst, predicate=predicate, on_true=on_true, on_false=on_false, reduce_res=reduce_res,
                              reduce_cmd=reduce_cmd, reduce_op=reduce_op, reverse_pred=reverse_pred, name=name))
 
 
 def bn_stats(dst, data, name=None):
     """dst[P, 6] = batch-norm statistics of data's free elements."""
-    _issue(_stats.BnStats(dst=dst, data=data, name=name))
+    return _issue(_stats.BnStats(dst=dst, data=data, name=name))
 
 
 def bn_aggr(dst, data, name=None):
     """dst[P, 2] = (mean, variance) aggregated from bn_stats outputs."""
-    _issue(_stats.BnAggr(dst=dst, data=data, name=name))
+    return _issue(_stats.BnAggr(dst=dst, data=data, name=name))
 
 
 def max8(dst, src, name=None):
     """dst[P, 8] = the 8 largest values of each partition, descending."""
-    _issue(_stats.Max8(dst=dst, src=src, name=name))
+    return _issue(_stats.Max8(dst=dst, src=src, name=name))
 
 
 def nc_find_index8(dst, data, vals, name=None):
     """dst[P, 8] = index of each of the 8 vals in data (all ones if absent)."""
-    _issue(_stats.NcFindIndex8(dst=dst, data=data, vals=vals, name=name))
+    return _issue(_stats.NcFindIndex8(dst=dst, data=data, vals=vals, name=name))
 
 
 def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
     """dst = data with the first occurrence of each of the 8 vals replaced by imm."""
-    _issue(_stats.NcMatchReplace8(dst=dst, data=data, vals=vals, imm=imm, dst_idx=dst_idx, name=name))
+    return _issue(_stats.NcMatchReplace8(dst=dst, data=data, vals=vals, imm=imm, dst_idx=dst_idx, name=name))
 
 
 # ---------------------------------------------------------------------------------------------- Scalar
@@ -267,14 +304,14 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
                engine=engine.scalar, name=None):
     """dst = op(data * scale + bias) on the Scalar Engine (NKI 0.7: or `engine=gpsimd` on NeuronCore-v4+)."""
     check_activation_op(op, _act.Activation.api_name())
-    _issue(_act.Activation(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
+    return _issue(_act.Activation(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
                            reduce_res=reduce_res, reduce_cmd=reduce_cmd, engine=engine, name=name))
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     """dst = op(data * scale + bias); its sum over the free dims goes to reduce_res [P, 1]."""
     check_activation_op(op, _act.ActivationReduce.api_name())
-    _issue(_act.ActivationReduce(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
+    return _issue(_act.ActivationReduce(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
                                  reduce_res=reduce_res, name=name))
 
 
@@ -282,7 +319,7 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
               reduce_res=None, reduce_cmd=reduce_cmd.idle, engine=engine.scalar, name=None):
     """dst = op(op1(op0(data, imm0), imm1)) on the Scalar Engine (NeuronCore-v4; NKI 0.7: or GpSimd),
     optionally reduced (Scalar Engine only)."""
-    _issue(_act.Activate2(dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
+    return _issue(_act.Activate2(dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
                           reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res,
                           reduce_cmd=reduce_cmd, engine=engine, name=name))
 
@@ -292,7 +329,7 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
     """dst (+)= stationary.T @ moving on the Tensor Engine (fp32 accumulation in PSUM)."""
-    _issue(_pe.NcMatmul(dst=dst, stationary=stationary, moving=moving, is_stationary_onezero=is_stationary_onezero,
+    return _issue(_pe.NcMatmul(dst=dst, stationary=stationary, moving=moving, is_stationary_onezero=is_stationary_onezero,
                         is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, accumulate=accumulate,
                         tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
                         perf_mode=perf_mode, name=name))
@@ -301,56 +338,56 @@ def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_on
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                  accumulate=None, name=None):
     """dst (+)= MX-scaled stationary.T @ moving (packed fp8/fp4 x4 operands, NeuronCore-v4)."""
-    _issue(_mx.NcMatmulMx(dst=dst, stationary=stationary, moving=moving, stationary_scale=stationary_scale,
+    return _issue(_mx.NcMatmulMx(dst=dst, stationary=stationary, moving=moving, stationary_scale=stationary_scale,
                           moving_scale=moving_scale, tile_position=tile_position, tile_size=tile_size,
                           accumulate=accumulate, name=name))
 
 
 def quantize_mx(dst, src, dst_scale, name=None):
     """dst (fp8 x4) and dst_scale = MX quantization of src (fp16/bf16) in groups of 8 partitions x 4 values."""
-    _issue(_mx.QuantizeMx(dst=dst, src=src, dst_scale=dst_scale, name=name))
+    return _issue(_mx.QuantizeMx(dst=dst, src=src, dst_scale=dst_scale, name=name))
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
     """dst = data.T on the Tensor Engine (to PSUM) or Vector Engine (<= 32 x 32)."""
-    _issue(_pe.NcTranspose(dst=dst, data=data, engine=engine, name=name))
+    return _issue(_pe.NcTranspose(dst=dst, data=data, engine=engine, name=name))
 
 
 # --------------------------------------------------------------------------------------------- GpSimd
 
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     """dst[p, f] = offset + channel_multiplier * p + pattern value at f (integer arithmetic)."""
-    _issue(_pool.Iota(dst=dst, pattern=_pattern(pattern), offset=offset,
+    return _issue(_pool.Iota(dst=dst, pattern=_pattern(pattern), offset=offset,
                       channel_multiplier=channel_multiplier, name=name))
 
 
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"], offset=0,
                   name=None):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * p + pattern value, 0), else on_false_value."""
-    _issue(_pool.AffineSelect(dst=dst, on_true_tile=on_true_tile, on_false_value=on_false_value,
+    return _issue(_pool.AffineSelect(dst=dst, on_true_tile=on_true_tile, on_false_value=on_false_value,
                               pattern=_pattern(pattern), offset=offset,
                               channel_multiplier=channel_multiplier, cmp_op=cmp_op, name=name))
 
 
 def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
     """Gather within each GpSimd core (16 partitions) at the core's uint16 element offsets."""
-    _issue(_pool.LocalGather(dst=dst, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
+    return _issue(_pool.LocalGather(dst=dst, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
                              num_valid_indices=num_valid_indices, name=name))
 
 
 def nc_n_gather(dst, data, indices, name=None):
     """dst[p, j] = data[p, indices[p, j]] over each partition's flattened free elements."""
-    _issue(_pool.NcNGather(dst=dst, data=data, indices=indices, name=name))
+    return _issue(_pool.NcNGather(dst=dst, data=data, indices=indices, name=name))
 
 
 def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     """dst[p] = indices of src[p]'s nonzero elements, padding, then their count (one partition per core)."""
-    _issue(_pool.NonzeroWithCount(dst=dst, src=src, index_offset=index_offset, padding_val=padding_val, name=name))
+    return _issue(_pool.NonzeroWithCount(dst=dst, src=src, index_offset=index_offset, padding_val=padding_val, name=name))
 
 
 def sequence_bounds(dst, segment_ids, name=None):
     """dst[1, 2, n] = (start, end) of the run of equal segment ids each element belongs to."""
-    _issue(_pool.SequenceBounds(dst=dst, segment_ids=segment_ids, name=name))
+    return _issue(_pool.SequenceBounds(dst=dst, segment_ids=segment_ids, name=name))
 
 
 # ------------------------------------------------------------------------------- cross-core (LNC=2)
@@ -360,8 +397,10 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
     LNC=2); the calls of the cores with one pipe_id complete together: neither core goes on before both
     transfers are done (so each may reuse its src afterwards)."""
     api = _lnc.SendRecv.api_name()
-    _lnc.SendRecv(dst=dst, src=src, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank, pipe_id=pipe_id,
-                  dma_engine=dma_engine, name=name).issue_on(current(api), api)
+    instr = _lnc.SendRecv(dst=dst, src=src, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank,
+                          pipe_id=pipe_id, dma_engine=dma_engine_of(dma_engine), name=name)
+    instr.issue_on(current(api), api)
+    return NkiInstruction(instr)
 
 
 def core_barrier(data, cores, engine=engine.gpsimd, name=None):
@@ -369,7 +408,9 @@ def core_barrier(data, cores, engine=engine.gpsimd, name=None):
     `data` is the shared HBM tensor the barrier guards."""
     api = _lnc.CoreBarrier.api_name()
     ranks = (cores,) if isinstance(cores, int) else tuple(cores) if isinstance(cores, (tuple, list)) else cores
-    _lnc.CoreBarrier(data=data, cores=ranks, engine=engine, name=name).issue_on(current(api), api)
+    instr = _lnc.CoreBarrier(data=data, cores=ranks, engine=engine, name=name)
+    instr.issue_on(current(api), api)
+    return NkiInstruction(instr)
 
 
 # ------------------------------------------------------------------------------------------- registers
@@ -401,20 +442,20 @@ def _scalar_api(api: str):
 
 def scalar_load(src, name=None) -> NkiScalar:
     """An NkiScalar holding the one element of src (a 1x1 nl.int32 / nl.int64 tensor in SBUF or HBM)."""
-    api = _scalars.ScalarLoad.api_name()
+    api = "nisa.scalar_load"
     prog = _scalar_api(api)
     dtype = getattr(src, "dtype", None)
     result = NkiScalar(prog.machine, dtype if dtype is not None and dtype.kind == "int" else "int32",
                        prog.issue)
-    _issue(_scalars.ScalarLoad(src=src, result=result, name=name))
+    _issue(_scalars.ScalarLoad(src=src, result=result, name=name), api)
     return result
 
 
 def scalar_store(dst, value, name=None) -> None:
     """dst (a 1x1 tensor of value's width) = value, an NkiScalar."""
-    instr = _scalars.ScalarStore(dst=dst, value=value, name=name)
-    _scalar_api(instr.api_name())
-    _issue(instr)
+    api = "nisa.scalar_store"
+    _scalar_api(api)
+    return _issue(_scalars.ScalarStore(dst=dst, value=value, name=name), api)
 
 
 def scalar_alu(data1, data2, op, name=None):
@@ -427,36 +468,55 @@ def scalar_alu(data1, data2, op, name=None):
 
 def register_move(dst, src, name=None):
     """dst = src, an integer immediate or another register."""
-    _issue(_reg.RegisterMove(register=dst, src=src, name=name))
+    return _issue(_reg.RegisterMove(register=dst, src=src, name=name))
 
 
 def register_load(dst, src, name=None):
     """dst = the one element of src, a 1-element HBM or SBUF tensor."""
-    _issue(_reg.RegisterLoad(register=dst, src=src, name=name))
+    return _issue(_reg.RegisterLoad(register=dst, src=src, name=name))
 
 
 def register_store(dst, src, name=None):
     """dst, a 1-element HBM or SBUF tensor, = the value of register src."""
-    _issue(_reg.RegisterStore(dst=dst, register=src, name=name))
+    return _issue(_reg.RegisterStore(dst=dst, register=src, name=name))
 
 
 # ------------------------------------------------------------------------------------------ randomness
 
 def dropout(dst, data, prob, name=None):
     """dst = data with each element zeroed with probability prob (no rescaling)."""
-    _issue(_rng.Dropout(dst=dst, data=data, prob=prob, name=name))
+    return _issue(_rng.Dropout(dst=dst, data=data, prob=prob, name=name))
 
 
 def rng(dst, engine=engine.vector, name=None):
     """dst = random bits (integer dst)."""
-    _issue(_rng.Rng(dst=dst, engine=engine, name=name))
+    return _issue(_rng.Rng(dst=dst, engine=engine, name=name))
 
 
 def rand2(dst, min, max, name=None):  # noqa: A002 - NKI's parameter names
     """dst = uniform values in [min, max] (NeuronCore-v4)."""
-    _issue(_rng.Rand2(dst=dst, min=min, max=max, name=name))
+    return _issue(_rng.Rand2(dst=dst, min=min, max=max, name=name))
 
 
 def set_rng_seed(src_seeds, name=None):
     """Seed the random generator from a [1, 1] 32-bit tile."""
-    _issue(_rng.SetRngSeed(src_seeds=src_seeds, name=name))
+    return _issue(_rng.SetRngSeed(src_seeds=src_seeds, name=name))
+
+
+def rand_set_state(src_seeds, engine=engine.gpsimd, name=None):
+    """Set the random generator's per-lane state from src_seeds [P, 6] (GpSimd) / [P, 24] (Vector Engine,
+    NeuronCore-v4) uint32 in SBUF; a state `rand_get_state` read continues the stream where it was read."""
+    return _issue(_rng.RandSetState(src_seeds=src_seeds, engine=engine, name=name))
+
+
+def rand_get_state(dst, engine=engine.gpsimd, name=None):
+    """dst [P, 6] (GpSimd) / [P, 24] (Vector Engine) uint32 = the random generator's per-lane state."""
+    return _issue(_rng.RandGetState(dst=dst, engine=engine, name=name))
+
+
+# ---------------------------------------------------------------------------------------------- top-k
+
+def topk(val_dst, idx_dst, src, n, sorted=False, name=None):  # noqa: A002 - NKI's parameter name
+    """The k largest of each 16-partition group's n bf16 elements (snake layout) and their indices, written
+    in snake layout (k = val_dst's free size); `sorted` (NKI 0.7) puts the largest first."""
+    return _issue(_pool.Topk(val_dst=val_dst, idx_dst=idx_dst, src=src, n=n, sorted=bool(sorted), name=name))

@@ -4,6 +4,6 @@ import them from (`from nki.isa import constants as nisa_constants`; `nisa_const
 Imports the enums only: these are the very objects `nki.isa` exports.
 """
 
-from opennki.instructions.enums import dge_mode, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
+from opennki.instructions.enums import dge_mode, dma_engine, engine, matmul_perf_mode, nc_version, oob_mode, reduce_cmd
 
-__all__ = ["dge_mode", "engine", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd"]
+__all__ = ["dge_mode", "dma_engine", "engine", "matmul_perf_mode", "nc_version", "oob_mode", "reduce_cmd"]

@@ -307,6 +307,8 @@ _CHECK_SWITCHES = {"hardware_strict": bool, "detect_races": bool, "uninitialized
 class TraceKernel:
     """Base of the per-mode kernel classes (module docstring). `mode="trace"` gives this class itself."""
 
+    __test__ = False     # a kernel is never a pytest test, whatever its name (as GenericKernel)
+
     def __init__(self, spec: LaunchSpec):
         self.spec = spec
         self._traces: dict = {}

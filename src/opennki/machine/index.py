@@ -9,12 +9,24 @@ strided view of the tensor: no gather is needed.
 
 Comparisons build a `Predicate`: a boolean array over the grid, used as `mask=`. `%` and `//` give a
 `NonAffineIndex`, whose comparisons are not valid masks (`err_unsupported_expression_in_mask`), as in NKI.
+
+The truth value of a mask (decision, docs/compatibility.md "Python `and` / `or` between masks"): NKI joins
+masks with `&` / `|` and documents `and` / `or` / `not` / `if` on them as errors, yet AWS's own published
+examples pass `mask=(ix < n and iy < m)` to its simulator. In Python, `a and b` is `b` whenever `a` is true
+(`a or b` is `a`), so such a mask can only ever be one of its operands. opennki follows Python there: a mask
+tested by an `and` / `or` (or a chained comparison, `0 <= i < n`) whose value is kept is true, and a
+`UserWarning` at the kernel line says which mask was dropped; every other truth test (`if`, `while`, `not`,
+`bool()`) stays `err_ambiguous_tensor_truth_value`. The compiler-rule lint reports the `and` / `or` as that
+error too.
 """
 
 from __future__ import annotations
 
+import dis
 import math
 import operator
+import sys
+import warnings
 
 import numpy as np
 
@@ -287,11 +299,40 @@ class Predicate:
         return Predicate(~self.array, self.affine)
 
     def __bool__(self):
-        raise KernelError("the truth value of a mask is ambiguous; combine masks with & and pass them as "
-                          "mask=", code="err_ambiguous_tensor_truth_value")
+        frame = sys._getframe(1)
+        joined = _kept_by_boolean_operator(frame)
+        if joined is None:
+            raise KernelError("the truth value of a mask is ambiguous; combine masks with & and pass them as "
+                              "mask=", code="err_ambiguous_tensor_truth_value")
+        kept, join = ("the right-hand", "&") if joined == "and" else ("the left-hand", "|")
+        warnings.warn_explicit(f"Python `{joined}` between masks is not a mask operator: it keeps {kept} mask "
+                               f"only and drops the other; join masks with {join} to apply both",
+                               UserWarning, frame.f_code.co_filename, frame.f_lineno)
+        return True
 
     def __repr__(self):
         return f"Predicate(shape={self.shape}, active={int(self.array.sum())})"
+
+
+# Truth tests whose tested value stays the expression's result: `a and b`, `a or b` and chained comparisons.
+_VALUE_KEEPING_JUMPS = {"JUMP_IF_FALSE_OR_POP": "and", "JUMP_IF_TRUE_OR_POP": "or"}     # Python 3.10, 3.11
+
+
+def _kept_by_boolean_operator(frame) -> str | None:
+    """"and" / "or" when the truth test `frame` is running belongs to a Python `and` / `or` (or a chained
+    comparison) whose value is the tested object, else None (`if`, `while`, `not`, `bool()`, ...)."""
+    ops = [(i.offset, i.opname, i.arg) for i in dis.get_instructions(frame.f_code)]
+    at = next((k for k, op in enumerate(ops) if op[0] == frame.f_lasti), None)
+    if at is None:
+        return None
+    name = ops[at][1]
+    if name in _VALUE_KEEPING_JUMPS:
+        return _VALUE_KEEPING_JUMPS[name]
+    # Python 3.12+: `COPY 1` keeps the value, then `[TO_BOOL] POP_JUMP_IF_FALSE / _TRUE` tests the copy
+    jump = ops[at + 1][1] if name == "TO_BOOL" and at + 1 < len(ops) else name
+    if jump in ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE") and at > 0 and ops[at - 1][1:] == ("COPY", 1):
+        return "and" if jump.endswith("FALSE") else "or"
+    return None
 
 
 def _is_int(x) -> bool:

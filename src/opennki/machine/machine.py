@@ -104,7 +104,7 @@ class Machine:
     def read(self, view: TensorView, mask=None) -> np.ndarray:
         """The stored elements of `view` (storage dtype). Masked-off elements of an out-of-bounds or
         indirect view are not read; they come back as poison. The result may share memory: don't mutate."""
-        m = self.effective_mask(view, mask)
+        m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
         st = view.storage
         if not view.dynamic and view.in_bounds():
             if st.initialized is not None:
@@ -172,7 +172,7 @@ class Machine:
     def write(self, view: TensorView, values, mask=None, *, raw: bool = False) -> None:
         """Write `values` (broadcast to the view) into `view`, rounding to its dtype unless `raw` (values
         already in the storage format: bit-exact copies). Masked-off elements are left untouched."""
-        m = self.effective_mask(view, mask)
+        m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
         st = view.storage
         if m is None and st._array is None and _covers_all(view):
             arr = st.fresh_array()            # every element is written: no poison needed first

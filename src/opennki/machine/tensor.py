@@ -232,6 +232,8 @@ class TensorView:
         if isinstance(key, Predicate):
             return self._derive(self.shape, self.amap, self.consts, self.dynamic, key.array)
         if key is Ellipsis:
+            if not self.dynamic and (len(self.shape) >= 2 or (self.shape and not self.is_on_chip)):
+                return self._whole()        # `t[...]`, the usual assignment target
             key = (_ALL,) * self.ndim
         elif not isinstance(key, tuple):
             key = (key,)
@@ -288,10 +290,23 @@ class TensorView:
             cols.append([0] * nd)
         view = self._derive(shape, tuple(zip(*cols)), tuple(consts))
         if view.shape == self.shape and view.amap == self.amap and view.consts == self.consts:
-            # all of `self` (`t[...]`, `t[:, :]`): the same elements, so the same derived values
-            view._geo, view._inb, view._extent, view._free = self._geo, self._inb, self._extent, self._free
-            view._np = self._np
+            self._share_derived(view)       # all of `self` (`t[:, :]`)
         return view
+
+    def _whole(self) -> "TensorView":
+        """`t[...]` of a view without run-time indices and with at least the dims `_basic` keeps: all of its
+        elements, without its operand mask (as `_basic` gives it)."""
+        view = self._derive(self.shape, self.amap, self.consts)
+        self._share_derived(view)
+        return view
+
+    def _share_derived(self, view: "TensorView") -> None:
+        """`view` addresses the same elements as `self`, so it has the same derived values (and the same
+        signature, unless `self` has an operand mask, which `view` lacks)."""
+        view._geo, view._inb, view._extent, view._free = self._geo, self._inb, self._extent, self._free
+        view._np = self._np
+        if self.mask is None:
+            view._sig = self._sig
 
     def _advanced(self, key) -> "TensorView":
         nd = len(self.amap)

@@ -28,7 +28,7 @@ import itertools
 
 import numpy as np
 
-from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, user_location
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, location_of, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
@@ -276,8 +276,7 @@ class Program:
         """Check an instruction now and keep it pending until its result is consumed (module docstring)."""
         self.flush()
         frame = user_frame()            # the kernel line, and the statement that receives the result
-        location = None if frame is None else SourceLocation(frame.f_code.co_filename, frame.f_lineno,
-                                                             frame.f_code.co_name)
+        location = None if frame is None else location_of(frame)
         self._check(instr, location, api, result.storage)
         use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
         self.pending = Deferred(instr, result, location, api, use, frame, name)
@@ -320,9 +319,9 @@ class Program:
         elif deferred.use != "temporary":
             return False
         if retargeted is None:
-            self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+            self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api, moved=changes)
         else:
-            self.execute(retargeted, deferred.location, deferred.api, checked=True)
+            self.execute(retargeted, deferred.location, deferred.api, checked=True, moved=changes)
         return True
 
     def _shadow_run(self, deferred: Deferred, changes: dict) -> bool:
@@ -339,7 +338,7 @@ class Program:
         machine = self.machine
         state = machine.hidden_state()
         try:
-            instr.run(machine)
+            instr.runnable().run(machine)
         except OpenNKIError as e:
             raise _located(e, instr, deferred.location, deferred.api)
         finally:
@@ -355,25 +354,26 @@ class Program:
             self._run_and_emit(p.instr, p.location, p.api)
 
     def execute(self, instr, location: SourceLocation | None, api: str | None, checked: bool = False,
-                deferred: bool = False) -> None:
+                deferred: bool = False, moved=None) -> None:
         """Check, run and report `instr`. `checked`: its own check has passed already (`check_instruction`);
         `deferred`: it is a deferred instruction issued as it is, whose operand rules passed when it was
-        deferred, too."""
-        self._check(instr, location, api, checked=checked or deferred, operands_checked=deferred)
+        deferred, too; `moved`: it is a deferred instruction retargeted with these fields replaced (`retarget`),
+        whose other operands passed their operand rules and static bounds when it was deferred."""
+        self._check(instr, location, api, checked=checked or deferred, operands_checked=deferred, moved=moved)
         self._run_and_emit(instr, location, api, placed=True)
 
     def _check(self, instr, location, api, unplaced=None, checked: bool = False,
-               operands_checked: bool = False) -> None:
+               operands_checked: bool = False, moved=None) -> None:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
         destination (a retargeted instruction writes elsewhere). `checked` / `operands_checked`: the
         instruction's own check / its operand rules passed already; the bounds, the language rules and
-        placement still run."""
+        placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`)."""
         try:
             if not operands_checked:
-                instr.check_operands()
+                instr.check_operands(moved)
             if not checked:
                 self.check_instruction(instr)
-            check_static_bounds(instr)
+            check_static_bounds(instr, moved)
             for observer in self.observers:
                 observer.check(self, instr)
             self._place_operands(instr, unplaced)
@@ -477,8 +477,9 @@ class Program:
                 raise _located(e, instr, location, api)
         if not self.options.shape_only:
             try:
-                machine.instruction_mask = instr.mask
-                instr.run(machine)
+                runnable = instr.runnable()
+                machine.instruction_mask = runnable.mask
+                runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
                     self._uninitialized_reads(location, api or f"nisa.{instr.opcode}")
@@ -623,11 +624,14 @@ def _operand_roots(instr) -> set[int]:
     return {(view.storage.base or view.storage).id for view in views}
 
 
-def check_static_bounds(instr) -> None:
+def check_static_bounds(instr, fields=None) -> None:
     """Out-of-bounds accesses with compile-time indices are reported when the instruction is issued (as NKI's
-    compiler does), honouring the mask on every operand it can be laid over (Machine.effective_mask)."""
-    for _, view, _ in instr.operands():
+    compiler does), honouring the mask on every operand it can be laid over (Machine.effective_mask).
+    `fields`: only the operands of these fields (their run-time index tiles included)."""
+    for role, view, _ in instr.operands():
         if view.dynamic or view.in_bounds():
+            continue
+        if fields is not None and role.partition("[")[0].removeprefix("index:") not in fields:
             continue
         view.check_bounds(Machine.effective_mask(view, instr.mask))
 
