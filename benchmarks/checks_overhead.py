@@ -1,6 +1,6 @@
 """What the checks cost: each bundled example, and a loop-heavy kernel, simulated plainly and with every
 check on (`opennki.checks.checking()`: race checker, element-level uninitialised-read tracking, and the lint
-of each kernel at the end), in CPU seconds (best of several repeats, one BLAS thread). The ratio `x` is the
+of each kernel at the end; an LNC=2 kernel's cores run interleaved either way), in CPU seconds (best of several repeats, one BLAS thread). The ratio `x` is the
 simulation with the checks over the plain one; the lint, a one-time static pass per kernel, is timed on
 its own and left out of it. The target is at most 2x. With the checks off nothing is attached, so the
 plain figure is the simulator's own.
@@ -24,6 +24,9 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
 
 import numpy as np  # noqa: E402
 
+import opennki as nki_new  # noqa: E402
+import opennki.isa as nisa_new  # noqa: E402
+import opennki.language as nl_new  # noqa: E402
 import opennki.legacy as nki  # noqa: E402
 import opennki.legacy.language as nl  # noqa: E402
 from opennki.checks import checking, lint  # noqa: E402
@@ -52,6 +55,27 @@ def many_iterations(x):
     return out
 
 
+@nki_new.jit
+def two_cores(x):
+    """LNC=2: each core scales its half in 64 steps into shared scratch, a barrier, then each reads the other
+    core's half; the cores run interleaved instruction by instruction (SimOptions.interleave_seed)."""
+    half = x.shape[0] // 2
+    rank = nl_new.program_id(0)
+    other = 1 - rank
+    scratch = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.shared_hbm)
+    out = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.shared_hbm)
+    t = nl_new.ndarray((half, 8), dtype=x.dtype, buffer=nl_new.sbuf)
+    for j in range(64):
+        nisa_new.dma_copy(dst=t, src=x[rank * half:(rank + 1) * half, nl_new.ds(j * 8, 8)])
+        nisa_new.tensor_scalar(dst=t, data=t, op0=nl_new.multiply, operand0=2.0)
+        nisa_new.dma_copy(dst=scratch[rank * half:(rank + 1) * half, nl_new.ds(j * 8, 8)], src=t)
+    nisa_new.core_barrier(scratch, (0, 1))
+    for j in range(64):
+        nisa_new.dma_copy(dst=t, src=scratch[other * half:(other + 1) * half, nl_new.ds(j * 8, 8)])
+        nisa_new.dma_copy(dst=out[rank * half:(rank + 1) * half, nl_new.ds(j * 8, 8)], src=t)
+    return out
+
+
 def _cpu(fn, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -76,6 +100,8 @@ def measure(repeats: int) -> dict:
         cases[example["name"]] = (example["kernel"], lambda ex=example, a=args: ex["kernel"](*a))
     x = np.random.default_rng(0).standard_normal((128, 256 * 8)).astype(np.float32)
     cases["many_iterations"] = (many_iterations, lambda: many_iterations(x))
+    y = np.random.default_rng(0).standard_normal((128, 64 * 8)).astype(np.float32)
+    cases["two_cores"] = (two_cores, lambda: two_cores[2](y))
     rows = {}
     for name, (kernel, fn) in cases.items():
         fn()                                  # warm caches (imports, traces) outside the timing

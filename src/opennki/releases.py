@@ -78,6 +78,11 @@ class ReleaseError(KernelError):
     """A form the kernel's API release no longer accepts (the error that release raises)."""
 
 
+class ReleaseTypeError(ReleaseError, TypeError):
+    """A call in an old release's signature (a keyword it had, its positional order) that the kernel's release
+    rejects as Python does: a TypeError ("unexpected keyword argument")."""
+
+
 def release(version, generation: Generation = Generation.NEW) -> Release:
     """The Release named `version` ("0.6", "0.6.0", (0, 6), "2.24", or a Release) in `generation`."""
     if isinstance(version, Release):
@@ -142,6 +147,7 @@ class Change:
         generation: the API generation (`Generation`).
         code: the NKI error code of the removal, when documented.
         source: the document stating the change (for docs/compatibility.md and the messages).
+        error: the class of the removal's error (ReleaseTypeError for a signature change).
     """
 
     form: str
@@ -152,6 +158,7 @@ class Change:
     generation: Generation = Generation.NEW
     code: str | None = None
     source: str = ""
+    error: type = ReleaseError
 
     def changed_in(self) -> Release:
         return release(self.removed_in or self.deprecated_in, self.generation)
@@ -174,11 +181,22 @@ class Change:
         level = level_of(options, self.generation)
         if self.removed_in is not None and level >= release(self.removed_in, self.generation):
             removed = release(self.removed_in, self.generation)
-            raise ReleaseError(f"{self.form} is not accepted by {level.label()} (removed in {removed.label()})",
+            raise self.error(f"{self.form} is not accepted by {level.label()} (removed in {removed.label()})",
                                code=self.code, hint=f"use {self.replacement}", location=location,
                                instruction=instruction, got=self.form, expected=self.replacement)
         if self.deprecated_in is not None and level >= release(self.deprecated_in, self.generation):
             _warn(self.message("deprecated", release(self.deprecated_in, self.generation)), location)
+
+
+def warn_custom_frontend(options, location=None) -> None:
+    """NKI 0.7 deprecates its parser frontend (`NKI_COMPILER_FRONTEND=custom`), to be removed "in the next Neuron
+    release" (docs `latest/about-neuron/announcements/neuron2.x/announce-nki-specialization-change`): a
+    DeprecationWarning for every new-generation kernel run with it. The frontend itself still holds the kernel to
+    NKI 0.6's rules (`level_of`)."""
+    if uses_custom_frontend(options):
+        _warn(f"{FRONTEND_ENV}={CUSTOM_FRONTEND} (the parser frontend) is deprecated in {LATEST[Generation.NEW].label()} "
+              "and removed in the next release; use the tracer frontend (unset the variable) and migrate dynamic "
+              "loops to nl.fori_loop / nl.while_loop", location)
 
 
 def _warn(text: str, location=None) -> None:
@@ -199,5 +217,5 @@ def added_in(version: str, api: str, options, generation: Generation = Generatio
                            instruction=api, hint=f"use api_version={first.name!r} or later")
 
 
-__all__ = ["Generation", "uses_custom_frontend", "FRONTEND_ENV", "Release", "NEW_RELEASES", "LEGACY_RELEASES", "LATEST", "ReleaseError", "Change", "release",
-           "level_of", "accepts_every_release", "added_in", "API_VERSION_ENV"]
+__all__ = ["Generation", "uses_custom_frontend", "FRONTEND_ENV", "Release", "NEW_RELEASES", "LEGACY_RELEASES", "LATEST", "ReleaseError", "ReleaseTypeError", "Change", "release",
+           "level_of", "accepts_every_release", "added_in", "API_VERSION_ENV", "warn_custom_frontend"]

@@ -10,6 +10,7 @@ import opennki as nki_new
 import opennki.isa as nisa_new
 import opennki.language as nl_new
 import opennki.legacy as nki
+import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.releases import Generation
 from opennki.errors import RaceError
@@ -206,6 +207,38 @@ def test_spmd_programs_writing_the_same_shared_bytes(own_slice, rng):
     assert found[0].programs == ((0,), (1,))
     line = _line(kernel, "nl.store(out[")
     assert [loc.lineno for loc in found[0].lines] == [line, line]
+
+
+def _gather_after_store(rows_read: int):
+    """Program 0 stores rows 64..71 of shared scratch; every program then gathers rows
+    `rows_read..rows_read+7` back through a run-time index tile (an access without an index box)."""
+    def gather(x):
+        scratch = nl.ndarray((128, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+        out = nl.ndarray((2, 8, 16), dtype=x.dtype, buffer=nl.shared_hbm)
+        i = nl.program_id(0)
+        i_p, i_f = nl.arange(8)[:, None], nl.arange(16)[None, :]
+        if i == 0:
+            nl.store(scratch[64 + i_p, i_f], value=nl.load(x))
+        idx = nisa.iota(rows_read + i_p, dtype=nl.int32)
+        nl.store(out[i], value=nl.load(scratch[idx, i_f]))
+        return out
+    return gather
+
+
+@pytest.mark.parametrize("rows_read", [64, 0])
+def test_a_gather_racing_with_a_store_of_the_same_rows_is_found(rows_read, rng):
+    x = rng.standard_normal((8, 16)).astype(np.float32)
+    kernel = _gather_after_store(rows_read)
+    with collecting() as found:
+        nki.jit(kernel, detect_races=True)[2](x)
+    if rows_read == 0:          # rows never stored: uninitialised, but no race
+        assert found == []
+        return
+    # program 1's gather reads the rows program 0 stored (its own gather is ordered after its own store)
+    assert [f.rule for f in found] == ["program_race_raw"]
+    assert [loc.lineno for loc in found[0].lines] == [_line(kernel, "nl.store(scratch["),
+                                                      _line(kernel, "nl.store(out[i]")]
+    assert found[0].programs == ((0,), (1,))
 
 
 # -- LNC=2 cores around barriers ------------------------------------------------------------------------------

@@ -110,3 +110,50 @@ def test_environment_variable_and_bad_mode(rng, monkeypatch):
         nki_new.jit(_partly_written)(x)
     with pytest.raises(ValueError, match="uninitialized"):
         SimOptions(uninitialized="garbage")
+
+
+def _odd_partitions_forward(source_row: int):
+    """Only partition 16 of each quadrant is written; the shuffle moves partition `source_row` of each quadrant
+    to its partition 0 and keeps the others (255), so it reads nothing else."""
+    def kernel(x):
+        out = nl_new.ndarray((64, 8), dtype=x.dtype, buffer=nl_new.shared_hbm)
+        t = nl_new.ndarray((64, 8), dtype=x.dtype, buffer=nl_new.sbuf)
+        for q in range(2):
+            nisa_new.dma_copy(dst=t[q * 32 + 16:q * 32 + 17, :], src=x[q:q + 1, :])
+        nisa_new.nc_stream_shuffle(dst=t, src=t, shuffle_mask=[source_row] + [255] * 31)
+        for q in range(2):
+            nisa_new.dma_copy(dst=out[q:q + 1, :], src=t[q * 32:q * 32 + 1, :])
+        return out
+    return kernel
+
+
+def test_a_shuffle_reads_only_the_partitions_its_mask_names(rng):
+    x = rng.standard_normal((64, 8)).astype(np.float32)
+    got = nki_new.jit(_odd_partitions_forward(16), uninitialized="raise")(x)
+    np.testing.assert_array_equal(got[0:2], x[0:2])
+    kernel = _odd_partitions_forward(3)          # partition 3 of each quadrant was never written
+    with raises_at(UninitializedReadError, match="element \\[3, 0\\]", line="nisa_new.nc_stream_shuffle("):
+        nki_new.jit(kernel, uninitialized="raise")(x)
+
+
+def _windows(x):
+    """Sliding windows of 3 over the free axis: rows 6 and 7 are never loaded, and the windows read each of
+    their elements up to three times."""
+    out = nl.ndarray((8, 2), dtype=x.dtype, buffer=nl.shared_hbm)
+    i_p, i_f = nl.mgrid[0:8, 0:4]
+    t = nl.ndarray((8, 4), dtype=nl.float32)
+    t[i_p, i_f] = nl.load(x[i_p, i_f], mask=(i_p < 6))
+    i_q, i_w, i_k = nl.mgrid[0:8, 0:2, 0:3]
+    m = nl.max(t[i_q, i_w + i_k], axis=[2])
+    i_o, i_c = nl.mgrid[0:8, 0:2]
+    nl.store(out[i_o, i_c], value=m, mask=(i_o < 6))
+    return out
+
+
+def test_an_element_read_several_times_counts_once(rng):
+    x = rng.standard_normal((8, 4)).astype(np.float32)
+    with collecting() as found:
+        out = nki.jit(_windows, uninitialized="raise")(x)
+    np.testing.assert_array_equal(out[:6], np.maximum(np.maximum(x[:6, 0:2], x[:6, 1:3]), x[:6, 2:4]))
+    assert len(found) == 1 and found[0].extra["element"] == (6, 0)
+    assert found[0].extra["count"] == 8 and "(and 7 more never-written element(s))" in found[0].message

@@ -106,6 +106,45 @@ def _expected_writing(pattern, x):
     return out
 
 
+def _tile_grid_kernel(clash):
+    """Each (i, j) iteration of two affine loops stores its own [4, 8] tile of an [8 x 4, 6 x 8] output;
+    with `clash`, the last iteration also stores over the tile of iteration (1, 2), far from its own."""
+    def kernel(x):
+        out = nl.ndarray((32, 48), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(8):
+            for j in nl.affine_range(6):
+                t = nl.load(x[i * 4:(i + 1) * 4, j * 8:(j + 1) * 8])
+                nl.store(out[i * 4:(i + 1) * 4, j * 8:(j + 1) * 8], value=t)
+                if clash and i == 7 and j == 5:
+                    nl.store(out[4:8, 16:24], value=t)
+        return out
+    return kernel
+
+
+def test_affine_tile_grid_writes_are_checked_against_the_right_earlier_write(rng):
+    x = rng.standard_normal((32, 48)).astype(np.float32)
+    np.testing.assert_array_equal(run(_tile_grid_kernel(False), x), x)
+    with raises_at(KernelError, match=DEPENDENCY, line="nl.store(out[4:8, 16:24]") as info:
+        run(_tile_grid_kernel(True), x)
+    assert "iterations 1 and 7" in str(info.value)     # the outer loop's iterations; first written by (1, 2)
+
+
+def test_write_index_returns_the_writes_near_a_box_in_write_order():
+    from opennki._src.dependencies import _Write, _Writes
+    writes = _Writes()
+    tiles = [((r * 128, r * 128 + 127), (c * 512, c * 512 + 511)) for r in range(16) for c in range(8)]
+    for n, box in enumerate(tiles):
+        writes.add(_Write(n, box, None, None, "out"))
+    wide = ((0, 2047), (0, 4095))                          # the whole tensor: spans every bucket
+    writes.add(_Write(999, wide, None, None, "out"))
+    unboxed = _Write(1000, None, None, None, "out")       # run-time indices: no box
+    writes.add(unboxed)
+    assert [w.iteration for w in writes.near(tiles[37])] == [37, 999, 1000]
+    across = ((3 * 128 + 64, 4 * 128 + 63), (5 * 512 + 256, 6 * 512 + 255))   # four tiles' corners
+    assert [w.iteration for w in writes.near(across)] == [3 * 8 + 5, 3 * 8 + 6, 4 * 8 + 5, 4 * 8 + 6, 999, 1000]
+    assert len(writes.near(None)) == len(writes.near(wide)) == len(tiles) + 2
+
+
 def test_sequential_and_static_loops_may_rewrite_a_location(rng):
     x = rng.standard_normal((4, 16, 8)).astype(np.float32)
     for loop in (nl.sequential_range, nl.static_range, range):
@@ -198,6 +237,28 @@ def test_nisa_instructions_are_checked_too(rng):
         return out
     with raises_at(KernelError, match=DEPENDENCY):
         run(kernel, x)
+
+
+def test_scope_entries_of_dead_tensors_are_dropped_and_live_ones_kept(rng, monkeypatch):
+    import opennki._src.rules as rules
+    from opennki.sim.program import current
+    monkeypatch.setattr(rules, "_PRUNE_MIN", 16)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    sizes = []
+
+    def kernel(x):
+        out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        kept, n = None, 0
+        for _ in nl.sequential_range(200):       # 200 tiles, one alive at a time (and the first, kept)
+            t = nl.load(x)
+            kept = t if n == 0 else kept
+            n += 1
+        sizes.append(len(rules.rules(current()).scopes))
+        nl.store(out, value=kept)                # the first iteration's tile: still out of its scope
+        return out
+    with raises_at(KernelError, match="err_local_variable_used_out_of_scope", line="nl.store(out, value=kept)"):
+        run(kernel, x)
+    assert sizes and sizes[0] < 16, sizes
 
 
 def test_new_generation_loops_are_plain_ranges(rng):

@@ -133,19 +133,34 @@ class LoopRange:
         return f"nl.{self.kind}({self.range.start}, {self.range.stop}, {self.range.step})"
 
 
+RANGE_ITERATORS = Change("nl.affine_range / nl.sequential_range / nl.static_range", "Python range (from NKI 0.7 "
+                         "the three iterators are aliases of it)", deprecated_in="0.7",
+                         source="docs latest/nki/deep-dives/nki-loops: \"In NKI 0.7 and later, the static range "
+                                "iterators ... are deprecated and default to Python range\"")
+
+
+def _range_iterator(kind: str, args, kwargs) -> LoopRange:
+    loop = LoopRange(kind, *args, **kwargs)
+    prog = active()
+    if prog is not None:
+        RANGE_ITERATORS.apply(prog.options, location=loop.location)
+    return loop
+
+
 def affine_range(*args, **kwargs) -> LoopRange:
-    """New generation: a deprecated alias of `range` (the legacy semantics live in legacy/language.py)."""
-    return LoopRange("affine_range", *args, **kwargs)
+    """New generation: a deprecated alias of `range` (`RANGE_ITERATORS`; the legacy semantics live in
+    legacy/language.py)."""
+    return _range_iterator("affine_range", args, kwargs)
 
 
 def sequential_range(*args, **kwargs) -> LoopRange:
-    """New generation: a deprecated alias of `range`."""
-    return LoopRange("sequential_range", *args, **kwargs)
+    """New generation: a deprecated alias of `range` (`RANGE_ITERATORS`)."""
+    return _range_iterator("sequential_range", args, kwargs)
 
 
 def static_range(*args, **kwargs) -> LoopRange:
-    """New generation: a deprecated alias of `range`."""
-    return LoopRange("static_range", *args, **kwargs)
+    """New generation: a deprecated alias of `range` (`RANGE_ITERATORS`)."""
+    return _range_iterator("static_range", args, kwargs)
 
 
 def unrolled_range(*args, **kwargs) -> LoopRange:

@@ -28,7 +28,7 @@ from opennki.instructions.vector import (Memset, TensorCopy, TensorReduce, Tenso
                                          normalize_axes, reduced_shape)
 from opennki._src import rules
 from opennki.machine.arguments import as_shape
-from opennki.machine.dtypes import SCALAR_TYPES, DataType, dtype_of, float32, promote, scalar_dtype
+from opennki.machine.dtypes import SCALAR_TYPES, DataType, bool_, dtype_of, float32, promote, scalar_dtype
 from opennki.machine.machine import Machine
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
@@ -263,10 +263,15 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     return prog.defer(instr, result, api)
 
 
-def unary_alu(op_name: str, x, *, dtype=None, mask=None, api: str):
-    """A unary ALU op (`logical_not`, `invert`) on the Vector Engine into a new SBUF tile."""
+def unary_alu(op_name: str, x, *, dtype=None, mask=None, api: str, bool_fails: bool = False):
+    """A unary ALU op (`logical_not`, `invert`) on the Vector Engine into a new SBUF tile. `bool_fails`:
+    hardware gives wrong results for a bool input (the legacy `nl.invert` known issue), so hardware-strict
+    mode rejects one."""
     prog = current(api)
     require_tile(x, "x", api)
+    if bool_fails and prog.options.hardware_strict and x.dtype is bool_:
+        raise HardwareUnsupportedError(f"{api} gives wrong results for a bool input on hardware (known issue)",
+                                       got="bool", instruction=api, hint="invert an int8 tile instead")
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
     instr = TensorScalar(dst=result, data=x, op0=op_name, operand0=0 if alu(op_name).category == "bitvec"
                          else 0.0, mask=mask)

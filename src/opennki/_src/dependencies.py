@@ -7,7 +7,9 @@ compiler rejects such kernels; opennki, which runs iterations in order, checks e
 
 * A program gets an `OutputDependencyChecker` observer when it first enters an affine loop. For each loop
   running (`Program.loops`) it keeps the writes made so far: tensor, per-dimension bounding box and,
-  lazily, the exact element offsets (masks and run-time indices honoured).
+  lazily, the exact element offsets (masks and run-time indices honoured). The writes of a tensor are
+  bucketed by box (`_Writes`), so a write is compared only with earlier writes near it, not with all of
+  them: a loop writing one tile per iteration costs linear time, not quadratic.
 * A write that hits an element written by another iteration of an enclosing affine loop raises a
   KernelError naming both kernel lines. Iterations of a `sequential_range` / `static_range` / `range` loop
   inside one affine iteration are ordered, so they never conflict with each other.
@@ -24,6 +26,9 @@ unsafe, but the compiler does not report it either).
 """
 
 from __future__ import annotations
+
+import itertools
+import math
 
 import numpy as np
 
@@ -89,11 +94,61 @@ def _is_accumulation(instr, view) -> bool:
     return any(access is AccessKind.READ and other.same_view(view) for _, other, access in instr.operands())
 
 
+_INDEXED_DIMS = 2          # storage dims the box buckets of `_Writes` cut along
+_WIDE_CELLS = 64           # a write spanning more buckets than this is compared with every later write
+
+
+class _Writes:
+    """The writes of one tensor in one loop, in order, bucketed by bounding box: `near(box)` gives, in
+    write order, every earlier write whose box may overlap `box` (a superset; the exact test follows). The
+    bucket widths are the first boxed write's extents along the first storage dims (tiles written by a
+    loop are usually alike); writes without a box (run-time indices) or spanning many buckets are kept
+    aside and always returned."""
+
+    __slots__ = ("items", "widths", "cells", "wide")
+
+    def __init__(self):
+        self.items: list[_Write] = []
+        self.widths: tuple[int, ...] | None = None
+        self.cells: dict[tuple, list[int]] = {}
+        self.wide: list[int] = []
+
+    def _cells(self, box):
+        """The bucket keys `box` spans, or None when it has no box or spans too many."""
+        if box is None:
+            return None
+        if self.widths is None:
+            self.widths = tuple(max(1, hi - lo + 1) for lo, hi in box[:_INDEXED_DIMS])
+        ranges = [range(lo // w, hi // w + 1) for (lo, hi), w in zip(box, self.widths)]
+        if math.prod(len(r) for r in ranges) > _WIDE_CELLS:
+            return None
+        return itertools.product(*ranges)
+
+    def near(self, box) -> list:
+        cells = self._cells(box) if self.items else None
+        if cells is None:
+            return self.items
+        found = set(self.wide)
+        for cell in cells:
+            found.update(self.cells.get(cell, ()))
+        return [self.items[i] for i in sorted(found)]
+
+    def add(self, write: _Write) -> None:
+        position = len(self.items)
+        self.items.append(write)
+        cells = self._cells(write.box)
+        if cells is None:
+            self.wide.append(position)
+            return
+        for cell in cells:
+            self.cells.setdefault(cell, []).append(position)
+
+
 class OutputDependencyChecker(Observer):
     """Per-program checker (module docstring)."""
 
     def __init__(self):
-        self.writes: dict[int, dict[int, list[_Write]]] = {}   # loop id -> storage id -> writes
+        self.writes: dict[int, dict[int, _Writes]] = {}   # loop id -> storage id -> writes
         self.exempt: set[int] = set()
 
     def loop_finished(self, loop_id: int) -> None:
@@ -115,8 +170,11 @@ class OutputDependencyChecker(Observer):
         box = _box(view)
         mine = None
         for loop_id, iteration in frames:
-            previous = self.writes.setdefault(loop_id, {}).setdefault(sid, [])
-            for w in previous:
+            by_storage = self.writes.setdefault(loop_id, {})
+            previous = by_storage.get(sid)
+            if previous is None:
+                previous = by_storage[sid] = _Writes()
+            for w in previous.near(box):
                 if w.iteration == iteration or not _overlaps(w.box, box):
                     continue
                 if mine is None:
@@ -129,7 +187,7 @@ class OutputDependencyChecker(Observer):
             mine = _offsets(prog.machine, view, instr.mask)   # run-time offsets are only known now
         offsets = mine if mine is not None else _LazyOffsets(view, instr.mask)
         for loop_id, iteration in frames:
-            self.writes[loop_id][sid].append(_Write(iteration, box, offsets, location, view.name))
+            self.writes[loop_id][sid].add(_Write(iteration, box, offsets, location, view.name))
 
     def _report(self, prog, loop_id, first, iteration, view, common) -> None:
         where = f" (first written at line {first.location.lineno})" if first.location else ""

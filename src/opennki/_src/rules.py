@@ -17,6 +17,8 @@ only concern the legacy generation's `mask=` and loops, so new-generation kernel
 
 from __future__ import annotations
 
+import weakref
+
 from opennki.errors import KernelError
 from opennki.machine.index import Predicate
 from opennki.machine.memory import Memory
@@ -24,13 +26,25 @@ from opennki.machine.tensor import TensorView
 from opennki.sim.program import PROGRAM_SETUP, Observer
 
 STATE = "opennki._src.rules"
+_PRUNE_MIN = 1024          # scope entries kept before the first pruning of dead tensors' entries
 
 
 class LanguageRules(Observer):
-    """The per-program checker of the module's rules."""
+    """The per-program checker of the module's rules. `scopes` holds an entry per live tensor created in a
+    scoped loop; entries of tensors that died are dropped in batches (`remember`), so a long kernel keeps
+    as many entries as it has live tensors, not one per tensor it ever made."""
 
     def __init__(self):
-        self.scopes: dict[int, tuple[int, int, object]] = {}   # storage id -> (loop id, lineno, name)
+        # storage id -> (loop id, lineno, name, weak reference to the storage)
+        self.scopes: dict[int, tuple[int, int, object, weakref.ref]] = {}
+        self.prune_at = _PRUNE_MIN
+
+    def remember(self, storage, loop_id: int, line, name) -> None:
+        scopes = self.scopes
+        scopes[storage.id] = (loop_id, line, name, weakref.ref(storage))
+        if len(scopes) >= self.prune_at:
+            self.scopes = scopes = {sid: e for sid, e in scopes.items() if e[3]() is not None}
+            self.prune_at = max(_PRUNE_MIN, 2 * len(scopes))    # amortised: each entry is looked at O(1) times
 
     def check(self, prog, instr) -> None:
         mask = instr.mask
@@ -76,7 +90,7 @@ def record_scope(prog, view) -> None:
     for frame in reversed(prog.loops):
         if frame.is_scope:
             line = frame.location.lineno if frame.location is not None else "?"
-            rules(prog).scopes[view.storage.id] = (frame.loop_id, line, view.name)
+            rules(prog).remember(view.storage, frame.loop_id, line, view.name)
             return
 
 

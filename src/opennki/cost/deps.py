@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import functools
 
-from opennki.events import AccessKind, Engine, MemoryKind, Operand
+from opennki.events import AccessKind, Engine, MemoryKind
 
 NO_PRODUCER = -1
 # enum members bound once: looking them up on their class is slow in per-operand loops (Python 3.11)
@@ -102,10 +102,6 @@ class _StorageAccesses:
         self.by_key: dict[tuple, _Slot] = {}
         self.last_end = 0.0
         self.write_serial = 0
-
-    def pages(self, region) -> range:
-        """Address pages a (non-empty) region spans."""
-        return range(region.byte_start >> self.shift, ((region.byte_end - 1) >> self.shift) + 1)
 
 
 class Dependency:
@@ -202,65 +198,85 @@ class AccessTracker:
         return prod
 
     # -- dependencies ---------------------------------------------------------------------------------
-    def _accesses(self, op: Operand) -> _StorageAccesses:
-        sid = op.region.storage_id
-        acc = self.storages.get(sid)
-        if acc is None:
-            acc = self.storages[sid] = _StorageAccesses(op.region.byte_end - op.region.byte_start)
-        return acc
-
     def dependency(self, operands, engine: Engine, core: int) -> Dependency:
         """The dependency of an instruction with `operands` running on `engine` of `core`."""
         dep = Dependency()
+        boxes, floors, storages = dep.boxes, self.floor, self.storages
         for i, op in enumerate(operands):
             region = op.region
             sid = region.storage_id
             box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
-            dep.boxes.append(box)
-            floor = self.floor.get(sid)
-            if floor is not None:
-                dep.consider(floor[0], floor[1], "reuse", operand=i)
-            acc = self.storages.get(sid)
+            boxes.append(box)
+            if floors:
+                floor = floors.get(sid)
+                if floor is not None:
+                    dep.consider(floor[0], floor[1], "reuse", operand=i)
+            acc = storages.get(sid)
             if acc is None:
                 continue
             access = op.access
-            pages = acc.pages(region)
-            seen = set()
-            for page in pages:
-                for slot in acc.writes.get(page, ()):
-                    if id(slot) in seen or not slot.overlaps(region, box):
-                        continue
-                    seen.add(id(slot))
-                    if (access is _ACCUMULATE and slot.accumulate and slot.engine is engine
-                            and slot.core == core):
-                        continue                 # an accumulation group: in order on the engine, no wait
-                    dep.consider(slot.end, slot.producer, "raw" if access is _READ else "waw",
-                                 slot.engine, slot.core, i)
-                if access is not _READ:
-                    for slot in acc.reads.get(page, ()):
-                        if id(slot) not in seen and slot.overlaps(region, box):
-                            seen.add(id(slot))
-                            dep.consider(slot.end, slot.producer, "war", slot.engine, slot.core, i)
+            shift = acc.shift
+            first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
+            if first == last:               # one page: a slot is listed once per page, so no `seen` set
+                self._page(dep, acc, first, region, box, access, engine, core, i, None)
+            else:
+                seen = set()
+                for page in range(first, last + 1):
+                    self._page(dep, acc, page, region, box, access, engine, core, i, seen)
         return dep
+
+    @staticmethod
+    def _page(dep, acc, page, region, box, access, engine, core, i, seen) -> None:
+        """`dependency` for the slots of one address page (`seen`: slots met on earlier pages, or None)."""
+        writes = acc.writes.get(page)
+        if writes:
+            kind = "raw" if access is _READ else "waw"
+            for slot in writes:
+                if seen is not None:
+                    if id(slot) in seen:
+                        continue
+                if not slot.overlaps(region, box):
+                    continue
+                if seen is not None:
+                    seen.add(id(slot))
+                if (access is _ACCUMULATE and slot.accumulate and slot.engine is engine
+                        and slot.core == core):
+                    continue                 # an accumulation group: in order on the engine, no wait
+                dep.consider(slot.end, slot.producer, kind, slot.engine, slot.core, i)
+        if access is not _READ:
+            for slot in acc.reads.get(page, ()):
+                if (seen is None or id(slot) not in seen) and slot.overlaps(region, box):
+                    if seen is not None:
+                        seen.add(id(slot))
+                    dep.consider(slot.end, slot.producer, "war", slot.engine, slot.core, i)
 
     def record(self, operands, end: float, producer: int, engine: Engine, core: int, boxes=None) -> None:
         """Remember that an instruction touching `operands` (with `boxes`, from `dependency`) finished at
         `end`."""
+        storages = self.storages
         for i, op in enumerate(operands):
-            acc = self._accesses(op)
             region = op.region
+            acc = storages.get(region.storage_id)
+            if acc is None:
+                acc = storages[region.storage_id] = _StorageAccesses(region.byte_end - region.byte_start)
             box = boxes[i] if boxes is not None else box_of(op.storage_shape, op.strides, op.offset, op.shape)
-            is_read = op.access is _READ
+            access = op.access
+            is_read = access is _READ
             key = (is_read, box if box is not None else (region.partition_start, region.partition_count,
                                                          region.byte_start, region.byte_end))
             slot = acc.by_key.get(key)
-            accumulate = op.access is _ACCUMULATE
+            accumulate = access is _ACCUMULATE
             if slot is None:
                 slot = _Slot(region, box, end, producer, engine, core, accumulate)
                 acc.by_key[key] = slot
                 index = acc.reads if is_read else acc.writes
-                for page in acc.pages(region):
-                    index.setdefault(page, []).append(slot)
+                shift = acc.shift
+                for page in range(region.byte_start >> shift, ((region.byte_end - 1) >> shift) + 1):
+                    slots = index.get(page)
+                    if slots is None:
+                        index[page] = [slot]
+                    else:
+                        slots.append(slot)
             elif not is_read or end >= slot.end:
                 slot.end, slot.producer, slot.engine, slot.core, slot.accumulate = (
                     end, producer, engine, core, accumulate)

@@ -116,6 +116,7 @@ class CostResult:
         self.flops = self.transpose_flops = self.elem_ops = 0.0
         self.flops_by_peak: dict[float, float] = {}
         self._matmul_rates: dict[tuple, tuple[bool, float]] = {}   # (opcode, dtypes) -> _matmul_rate()
+        self._streams: dict[int, tuple] = {}          # id(DmaWork) -> (work, stream efficiency)
         self.fp32_matmuls = 0
         self.folded_fills = 0                        # PSUM zero-fills folded into matmul accumulation
         self.matmuls = 0
@@ -203,7 +204,13 @@ class CostResult:
         self.hbm_read_bytes += work.hbm_read_bytes
         self.hbm_write_bytes += work.hbm_write_bytes
         self.dma_engine_ns += rec.dma_engine_ns
-        stream = self.hw.cost.dma.efficiency(work.partition_bytes) * work.efficiency
+        stream = self._streams.get(id(work))
+        if stream is None or stream[0] is not work:     # per DmaWork object (costs are memoised): held, so
+            if len(self._streams) >= 4096:              # its id stays unique
+                self._streams.clear()
+            stream = self._streams[id(work)] = (work, self.hw.cost.dma.efficiency(work.partition_bytes)
+                                                * work.efficiency)
+        stream = stream[1]
         if stream < SMALL_DMA_EFFICIENCY:
             s = self.small_dmas.setdefault(line, [0, 0, 1.0, float("inf"), 0.0])
             s[0] += 1

@@ -94,6 +94,7 @@ class CostModel:
         self.deps = AccessTracker()
         self.hbm = Timeline()
         self.pending_fills: dict[int, InstructionExecuted] = {}
+        self._dma_plans: dict[int, tuple] = {}
         self.launch_cores = max(1, cores)
         if hw is not None:
             self.result_ = CostResult(hw, keep_instructions=self.keep_instructions, kernel=kernel, grid=grid,
@@ -289,13 +290,29 @@ class CostModel:
         return (r.storage_id, r.partition_start, r.partition_count, r.byte_start, r.byte_end,
                 self.deps.write_serial(r.storage_id))
 
+    def _dma_plan(self, work) -> tuple:
+        """What `_place_dma` derives from a transfer alone (its trigger engine and spec, queue key, DMA
+        engine span and data time), kept per DmaWork object: costs are memoised per signature, so a loop's
+        transfers share one (the object is held in the entry, so its id stays unique)."""
+        plan = self._dma_plans.get(id(work))
+        if plan is None or plan[0] is not work:
+            dma = self.hw.cost.dma
+            trigger = schedulable_engine(work.trigger)
+            first, last = dma.engine_span(work.partition_start, work.partition_count)
+            n_engines = last - first + 1
+            t_data = work.size_bytes / n_engines / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
+            if len(self._dma_plans) >= 4096:
+                self._dma_plans.clear()
+            plan = self._dma_plans[id(work)] = (
+                work, trigger, engine_spec(self.hw, trigger), (work.queue, trigger._value_), first, last,
+                n_engines, t_data, Row.of(trigger))
+        return plan
+
     def _place_dma(self, ev, cost, state, dep, index) -> InstructionRecord:
         hw = self.hw
         dma = hw.cost.dma
         work = cost.dma
-        trigger = schedulable_engine(work.trigger)
-        spec = engine_spec(hw, trigger)
-        queue = (work.queue, trigger._value_)         # by value: hashing an Enum member runs Python code
+        _, _, spec, queue, first, last, n_engines, t_data, issue_row = self._dma_plan(work)
         t_start, pred, stall, kind = self._gate(spec, state.queue_free.get(queue, 0.0),
                                                 state.queue_last.get(queue, NO_PRODUCER), dep)
         t_end = t_start + cost.busy_ns
@@ -310,9 +327,6 @@ class CostModel:
         # transfer's data: a stream of transfers on one queue runs at max(setup, data) per transfer
         setup_start = max(ready, state.setup_free.get(queue, 0.0))
         data_ready = state.setup_free[queue] = setup_start + dma.fixed_latency_ns
-        first, last = dma.engine_span(work.partition_start, work.partition_count)
-        n_engines = last - first + 1
-        t_data = work.size_bytes / n_engines / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
         timelines = state.dma[first:last + 1]
         if timelines.count(timelines[0]) == n_engines:      # the usual case: all share one timeline
             timeline, start, end, waited = timelines[0].spread(data_ready, t_data, index)
@@ -339,7 +353,7 @@ class CostModel:
             self.hbm, _, h_end, _ = self.hbm.spread(start, occupancy, index)
             end = max(end, h_end)
         rec = InstructionRecord(index, ev, cost, Row.dma(work.queue), start, end, pred, stall, kind)
-        rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, Row.of(trigger)
+        rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, issue_row
         rec.dma_engine_ns = t_data * n_engines
         return rec
 

@@ -145,15 +145,19 @@ class NcStreamShuffle(Instruction):
                            got=q + v, error=ShapeError)
 
     def run(self, m) -> None:
-        s = flat(m.read(self.src))
         Pd = self.dst.shape[0]
+        moves = [(q + i, q + v) for q in range(0, Pd, _QUADRANT)
+                 for i, v in enumerate(int(v) for v in self.shuffle_mask) if v != _KEEP and q + i < Pd]
+        sources = np.zeros(self.src.shape[0], bool)     # only the partitions the mask names are read
+        for _, src_row in moves:
+            sources[src_row] = True
+        s = flat(m.read(self.src, np.broadcast_to(sources.reshape((-1,) + (1,) * (self.src.ndim - 1)),
+                                                  self.src.shape)))
         out = np.empty((Pd, s.shape[1]), s.dtype)
         rows = np.zeros(Pd, bool)
-        for q in range(0, Pd, _QUADRANT):
-            for i, v in enumerate(int(v) for v in self.shuffle_mask):
-                if v != _KEEP and q + i < Pd:
-                    out[q + i] = s[q + v]
-                    rows[q + i] = True
+        for dst_row, src_row in moves:
+            out[dst_row] = s[src_row]
+            rows[dst_row] = True
         written = np.broadcast_to(rows.reshape((Pd,) + (1,) * (self.dst.ndim - 1)), self.dst.shape)
         active = Machine.effective_mask(self.dst, self.mask)
         if active is not None:

@@ -14,6 +14,7 @@ import numpy as np
 from opennki.errors import DtypeError, KernelError, NkiValidationError  # noqa: F401 (nki.isa.NkiValidationError)
 from opennki._src.constants import target_nc_version
 from opennki.instructions import dma as _dma
+from opennki.instructions import enums as _enums
 from opennki.instructions import gpsimd as _pool
 from opennki.instructions import lnc as _lnc
 from opennki.instructions import mx as _mx
@@ -36,7 +37,7 @@ from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same 
 from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
-from opennki.releases import Change, added_in, uses_custom_frontend
+from opennki.releases import Change, ReleaseTypeError, added_in, uses_custom_frontend
 from opennki.language import NKIObject
 from opennki.sim.program import active, current
 
@@ -127,14 +128,31 @@ def _dge_mode(value):
 # ------------------------------------------------------------------------------------------------- DMA
 
 def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engine=engine.unknown, name=None,
-             priority=None):
-    """dst = src by DMA (HBM <-> SBUF), converting through fp32 when dtypes differ."""
+             priority=None, *, dst_rmw_op=None, unique_indices=None):
+    """dst = src by DMA (HBM <-> SBUF), converting through fp32 when dtypes differ.
+
+    NKI 0.2's read-modify-write (`dst_rmw_op=nl.add`, also given as the third positional argument there, and
+    `unique_indices`) is `DMA_COPY_RMW`: dst = dst + src, the `dma_compute` NKI 0.3 replaced it with."""
+    if _is_operator(oob_mode):    # NKI 0.2 order: (dst, src, dst_rmw_op, oob_mode, dge_mode, name)
+        dst_rmw_op, oob_mode, dge_mode, engine = (
+            oob_mode, dge_mode if isinstance(dge_mode, _enums.oob_mode) else _enums.oob_mode.error,
+            engine if isinstance(engine, _enums.dge_mode) else _enums.dge_mode.unknown, _enums.engine.unknown)
+    if dst_rmw_op is not None or unique_indices is not None:
+        _old_form(DMA_COPY_RMW, "nisa.dma_copy")
+        if dst_rmw_op is not None:
+            return _issue(_dma.DmaCompute(dst=dst, srcs=(src, dst), reduce_op=dst_rmw_op, scales=None,
+                                          unique_indices=True if unique_indices is None else unique_indices,
+                                          oob_mode=oob_mode, name=name), "nisa.dma_copy")
     return _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=_dge_mode(dge_mode), engine=engine,
                         priority=priority, name=name))
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
-    """dst = sum of srcs by the DMA engines (fp32); a source that is dst makes it a read-add-write."""
+    """dst = sum of srcs by the DMA engines (fp32); a source that is dst makes it a read-add-write. NKI 0.2's
+    positional order `(dst, srcs, scales, reduce_op)` is `DMA_COMPUTE_ORDER`."""
+    if _is_operator(scales) and not _is_operator(reduce_op):
+        _old_form(DMA_COMPUTE_ORDER, "nisa.dma_compute")
+        reduce_op, scales = scales, reduce_op
     return _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs) if isinstance(srcs, (tuple, list)) else srcs, reduce_op=reduce_op, scales=scales,
                            unique_indices=unique_indices, oob_mode=oob_mode, name=name))
 
@@ -188,6 +206,35 @@ DYNAMIC_COPY = Change("nisa.tensor_copy_dynamic_src / tensor_copy_dynamic_dst", 
 MEMSET_CAST = Change("nisa.memset of a float value into an integer tensor", "a value of the destination's type (an "
                      "integer literal)", removed_in="0.3",
                      source="Migrating from NKI 0.2.0 to NKI 0.3.0: nisa.memset - strict type matching")
+
+
+# NKI 0.2 signatures NKI 0.3 changed (docs `v2.32.0/nki/migration/index`, "Migrating from NKI 0.2.0 to NKI 0.3.0",
+# "API breaking changes"; the SDK 2.27 / 2.28 API stubs). Each old call runs as 0.2 defined it (`Change.apply`).
+_GUIDE_0_3 = "Migrating from NKI 0.2.0 to NKI 0.3.0: API breaking changes"
+DMA_COPY_RMW = Change("nisa.dma_copy(dst_rmw_op=..., unique_indices=...)", "nisa.dma_compute(dst, [src, dst], "
+                      "reduce_op=nl.add, unique_indices=...)", removed_in="0.3", source=_GUIDE_0_3,
+                      error=ReleaseTypeError)
+DMA_COMPUTE_ORDER = Change("nisa.dma_compute(dst, srcs, scales, reduce_op) (NKI 0.2's positional order)",
+                           "nisa.dma_compute(dst, srcs, reduce_op, scales=None)", removed_in="0.3",
+                           source=_GUIDE_0_3, error=ReleaseTypeError)
+SENDRECV_GPSIMD_DMA = Change("nisa.sendrecv(use_gpsimd_dma=...)", "dma_engine=nisa.dma_engine.gpsimd_dma (or "
+                             ".dma for use_gpsimd_dma=False)", removed_in="0.3", source=_GUIDE_0_3,
+                             error=ReleaseTypeError)
+AFFINE_SELECT_ORDER = Change("nisa.affine_select(dst, pattern, offset, channel_multiplier, on_true_tile, "
+                             "on_false_value) (NKI 0.2's positional order)", "nisa.affine_select(dst, pattern, "
+                             "channel_multiplier, on_true_tile, on_false_value, offset=offset)", removed_in="0.3",
+                             source=_GUIDE_0_3, error=ReleaseTypeError)
+REGISTER_MOVE_IMM = Change("nisa.register_move(dst, imm=...)", "nisa.register_move(dst, src) (src an int or a "
+                           "register)", removed_in="0.3", source=_GUIDE_0_3, error=ReleaseTypeError)
+
+
+def _old_form(change: Change, api: str) -> None:
+    change.apply(current(api).options)
+
+
+def _is_operator(x) -> bool:
+    """An ALU operator argument (`nl.add`, `np.add`, "add"), as opposed to scales, modes or tensors."""
+    return callable(x) and not isinstance(x, (TensorView, type))
 
 
 def tensor_copy_dynamic_src(dst, src, engine=engine.unknown, name=None):
@@ -363,7 +410,16 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
 
 def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"], offset=0,
                   name=None):
-    """dst = on_true_tile where cmp_op(offset + channel_multiplier * p + pattern value, 0), else on_false_value."""
+    """dst = on_true_tile where cmp_op(offset + channel_multiplier * p + pattern value, 0), else on_false_value.
+
+    NKI 0.2's positional order `(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op)`
+    is `AFFINE_SELECT_ORDER`; it is told apart by the tile arriving where 0.3 has `on_false_value`."""
+    if isinstance(on_false_value, TensorView) and not isinstance(on_true_tile, TensorView):
+        _old_form(AFFINE_SELECT_ORDER, "nisa.affine_select")
+        # 0.2's (offset, channel_multiplier, on_true_tile, on_false_value, cmp_op) arrived one place to the right
+        offset, channel_multiplier, on_true_tile, on_false_value, cmp_op = (
+            channel_multiplier, on_true_tile, on_false_value, cmp_op,
+            ALU_OPS["equal"] if isinstance(offset, int) and offset == 0 else offset)
     return _issue(_pool.AffineSelect(dst=dst, on_true_tile=on_true_tile, on_false_value=on_false_value,
                               pattern=_pattern(pattern), offset=offset,
                               channel_multiplier=channel_multiplier, cmp_op=cmp_op, name=name))
@@ -392,11 +448,15 @@ def sequence_bounds(dst, segment_ids, name=None):
 
 # ------------------------------------------------------------------------------- cross-core (LNC=2)
 
-def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None):
+def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_engine.dma, name=None, *,
+             use_gpsimd_dma=None):
     """dst = the src of core recv_from_rank, while this core's src goes to core send_to_rank (NeuronCore-v3+,
     LNC=2); the calls of the cores with one pipe_id complete together: neither core goes on before both
     transfers are done (so each may reuse its src afterwards)."""
     api = _lnc.SendRecv.api_name()
+    if use_gpsimd_dma is not None:              # NKI 0.2's boolean (SENDRECV_GPSIMD_DMA)
+        _old_form(SENDRECV_GPSIMD_DMA, api)
+        dma_engine = _enums.dma_engine.gpsimd_dma if use_gpsimd_dma else _enums.dma_engine.dma
     instr = _lnc.SendRecv(dst=dst, src=src, send_to_rank=send_to_rank, recv_from_rank=recv_from_rank,
                           pipe_id=pipe_id, dma_engine=dma_engine_of(dma_engine), name=name)
     instr.issue_on(current(api), api)
@@ -466,8 +526,15 @@ def scalar_alu(data1, data2, op, name=None):
     return _scalars.scalar_alu(data1, data2, op, name=name)
 
 
-def register_move(dst, src, name=None):
-    """dst = src, an integer immediate or another register."""
+def register_move(dst, src=None, name=None, *, imm=None):
+    """dst = src, an integer immediate or another register (NKI 0.2's `imm=`: `REGISTER_MOVE_IMM`)."""
+    if imm is not None:
+        _old_form(REGISTER_MOVE_IMM, "nisa.register_move")
+        if src is not None:
+            raise KernelError("nisa.register_move takes src or (NKI 0.2) imm, not both", instruction="nisa.register_move")
+        src = imm
+    elif src is None:
+        raise TypeError("register_move() missing 1 required positional argument: 'src'")
     return _issue(_reg.RegisterMove(register=dst, src=src, name=name))
 
 

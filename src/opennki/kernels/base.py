@@ -36,7 +36,7 @@ from opennki._src.tensor import NkiTensor
 from opennki.listeners import Recorder
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
-from opennki.releases import Change, Generation, ReleaseError, level_of, release
+from opennki.releases import Change, Generation, ReleaseError, level_of, release, warn_custom_frontend
 from opennki.sim.frames import return_lines
 from opennki.sim.options import SimOptions
 from opennki.sim.program import active
@@ -345,8 +345,12 @@ class TraceKernel:
 
         @functools.wraps(func)
         def kernel_body(*args, **kwargs):
-            result = func(*args, **kwargs)
             prog = active()
+            if generation is Generation.NEW and prog is not None:
+                code = getattr(inspect.unwrap(func), "__code__", None)
+                warn_custom_frontend(prog.options, code and SourceLocation(code.co_filename, code.co_firstlineno,
+                                                                           code.co_name))
+            result = func(*args, **kwargs)
             check_outputs(result, generation, func, prog.options if prog is not None else None)
             return result
         return kernel_body

@@ -37,8 +37,9 @@ ASSOCIATIVE_OPS = frozenset({"add", "multiply", "maximum", "minimum", "max", "mi
                              "abs_min"})
 # core_barrier orders accesses and touches no data; PSUM / SBUF spills and reloads are the compiler's own copies
 _SKIPPED_OPCODES = frozenset({"core_barrier", "psum_spill", "psum_reload", "sbuf_spill", "sbuf_reload"})
-_CHUNK_SHIFT = 8                                    # bytes per index bucket (on chip, or HBM without dims)
+_CHUNK_SHIFT = 8                                    # bytes per index bucket (on chip)
 _ROW_SHIFT = 3                                      # rows of the first dimension per bucket (HBM)
+_COLUMN_SHIFT = 6                                   # elements of the last dimension per bucket (HBM)
 _WIDE_CHUNKS = 64
 
 
@@ -46,7 +47,7 @@ class _Access:
     """One operand access, as the checker keeps it (values only: no tensors)."""
 
     __slots__ = ("writes", "reads", "accumulate", "p0", "p1", "b0", "b1", "dims", "operand", "mask", "location",
-                 "loops", "program", "sync", "seq", "_offsets")
+                 "loops", "program", "sync", "seq", "_offsets", "keys")
 
     def __init__(self, operand: Operand, base: int, writes: bool, reads: bool, accumulate, mask, event, loops,
                  sync):
@@ -58,6 +59,7 @@ class _Access:
         self.loops, self.program, self.sync, self.seq = loops, event.program, sync, event.seq
         self.dims = _dim_box(operand)
         self._offsets = None
+        self.keys = _Index.keys_of(self)        # its index buckets (None: too many, compared with all)
 
     def boxes_overlap(self, other: "_Access") -> bool:
         if not (self.b0 < other.b1 and other.b0 < self.b1 and self.p0 < other.p1 and other.p0 < self.p1):
@@ -82,6 +84,9 @@ class _Access:
         return self._offsets
 
 
+_ROWS: dict[tuple, tuple] = {}     # tensor shape -> the element stride of each of its dimensions
+
+
 def _dim_box(operand: Operand):
     """Per dimension of the tensor, the (first, last) index the access touches, when each dimension of the
     access steps along one dimension of the tensor (slices and integer indices do); None otherwise (the
@@ -90,9 +95,12 @@ def _dim_box(operand: Operand):
     strides, offset, shape = operand.strides, operand.offset, operand.storage_shape
     if strides is None or offset is None or operand.offsets is not None:
         return None
-    row = [1] * len(shape)
-    for d in range(len(shape) - 2, -1, -1):
-        row[d] = row[d + 1] * shape[d + 1]
+    row = _ROWS.get(shape)
+    if row is None:
+        row = [1] * len(shape)
+        for d in range(len(shape) - 2, -1, -1):
+            row[d] = row[d + 1] * shape[d + 1]
+        row = _ROWS[shape] = tuple(row)
     lo = []
     rest = offset
     for d in range(len(shape)):
@@ -112,45 +120,61 @@ def _dim_box(operand: Operand):
 
 
 class _Index:
-    """The accesses to one tensor, bucketed by byte range so that a lookup sees only nearby ones."""
+    """The accesses to one tensor, bucketed by what they touch so that a lookup sees only nearby ones: on
+    chip by byte range; HBM by rows of the first dimension and, for tensors of two or more dimensions,
+    columns of the last (tiles side by side in one row band stay apart). An HBM access without an index box
+    (`_dim_box` None) is in no bucket: it is compared with every access of the tensor."""
 
     __slots__ = ("chunks", "wide")
 
     def __init__(self):
-        self.chunks: dict[int, list[_Access]] = {}
+        self.chunks: dict = {}
         self.wide: list[_Access] = []
 
     @staticmethod
-    def _buckets(acc: _Access) -> tuple[int, int]:
-        if acc.operand.region.kind is MemoryKind.HBM and acc.dims is not None:
+    def keys_of(acc: _Access):
+        """The buckets `acc` falls in, or None when it spans too many (kept in `wide`)."""
+        if acc.operand.region.kind is MemoryKind.HBM:
+            if acc.dims is None:        # (indirect, reshaped) no index box: compared with every access
+                return None
             first = acc.dims[0]
-            return first[0] >> _ROW_SHIFT, first[1] >> _ROW_SHIFT
-        return acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
+            lo, hi = first[0] >> _ROW_SHIFT, first[1] >> _ROW_SHIFT
+            if len(acc.dims) < 2:
+                return range(lo, hi + 1) if hi - lo < _WIDE_CHUNKS else None
+            last = acc.dims[-1]
+            clo, chi = last[0] >> _COLUMN_SHIFT, last[1] >> _COLUMN_SHIFT
+            if (hi - lo + 1) * (chi - clo + 1) > _WIDE_CHUNKS:
+                return None
+            return [(r, c) for r in range(lo, hi + 1) for c in range(clo, chi + 1)]
+        lo, hi = acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
+        return range(lo, hi + 1) if hi - lo < _WIDE_CHUNKS else None
 
     def add(self, acc: _Access) -> None:
-        lo, hi = self._buckets(acc)
-        if hi - lo >= _WIDE_CHUNKS:
+        keys = acc.keys
+        if keys is None:
             self.wide.append(acc)
             return
-        for c in range(lo, hi + 1):
+        for c in keys:
             self.chunks.setdefault(c, []).append(acc)
 
-    def near(self, acc: _Access):
-        yield from self.wide
-        lo, hi = self._buckets(acc)
-        if hi - lo >= _WIDE_CHUNKS:
-            lists = list(self.chunks.values())
+    def near(self, acc: _Access, into: list) -> None:
+        """Append to `into` the accesses that may overlap `acc` (each once)."""
+        into += self.wide
+        keys = acc.keys
+        chunks = self.chunks
+        if keys is None:
+            lists = list(chunks.values())
         else:
-            lists = [self.chunks[c] for c in range(lo, hi + 1) if c in self.chunks]
+            lists = [chunks[c] for c in keys if c in chunks]
         if len(lists) == 1:
-            yield from lists[0]
+            into += lists[0]
             return
         seen = set()
         for found in lists:
             for other in found:
                 if id(other) not in seen:
                     seen.add(id(other))
-                    yield other
+                    into.append(other)
 
 
 class _Tensor:
@@ -164,12 +188,13 @@ class _Tensor:
         self.accumulations: dict[str, _Index] = {}
 
     def candidates(self, acc: _Access) -> list:
-        found = list(self.writes.near(acc))
+        found: list = []
+        self.writes.near(acc, found)
         if acc.writes:
-            found += self.reads.near(acc)
+            self.reads.near(acc, found)
         for op, index in self.accumulations.items():
             if op != acc.accumulate:
-                found += index.near(acc)
+                index.near(acc, found)
         return found
 
     def add(self, acc: _Access) -> None:

@@ -524,7 +524,9 @@ class Program:
 
 
 def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:
-    """The finding for a read of the never-written elements `offsets` (flat, into `storage`)."""
+    """The finding for a read of the never-written elements `offsets` (flat, into `storage`; an element a
+    gather reads several times counts once)."""
+    offsets = np.unique(offsets)
     first = tuple(int(i) for i in np.unravel_index(int(offsets[0]), storage.shape))
     created = storage.location
     where = f", created at line {created.lineno}" if created is not None else ""

@@ -1,0 +1,188 @@
+"""NKI 0.2 signatures that NKI 0.3 changed (docs v2.32.0 nki/migration "API breaking changes"; the SDK 2.27 / 2.28
+API stubs) and what NKI 0.7 deprecates: by default each old call runs as its release defined it, with a
+DeprecationWarning naming the release and the replacement; under `api_version="0.2"` it is silent; under a
+later level or hardware_strict it is the TypeError Python gives that release's signature, at the kernel line."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import opennki as nki
+import opennki.isa as nisa
+import opennki.language as nl
+from opennki.releases import ReleaseError, ReleaseTypeError
+from tests.isa.helpers import rand
+from tests.raises import raises_at
+
+
+def _out(t):
+    out = nl.ndarray(t.shape, t.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
+def _sbuf(x):
+    t = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    return t
+
+
+def rmw_keyword(a, b):
+    t = _sbuf(a)
+    nisa.dma_copy(t, b, dst_rmw_op=nl.add, unique_indices=True)
+    return _out(t)
+
+
+def rmw_positional(a, b):
+    t = _sbuf(a)
+    nisa.dma_copy(t, b, nl.add)
+    return _out(t)
+
+
+def compute_0_2_order(a, b):
+    t = nl.ndarray(a.shape, a.dtype, buffer=nl.sbuf)
+    nisa.dma_compute(t, [a, b], [1.0, 1.0], nl.add)
+    return _out(t)
+
+
+def affine_select_0_2_order(x):
+    """Lower triangle (p >= f) of x, -9 elsewhere: 0.2's (dst, pattern, offset, channel_multiplier, ...)."""
+    t = _sbuf(x)
+    y = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.affine_select(y, [[-1, x.shape[1]]], 0, 1, t, -9.0, nl.greater_equal)
+    return _out(y)
+
+
+def register_move_imm(x):
+    reg = nisa.register_alloc()
+    nisa.register_move(reg, imm=42)
+    t = nl.ndarray((1, 1), nl.int32, buffer=nl.sbuf)
+    nisa.register_store(t, reg)
+    return _out(t)
+
+
+@nki.jit
+def sendrecv_gpsimd(x):
+    half = x.shape[0] // 2
+    rank = nl.program_id(0)
+    mine = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    theirs = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=mine, src=x[rank * half:(rank + 1) * half, :])
+    nisa.sendrecv(src=mine, dst=theirs, send_to_rank=1 - rank, recv_from_rank=1 - rank, pipe_id=0,
+                  use_gpsimd_dma=True)
+    out = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.shared_hbm)
+    if rank == 0:
+        nisa.dma_copy(dst=out, src=theirs)
+    return out
+
+
+def _reference(kernel, args):
+    a = args[0]
+    if kernel in (rmw_keyword, rmw_positional, compute_0_2_order):
+        return a + args[1]
+    if kernel is affine_select_0_2_order:
+        p, f = np.indices(a.shape)
+        return np.where(p - f >= 0, a, np.float32(-9.0))
+    return np.array([[42]], np.int32)
+
+
+CASES = [(rmw_keyword, 2, "nisa.dma_copy(t, b, dst_rmw_op=nl.add, unique_indices=True)", "dma_compute"),
+         (rmw_positional, 2, "nisa.dma_copy(t, b, nl.add)", "dma_compute"),
+         (compute_0_2_order, 2, "nisa.dma_compute(t, [a, b], [1.0, 1.0], nl.add)", "reduce_op, scales=None"),
+         (affine_select_0_2_order, 1, "nisa.affine_select(y, [[-1, x.shape[1]]], 0, 1, t, -9.0, nl.greater_equal)",
+          "offset=offset"),
+         (register_move_imm, 1, "nisa.register_move(reg, imm=42)", "register_move(dst, src)")]
+
+
+@pytest.fixture
+def args(rng):
+    return rand(rng, 32, 32), rand(rng, 32, 32)
+
+
+@pytest.mark.parametrize("kernel,n,line,replacement", CASES)
+def test_0_2_forms_run_by_default_with_a_warning_naming_0_3(kernel, n, line, replacement, args):
+    with pytest.warns(DeprecationWarning, match=r"is removed in NKI 0\.3 \(Neuron SDK 2\.29\)") as record:
+        got = nki.jit(kernel)(*args[:n])
+    np.testing.assert_allclose(got, _reference(kernel, args), rtol=1e-6)
+    message = next(str(w.message) for w in record if "NKI 0.3" in str(w.message))
+    assert replacement in message and line in message
+
+
+@pytest.mark.parametrize("kernel,n,line,replacement", CASES)
+def test_0_2_forms_are_silent_under_0_2(kernel, n, line, replacement, args):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = nki.jit(kernel, api_version="0.2")(*args[:n])
+    np.testing.assert_allclose(got, _reference(kernel, args), rtol=1e-6)
+
+
+@pytest.mark.parametrize("strict", [{"api_version": "0.3"}, {"api_version": "0.6"}, {"hardware_strict": True}])
+@pytest.mark.parametrize("kernel,n,line,replacement", CASES)
+def test_0_2_forms_are_the_type_error_of_0_3_at_the_call(kernel, n, line, replacement, strict, args):
+    with raises_at(ReleaseTypeError, match=r"is not accepted by NKI 0\.\d .*\(removed in NKI 0\.3") as exc:
+        nki.jit(kernel, **strict)(*args[:n])
+    assert isinstance(exc.value, TypeError) and isinstance(exc.value, ReleaseError)
+    assert exc.value.location.source == line
+    assert replacement in exc.value.hint
+
+
+def test_sendrecv_use_gpsimd_dma(rng):
+    x = rand(rng, 64, 16)
+    with pytest.warns(DeprecationWarning, match=r"use_gpsimd_dma=\.\.\.\) is removed in NKI 0\.3.*gpsimd_dma"):
+        np.testing.assert_array_equal(sendrecv_gpsimd[2](x), x[32:])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(nki.jit(sendrecv_gpsimd.spec.func, api_version="0.2")[2](x), x[32:])
+    with raises_at(ReleaseTypeError, match="use_gpsimd_dma"):
+        nki.jit(sendrecv_gpsimd.spec.func, api_version="0.3")[2](x)
+
+
+def register_move_both(x):
+    reg = nisa.register_alloc()
+    nisa.register_move(reg, 1, imm=2)
+    return x
+
+
+def test_register_move_takes_src_or_imm():
+    with pytest.warns(DeprecationWarning), raises_at(nki.errors.KernelError, match="src or"):
+        nki.jit(register_move_both)(np.zeros((1, 1), np.float32))
+
+
+# ------------------------------------------------------------------------------------------- NKI 0.7
+
+def sums_with_range_iterators(x):
+    t = _sbuf(x)
+    acc = nl.ndarray((x.shape[0], 1), x.dtype, buffer=nl.sbuf)
+    nisa.memset(dst=acc, value=0.0)
+    for i in nl.affine_range(2):
+        for j in nl.sequential_range(2):
+            for k in nl.static_range(2):
+                col = t[:, 4 * i + 2 * j + k:4 * i + 2 * j + k + 1]
+                nisa.tensor_tensor(dst=acc, data1=acc, data2=col, op=nl.add)
+    return _out(acc)
+
+
+def test_range_iterators_are_deprecated_in_0_7(rng):
+    x = rand(rng, 16, 8)
+    want = x.sum(axis=1, keepdims=True)
+    for options in ({}, {"api_version": "0.7"}, {"hardware_strict": True}):
+        with pytest.warns(DeprecationWarning) as record:
+            np.testing.assert_allclose(nki.jit(sums_with_range_iterators, **options)(x), want, rtol=1e-5)
+        texts = {str(w.message) for w in record}
+        assert any("nl.affine_range / nl.sequential_range / nl.static_range is deprecated in NKI 0.7 "
+                   "(Neuron SDK 2.33)" in t and "Python range" in t for t in texts), texts
+        assert {"nl.affine_range(2)", "nl.sequential_range(2)", "nl.static_range(2)"} <= \
+            {src for t in texts for src in ("nl.affine_range(2)", "nl.sequential_range(2)", "nl.static_range(2)")
+             if src in t}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(nki.jit(sums_with_range_iterators, api_version="0.6")(x), want, rtol=1e-5)
+
+
+def test_the_custom_frontend_is_deprecated_in_0_7(monkeypatch, rng):
+    x = rand(rng, 16, 8)
+    monkeypatch.setenv("NKI_COMPILER_FRONTEND", "custom")
+    with pytest.warns(DeprecationWarning, match=r"NKI_COMPILER_FRONTEND=custom \(the parser frontend\) is deprecated "
+                                                r"in NKI 0\.7 \(Neuron SDK 2\.33\)"):
+        np.testing.assert_allclose(nki.jit(sums_with_range_iterators)(x), x.sum(axis=1, keepdims=True), rtol=1e-5)
