@@ -524,15 +524,16 @@ def flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0], -1)
 
 
-def require(ctx, capability: str, what: str) -> None:
-    """`what` needs the target capability `capability` (a field of `hw.capabilities`); the error names the
-    first NeuronCore generation that has it (v2 = trn1, v3 = trn2, v4 = trn3)."""
-    hw = ctx.hw
+def require(ctx, capability: str, what: str, *, error=KernelError, code: str | None = None,
+            hint: str = "select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)") -> None:
+    """`what` needs the target capability `capability` (a field of `hw.capabilities`), else an `error`
+    (KernelError unless the rule says otherwise) naming the first NeuronCore generation that has it (v2 =
+    trn1, v3 = trn2, v4 = trn3), from the capability's data: no message spells a generation itself."""
+    hw = getattr(ctx, "hw", ctx)
     if not getattr(hw.capabilities, capability):
         since = type(hw.capabilities).since(capability)
-        raise KernelError(f"{what} needs NeuronCore-v{since} or newer", expected=f"NeuronCore-v{since}+",
-                          got=f"{hw.name} (NeuronCore-v{hw.nc_version})",
-                          hint="select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)")
+        raise error(f"{what} needs NeuronCore-v{since} or newer", expected=f"NeuronCore-v{since}+",
+                    got=f"{hw.name} (NeuronCore-v{hw.nc_version})", code=code, hint=hint)
 
 
 def check_dtype(t, role: str, names, what: str = "") -> None:

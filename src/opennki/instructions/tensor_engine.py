@@ -14,7 +14,7 @@ import numpy as np
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_on_chip, check_partitions,
-                                       flat, instruction, operand)
+                                       flat, instruction, operand, require)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
 from opennki.machine.dtypes import PACKED, float32
 
@@ -123,13 +123,11 @@ class NcMatmul(Instruction):
         if "float8_e4m3fn" in (s, mv):
             expect(not ({s, mv} >= {"float8_e4m3", "float8_e4m3fn"}),
                    "float8_e4m3 and float8_e4m3fn cannot be mixed in one matmul", got=(s, mv), error=DtypeError)
-            expect(hw.capabilities.fp8_e4m3fn_matmul, "float8_e4m3fn operands need NeuronCore-v4", got=hw.name,
-                   error=DtypeError)
+            require(hw, "fp8_e4m3fn_matmul", "a float8_e4m3fn operand", error=DtypeError)
         self._check_tiling(hw, K, M)
 
     def _check_double_row(self, hw) -> None:
-        expect(hw.capabilities.double_row_matmul, "perf_mode=double_row needs NeuronCore-v3 or newer", got=hw.name,
-               error=KernelError)
+        require(hw, "double_row_matmul", "perf_mode=double_row")
         for role, t in (("stationary", self.stationary), ("moving", self.moving)):
             expect(t.ndim == 3 and t.shape[1] == 2, f"double_row '{role}' must be [K, 2, F]", got=t.shape)
             expect(t.dtype.name in _FP8, "double_row takes fp8 operands only", got=t.dtype, error=DtypeError)

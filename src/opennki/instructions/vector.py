@@ -17,7 +17,8 @@ from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
                                        check_on_chip, check_partitions, check_same_free, check_same_partitions,
-                                       flat, instruction, is_tensor, operand, operand_f32, read_operand)
+                                       flat, instruction, is_tensor, operand, operand_f32, read_operand,
+                                       require)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
@@ -63,7 +64,7 @@ def check_v4_ops(ctx, ops) -> None:
     """abs_max / abs_min exist on the NeuronCore-v4 Vector Engine only (spec/isa.md §8)."""
     for op in ops:
         if op is not None and op.name in ("abs_max", "abs_min"):
-            expect(ctx.hw.capabilities.vector_abs_max, f"'{op.name}' needs NeuronCore-v4", got=ctx.hw.name, error=KernelError)
+            require(ctx, "vector_abs_max", f"'{op.name}'")
 
 
 def chosen_engine(value, default: Engine) -> Engine:
