@@ -402,3 +402,14 @@ def test_scalar_arithmetic_offsets_a_copy(rng):
 
     x = rand(rng, 16, 8)
     np.testing.assert_array_equal(run(kernel, x, np.array([[3]], np.int32)), x[7:8])
+
+
+def test_topk_does_not_exist_before_0_6(rng):
+    import opennki as nki
+    from opennki.releases import ReleaseError
+    x = rng.standard_normal((16, 4)).astype(ml_dtypes.bfloat16)
+    with pytest.raises(ReleaseError, match="added in NKI 0.6"):
+        nki.jit(_topk_kernel(16, 4, 40, 8, True), api_version="0.5")(x)
+    vals, _ = nki.jit(_topk_kernel(16, 4, 40, 8, True), api_version="0.6")(x)
+    np.testing.assert_array_equal(vals[:8, 0].astype(np.float32),
+                                  np.sort(x.astype(np.float32).T.reshape(-1)[:40])[::-1][:8])

@@ -83,12 +83,18 @@ def test_instruction_replace_is_dataclasses_replace(rng):
     a, b = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
     s, m, p = _root(MemoryRegion.sbuf, (4, 3)), _root(MemoryRegion.sbuf, (4, 5)), _root(MemoryRegion.psum, (3, 5))
     q = _root(MemoryRegion.psum, (3, 5))
+    hbm = _root(MemoryRegion.shared_hbm, (4, 8))
     cases = [(TensorScalar(dst=a, data=b, op0="add", operand0=1.5, reverse0=True), {"dst": b}),
+             (TensorScalar(dst=a, data=b, op0="add", operand0=1.5, mask=True), {"mask": None, "operand0": 2}),
              (NcMatmul(dst=p, stationary=s, moving=m, accumulate=False, tile_size=()), {"dst": q, "accumulate": True}),
-             (DmaCopy(dst=a, src=b, name="copy"), {"src": a, "dst": b})]
+             (DmaCopy(dst=a, src=b, name="copy"), {"src": a, "dst": b}),
+             (DmaCopy(dst=a, src=b), {"src": hbm, "name": "x"}),
+             (DmaCopy(dst=a, src=b), {"src": object()})]          # a value no signature can key
     for instr, changes in cases:
         instr.operands()                                       # fill the operand cache
+        instr.signature()                                      # and the signature: the copy's is patched
         fast, slow = instr.replace(**changes), dataclasses.replace(instr, **changes)
+        assert fast.signature() == slow.signature()
         assert type(fast) is type(slow)
         for f in dataclasses.fields(slow):
             assert getattr(fast, f.name) is getattr(slow, f.name), f.name
@@ -298,3 +304,38 @@ def test_a_constant_true_mask_runs_unmasked_and_others_keep_their_mask():
     for mask in (None, False, np.bool_(False), np.ones((4, 8), bool)):
         instr = TensorScalar(dst=view, data=view, op0="add", operand0=1.0, mask=mask)
         assert instr.runnable() is instr
+
+
+def test_bfloat16_widening_is_the_cast_for_every_bit_pattern():
+    import ml_dtypes
+
+    from opennki.machine.dtypes import to_float32
+
+    every = np.arange(1 << 16, dtype=np.uint32).astype(np.uint16).view(ml_dtypes.bfloat16)
+    for stored in (every, every.reshape(256, 256)[3::5, 1::2], every[7:8].reshape(())):
+        wide = to_float32(stored, bfloat16)
+        assert wide.dtype == np.float32 and wide.shape == stored.shape
+        np.testing.assert_array_equal(wide.view(np.uint32), stored.astype(np.float32).view(np.uint32))
+
+
+def test_the_allocator_finds_the_first_fit_the_scan_finds(rng):
+    from opennki.errors import AllocationError
+    from opennki.machine.memory import Allocator
+
+    for bank in (0, 2048):
+        alloc = Allocator(MemoryKind.PSUM if bank else MemoryKind.SBUF, 16384, 64, "trn2", bank_bytes=bank)
+        starts = []
+        for _ in range(400):
+            if starts and rng.random() < 0.45:
+                alloc.free(starts.pop(int(rng.integers(len(starts)))))
+            else:
+                size = int(rng.integers(1, 3000))
+                at = int(rng.integers(0, 16384))
+                sized = -(-size // 64) * 64
+                spans = [(a, b) for a, (b, _) in alloc.live.items()]
+                assert alloc._find(at, sized) == alloc._find(at, sized, spans)   # bisection == the scan
+                try:
+                    starts.append(alloc.allocate(size, "t"))
+                except AllocationError:
+                    assert alloc._find(0, sized, spans) is None
+            assert alloc._starts == sorted(alloc.live)

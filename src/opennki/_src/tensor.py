@@ -232,6 +232,31 @@ class NkiTensor(TensorView):
         key[dim] = int(index)
         return self.subscript(tuple(key))
 
+    def vector_select(self, dim, vector_offset):
+        """Per-partition indirect rows (NKI 0.5+): row p of the result is row `vector_offset[p]` of this HBM
+        tensor along dim 0, so the result's dim 0 has `vector_offset.shape[0]` entries. `vector_offset` is an
+        on-chip integer tile `(num_partitions, 1)`; only dim 0, only HBM, only one dynamic select per tensor.
+        The rows are read when an instruction uses the view (bounds too, as for `.ap(vector_offset=...)`)."""
+        expect(dim == 0, "vector_select indexes dim 0", expected=0, got=dim, error=KernelError)
+        expect(not self.is_on_chip, "vector_select is only supported on HBM tensors", expected="an HBM tensor",
+               got=self.kind.name, error=KernelError)
+        expect(not self.dynamic, "only one dynamic select per tensor (this view is already indirect)",
+               error=UnsupportedError)
+        expect(self.ndim >= 2, "vector_select needs a tensor of rank >= 2", got=self.shape)
+        from opennki.machine.tensor import DynamicTerm
+        if not (isinstance(vector_offset, TensorView) and vector_offset.is_on_chip
+                and vector_offset.dtype.kind in ("int", "uint")):
+            raise DtypeError("vector_offset must be an on-chip integer tile", instruction="NkiTensor.vector_select",
+                             got=getattr(vector_offset, "dtype", type(vector_offset).__name__))
+        expect(vector_offset.size == vector_offset.shape[0], "vector_offset holds one offset per partition",
+               expected=f"[{vector_offset.shape[0]}, 1]", got=vector_offset.shape)
+        index = vector_offset
+        while index.ndim > 2:
+            index = index.squeeze_dim(index.ndim - 1)
+        strides = self.strides
+        term = DynamicTerm(index, 0, (strides[0],))
+        return self._from_strides((index.shape[0],) + self.shape[1:], [0] + list(strides[1:]), self.offset, (term,))
+
     def permute(self, dims):
         dims = tuple(as_dim(d, self.ndim, "permute dim") for d in (dims if isinstance(dims, (tuple, list)) else
                                                                     as_shape(dims, "permute dims")))
@@ -468,6 +493,23 @@ class NkiTensor(TensorView):
     def is_indirect(self) -> bool:
         return bool(self.dynamic)
 
+    def is_identity(self) -> bool:
+        """NKI 0.3 / 0.4: True if this view is its whole tensor, unchanged (no slice, permute or offset)."""
+        return self.is_root
+
+    def indirect(self, index, num_elem=None):
+        """Tensor indirection (NeuronCore-v4, NKI 0.5+): a `(P, num_elem)` view reading a column at per-entry
+        free offsets from `index` `(P, K)`, offset i at `index[i % G, i // G]` with G = 16 for the Vector,
+        Scalar and GpSimd engines and 32 for the Tensor Engine. Not modelled [GAP]: the group size depends on
+        the engine of the instruction that later consumes the view, and the pages do not say how the offsets of
+        the partition groups past the first G partitions are laid out (the default `num_elem = index.size`
+        exceeds `G * K` when P > G), so opennki raises an UnsupportedError naming this rather than guess."""
+        raise UnsupportedError("NkiTensor.indirect (tensor indirection) is not modelled: its offset layout across "
+                               "partition groups and engines is not documented precisely enough",
+                               instruction="NkiTensor.indirect", got=(tuple(getattr(index, "shape", ())), num_elem),
+                               hint="gather with .ap(vector_offset=...) / .vector_select(0, offsets), or "
+                                    "nisa.nc_n_gather / nisa.local_gather")
+
     # -- legacy tile methods ----------------------------------------------------------------------------
     def broadcast_to(self, shape):
         return core.broadcast_view(self, as_shape(shape, "broadcast_to shape"))
@@ -486,6 +528,12 @@ class NkiTensor(TensorView):
         expect(tuple(self.shape) == tuple(shape), "tensor shape does not match the annotation",
                expected=tuple(shape), got=self.shape, code="err_annotation_shape_mismatch")
         return self
+
+    @property
+    def device_value(self):
+        """NKI 0.3 / 0.4: the tensor's values as dumped from the device. opennki's device is the simulator, so
+        this is `sim_value`."""
+        return self.sim_value
 
     @property
     def sim_value(self):

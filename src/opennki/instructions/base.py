@@ -50,6 +50,7 @@ def instruction(cls):
     cls._field_names = frozenset(f.name for f in dataclasses.fields(cls))
     cls._operand_names = frozenset(f.name for f in cls._operand_field_list)
     cls._key_fields = tuple(f.name for f in cls._operand_field_list) + cls._param_fields
+    cls._key_places = {name: 2 + i for i, name in enumerate(cls._key_fields)}    # in `signature()`
     cls.__init__ = _dict_init(cls)
     if cls.opcode in REGISTRY:
         raise RuntimeError(f"instruction {cls.opcode} defined twice")
@@ -120,6 +121,7 @@ class Instruction:
     _field_names: ClassVar[frozenset] = frozenset()
     _operand_names: ClassVar[frozenset] = frozenset()
     _key_fields: ClassVar[tuple] = ()
+    _key_places: ClassVar[dict] = {}
 
     @classmethod
     def api_name(cls) -> str:
@@ -167,8 +169,11 @@ class Instruction:
         state.update(self.__dict__)
         if "_operands" in state and any(name in self._operand_names for name in changes):
             del state["_operands"]
+        signature = self._patched_signature(changes)
         state.pop("_signature", None)
         state.update(changes)
+        if signature is not None:
+            state["_signature"] = signature
         return new
 
     def runnable(self) -> "Instruction":
@@ -193,7 +198,7 @@ class Instruction:
             value = fields[fname]
             kind = type(value)
             if kind in _PLAIN_TYPES:
-                key += (kind, value)
+                key.append((kind, value))
             else:
                 part = _param_key(value)
                 if part is None:
@@ -203,6 +208,27 @@ class Instruction:
         key = tuple(key) if key is not None else None
         object.__setattr__(self, "_signature", key)
         return key
+
+    def _patched_signature(self, changes: dict):
+        """The signature of `self.replace(**changes)` from `self`'s (one key part per field, at a fixed
+        place), or None when `self` has none yet or a new value cannot be keyed."""
+        key = self.__dict__.get("_signature")
+        if key is None:
+            return None
+        key = list(key)
+        places = self._key_places
+        for fname, value in changes.items():
+            if fname == "mask":
+                key[1] = value is None
+                continue
+            place = places.get(fname)
+            if place is None:
+                continue                        # `name`: not in the key
+            part = (type(value), value) if type(value) in _PLAIN_TYPES else _param_key(value)
+            if part is None:
+                return None
+            key[place] = part
+        return tuple(key)
 
     def params(self) -> dict:
         """The non-tensor fields as plain values (ops by name, enums by name, scalars as numbers)."""

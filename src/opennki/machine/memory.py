@@ -42,6 +42,7 @@ raises the capacity error at the kernel line.
 
 from __future__ import annotations
 
+import bisect
 import enum
 import itertools
 import math
@@ -54,6 +55,8 @@ from opennki.errors import AllocationError, SourceLocation, ShapeError
 from opennki.events import MemoryKind
 from opennki.machine.dtypes import DataType, poison_value
 from opennki.machine.physical import PhysicalImage, can_alias
+
+_HBM = MemoryKind.HBM      # looking an enum member up on its class is slow in hot paths (Python 3.11)
 
 
 class MemoryRegion(enum.Enum):
@@ -225,6 +228,7 @@ class Allocator:
         self.bank_bytes = bank_bytes
         self.target = target
         self.live: dict[int, tuple[int, str]] = {}   # start -> (end, name)
+        self._starts: list[int] = []                  # the starts of `live`, in order
         self.cursor = 0
         self.peak_bytes = 0
         self._used = 0                                # the sum of the live ranges, kept as they change
@@ -247,7 +251,9 @@ class Allocator:
         """The first start at or after `start` where `size` bytes fit between the occupied `spans` ((start,
         end) pairs; the live ranges by default)."""
         candidate = self._fit(-(-start // self.alignment) * self.alignment, size)
-        spans = sorted((a, b) for a, (b, _) in self.live.items()) if spans is None else sorted(spans)
+        if spans is None:
+            return self._find_live(candidate, size)
+        spans = sorted(spans)
         moved = True
         while moved:
             moved = False
@@ -259,6 +265,21 @@ class Allocator:
                     moved = True
                     break
         return candidate
+
+    def _find_live(self, candidate: int, size: int) -> int | None:
+        """`_find` among the live ranges, by bisection: they never overlap, so their ends are in the order
+        of their starts and the first range ending after the candidate's start is the first (by start) that
+        can overlap it, the one the scan of `_find` moves past."""
+        starts, live = self._starts, self.live
+        while candidate + size <= self.capacity_bytes:
+            i = bisect.bisect_right(starts, candidate) - 1
+            if i < 0 or live[starts[i]][0] <= candidate:
+                i += 1
+            if i == len(starts) or starts[i] >= candidate + size:
+                return candidate
+            end = live[starts[i]][0]
+            candidate = self._fit(-(-end // self.alignment) * self.alignment, size)
+        return None
 
     def plan_relocation(self, nbytes: int, movable) -> list[tuple[int, int]] | None:
         """Moves `(old start, new start)` of live ranges that open a free range for `nbytes`, moving the
@@ -294,6 +315,7 @@ class Allocator:
         spans = [(old, new, self.live.pop(old)) for old, new in moves]
         for old, new, (end, name) in spans:
             self.live[new] = (new + end - old, name)
+        self._starts = sorted(self.live)
 
     def allocate(self, nbytes: int, name: str, location: SourceLocation | None = None) -> int:
         """The start of a new range of `nbytes` for tensor `name` (created at `location`, which an overflow
@@ -306,6 +328,7 @@ class Allocator:
         if start is None:
             self.overflow(nbytes, name, location)
         self.live[start] = (start + size, name)
+        bisect.insort(self._starts, start)
         self.cursor = start + size
         self._used += size
         self.peak_bytes = max(self.peak_bytes, self._used)
@@ -329,6 +352,7 @@ class Allocator:
         span = self.live.pop(start, None)
         if span is not None:
             self._used -= span[0] - start
+            del self._starts[bisect.bisect_left(self._starts, start)]
 
 
 class Memory:
@@ -360,6 +384,7 @@ class Memory:
         self._owners: dict[tuple[str, int], tuple[weakref.ref, int]] = {}
         self._placements = itertools.count()
         self._images: dict[str, PhysicalImage] = {}       # kind -> bytes shared by directly placed tensors
+        self._sizes: dict[tuple, int] = {}       # (kind value, shape, item size) -> footprint (`_size_of`)
 
     def allocator(self, kind: MemoryKind) -> Allocator:
         return self._allocators[kind._value_]
@@ -372,7 +397,50 @@ class Memory:
         `t = nl.ndarray(...)` inside a loop, the previous iteration's `t` is released before the new one is
         used, so both never have to fit at once."""
         kind = region.kind
-        shape = tuple(int(s) for s in shape)
+        shape = tuple(map(int, shape))
+        key = (kind._value_, shape, dtype.itemsize)
+        nbytes = self._sizes.get(key)
+        if nbytes is None:
+            nbytes = self._size_of(kind, dtype, shape, name, location)
+            self._sizes[key] = nbytes
+        allocator = self._allocators[kind._value_]
+        on_chip = kind is not _HBM
+        fresh = array is None and fill is None
+        if fresh and self.fresh_fill is not None:
+            fill = self.fresh_fill                      # uninitialized="zero"
+        poison = array is None and not self.shape_only and fill is None
+        if array is None and not self.shape_only and fill is not None:
+            array = new_array(dtype, math.prod(shape), self.precise, fill)
+        program = self.program if on_chip or region is MemoryRegion.private_hbm else None
+        storage = Storage(region, dtype, shape, array, None, name, location, program)
+        if poison:
+            storage.poison_later(self.precise)
+        if fresh and self.track_initialized and not self.shape_only and address is None:
+            storage.initialized = np.zeros(math.prod(shape), bool)
+        if address is not None:
+            partition, start = address
+            if on_chip and int(start) + nbytes > allocator.capacity_bytes:
+                raise AllocationError(
+                    f"{kind.name} overflow: {name!r} placed at byte {int(start)} needs {nbytes} bytes per "
+                    f"partition, ending at {int(start) + nbytes}, past the {allocator.capacity_bytes} usable "
+                    f"bytes per partition on target {allocator.target}",
+                    expected=f"an address <= {allocator.capacity_bytes - nbytes}", got=int(start),
+                    location=location, hint="directly placed tensors are never spilled: choose addresses that "
+                                            "fit, or let the compiler place the tensor (no address=)")
+            storage.placement = Placement(int(partition), int(start))
+            if on_chip and can_alias(storage):
+                storage.physical = self._images.get(kind.value) or \
+                    self._images.setdefault(kind.value, PhysicalImage(kind, self.hw.memory.partitions))
+                storage.physical.join(storage)
+            if self.emit is not None:
+                self.emit.allocated(storage, self.footprint(storage), direct=True)
+        elif not (lazy and on_chip):
+            self.place(storage)
+        return storage
+
+    def _size_of(self, kind: MemoryKind, dtype: DataType, shape: tuple[int, ...], name: str, location) -> int:
+        """The footprint of a new tensor of `shape` (`footprint`), after the rules on its shape and size; a
+        pure function of the kind, shape and element size, so `new_storage` asks once per such triple."""
         if any(s <= 0 for s in shape):
             raise ShapeError(f"tensor {name!r} has a non-positive dimension", got=shape)
         if kind.is_on_chip:
@@ -390,38 +458,7 @@ class Memory:
         allocator = self.allocator(kind)
         if nbytes > allocator.capacity_bytes:         # can never fit: say so before allocating the array
             allocator.overflow(nbytes, name, location)
-        fresh = array is None and fill is None
-        if fresh and self.fresh_fill is not None:
-            fill = self.fresh_fill                      # uninitialized="zero"
-        poison = array is None and not self.shape_only and fill is None
-        if array is None and not self.shape_only and fill is not None:
-            array = new_array(dtype, math.prod(shape), self.precise, fill)
-        program = self.program if kind.is_on_chip or region is MemoryRegion.private_hbm else None
-        storage = Storage(region, dtype, shape, array, None, name, location, program)
-        if poison:
-            storage.poison_later(self.precise)
-        if fresh and self.track_initialized and not self.shape_only and address is None:
-            storage.initialized = np.zeros(math.prod(shape), bool)
-        if address is not None:
-            partition, start = address
-            if kind.is_on_chip and int(start) + nbytes > allocator.capacity_bytes:
-                raise AllocationError(
-                    f"{kind.name} overflow: {name!r} placed at byte {int(start)} needs {nbytes} bytes per "
-                    f"partition, ending at {int(start) + nbytes}, past the {allocator.capacity_bytes} usable "
-                    f"bytes per partition on target {allocator.target}",
-                    expected=f"an address <= {allocator.capacity_bytes - nbytes}", got=int(start),
-                    location=location, hint="directly placed tensors are never spilled: choose addresses that "
-                                            "fit, or let the compiler place the tensor (no address=)")
-            storage.placement = Placement(int(partition), int(start))
-            if kind.is_on_chip and can_alias(storage):
-                storage.physical = self._images.get(kind.value) or \
-                    self._images.setdefault(kind.value, PhysicalImage(kind, self.hw.memory.partitions))
-                storage.physical.join(storage)
-            if self.emit is not None:
-                self.emit.allocated(storage, self.footprint(storage), direct=True)
-        elif not (lazy and kind.is_on_chip):
-            self.place(storage)
-        return storage
+        return nbytes
 
     @staticmethod
     def footprint(storage: Storage) -> int:
