@@ -163,21 +163,25 @@ def sums_with_range_iterators(x):
     return _out(acc)
 
 
-def test_range_iterators_are_deprecated_in_0_7(rng):
+@pytest.mark.parametrize("options,deprecated", [
+    ({}, {"affine_range": "0.3", "sequential_range": "0.3", "static_range": "0.6"}),
+    ({"api_version": "0.7"}, {"affine_range": "0.3", "sequential_range": "0.3", "static_range": "0.6"}),
+    ({"hardware_strict": True}, {"affine_range": "0.3", "sequential_range": "0.3", "static_range": "0.6"}),
+    ({"api_version": "0.5"}, {"affine_range": "0.3", "sequential_range": "0.3"}),
+    ({"api_version": "0.2"}, {})])
+def test_range_iterators_are_deprecated_as_the_stubs_say(rng, options, deprecated):
     x = rand(rng, 16, 8)
-    want = x.sum(axis=1, keepdims=True)
-    for options in ({}, {"api_version": "0.7"}, {"hardware_strict": True}):
-        with pytest.warns(DeprecationWarning) as record:
-            np.testing.assert_allclose(nki.jit(sums_with_range_iterators, **options)(x), want, rtol=1e-5)
-        texts = {str(w.message) for w in record}
-        assert any("nl.affine_range / nl.sequential_range / nl.static_range is deprecated in NKI 0.7 "
-                   "(Neuron SDK 2.33)" in t and "Python range" in t for t in texts), texts
-        assert {"nl.affine_range(2)", "nl.sequential_range(2)", "nl.static_range(2)"} <= \
-            {src for t in texts for src in ("nl.affine_range(2)", "nl.sequential_range(2)", "nl.static_range(2)")
-             if src in t}
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")
-        np.testing.assert_allclose(nki.jit(sums_with_range_iterators, api_version="0.6")(x), want, rtol=1e-5)
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        np.testing.assert_allclose(nki.jit(sums_with_range_iterators, **options)(x), x.sum(axis=1, keepdims=True),
+                                   rtol=1e-5)
+    texts = [str(w.message) for w in record if issubclass(w.category, DeprecationWarning)]
+    found = {}
+    for kind in ("affine_range", "sequential_range", "static_range"):
+        for t in texts:
+            if t.startswith(f"nl.{kind} is deprecated in NKI ") and f"nl.{kind}(2)" in t and "Python range" in t:
+                found[kind] = t.split("NKI ")[1].split(" ")[0]
+    assert found == deprecated, texts
 
 
 def test_the_custom_frontend_is_deprecated_in_0_7(monkeypatch, rng):
@@ -186,3 +190,28 @@ def test_the_custom_frontend_is_deprecated_in_0_7(monkeypatch, rng):
     with pytest.warns(DeprecationWarning, match=r"NKI_COMPILER_FRONTEND=custom \(the parser frontend\) is deprecated "
                                                 r"in NKI 0\.7 \(Neuron SDK 2\.33\)"):
         np.testing.assert_allclose(nki.jit(sums_with_range_iterators)(x), x.sum(axis=1, keepdims=True), rtol=1e-5)
+
+
+def tile_limits(x):
+    t = _sbuf(x)
+    y = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.tensor_scalar(dst=y, data=t, op0=nl.multiply, operand0=float(nl.tile_size.psum_fmax),
+                       op1=nl.add, operand1=float(nl.tile_size.total_available_sbuf_size))
+    return _out(y)
+
+
+def test_tile_size_renames_of_0_4(rng):
+    x = rand(rng, 16, 8)
+    want = x * np.float32(nl.tile_size.psum_bank_fmax) + np.float32(nl.tile_size.sbuf_fmax_bytes)
+    with pytest.warns(DeprecationWarning) as record:
+        np.testing.assert_allclose(nki.jit(tile_limits)(x), want, rtol=1e-6)
+    texts = " | ".join(str(w.message) for w in record)
+    assert "nl.tile_size.psum_fmax is deprecated in NKI 0.4 (Neuron SDK 2.30)" in texts
+    assert "nl.tile_size.total_available_sbuf_size is deprecated in NKI 0.4" in texts and "sbuf_fmax_bytes" in texts
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(nki.jit(tile_limits, api_version="0.3")(x), want, rtol=1e-6)
+        import opennki.legacy as legacy_nki
+        import opennki.legacy.language as lnl
+        assert lnl.tile_size.psum_fmax == 512       # the legacy generation keeps the names
+        legacy_nki.jit(lambda a: a)(x)

@@ -43,7 +43,8 @@ def test_bad_dtypes_of_a_tensor_are_dtype_errors(x, dtype, shown):
         lnki.jit(kernel)(x)
 
 
-@pytest.mark.parametrize("key,match", [(None, "SPMD grid dimension"), (0, "SPMD grid dimension"),
+@pytest.mark.parametrize("key,match", [(None, "SPMD grid dimension"), ((0,), "SPMD grid dimension"),
+                                       ((2, 0), "SPMD grid dimension"),    # a bare kernel[0] is one program
                                        (lnl.nc(0), r"nl.nc\(n\) must be a positive"),
                                        (lnl.nc(3), "at most 2 physical cores")])
 def test_bad_legacy_grids_fail_at_the_launching_line(x, key, match):

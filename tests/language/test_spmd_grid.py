@@ -38,6 +38,30 @@ def test_bad_sizes_are_rejected(bad):
         resolve_grid((bad,))
 
 
+def test_a_bare_zero_grid_launches_one_program_with_a_warning(rng):
+    import numpy as np
+    import opennki.legacy as nki
+    import opennki.legacy.language as nl
+
+    @nki.jit
+    def rows_of_program(a):
+        out = nl.ndarray((2, 8), dtype=a.dtype, buffer=nl.shared_hbm)
+        i = nl.program_id(0)
+        nl.store(out[i], nl.multiply(nl.load(a[i]), float(nl.num_programs() + 1)))
+        return out
+
+    a = rng.standard_normal((2, 8)).astype(np.float32)
+    with pytest.warns(UserWarning, match=r"kernel\[0\].*runs it as kernel\[1\]") as record:
+        out = nki.simulate_kernel(rows_of_program[0], a)    # <- launch
+    np.testing.assert_array_equal(out[0], a[0] * 2.0)       # one program, id 0, num_programs() == 1
+    assert record[0].filename == __file__ and "# <- launch" in open(__file__).read().splitlines()[record[0].lineno - 1]
+    with pytest.warns(UserWarning, match="kernel"):
+        assert resolve_grid(0) == ((1,), None)
+    for bad in ((0,), (2, 0), -1):
+        with raises_at(KernelError, match="an SPMD grid dimension must be a positive integer"):
+            resolve_grid(bad)
+
+
 def test_more_cores_than_a_logical_core_has_are_rejected_when_the_grid_is_resolved():
     nc(4), nc(0), spmd_dim()        # checked at launch, so the error ends at the launching line
     with raises_at(KernelError, match="at most 2 physical cores"):

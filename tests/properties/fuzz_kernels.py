@@ -442,7 +442,8 @@ def _fault_hbm(ch, case):
 
 def _fault_grid(ch, case):
     if case.generation == "legacy":
-        return Fault("grid", ch.pick((None, 0, -1, 1.5, "a", lnl.nc(0), lnl.nc(3), (2, 0))), "launch")
+        # a bare kernel[0] is legal (one program, as kernel[1]: docs/compatibility.md); (0,) and (2, 0) are not
+        return Fault("grid", ch.pick((None, (0,), -1, 1.5, "a", lnl.nc(0), lnl.nc(3), (2, 0))), "launch")
     return Fault("grid", ch.pick((None, 0, 3, -1, "a", (1, 2), 1.5)), "launch")
 
 

@@ -1,12 +1,16 @@
 """Directly placed tensors over the same bytes alias each other, as on hardware: a declaration in another
 dtype reinterprets the bytes, a partial overlap sees the overlapping part, and a tensor declared again in
-the next loop iteration at the same address finds what the previous one left (machine/physical.py)."""
+the next loop iteration at the same address finds what the previous one left (machine/physical.py). A
+reshape of a whole tile reinterpreted with `.view(dtype)` aliases it the same way."""
 
+import ml_dtypes
 import numpy as np
+import pytest
 
 import opennki.legacy as nki
 import opennki.legacy.compiler as ncc
 import opennki.legacy.language as nl
+from opennki.errors import UnsupportedError
 from opennki.legacy.language import par_dim
 
 
@@ -22,6 +26,35 @@ def _reinterpret(x):
 def test_a_declaration_in_another_dtype_reinterprets_the_bytes(rng):
     x = rng.standard_normal((128, 64)).astype(np.float32)
     np.testing.assert_array_equal(nki.jit(_reinterpret)(x), x.view(np.int32))
+
+
+def _bits_through_a_reshape(x):
+    """t's bits are written as float32 through a reshape of t, then read as bfloat16 pairs the same way."""
+    out = nl.ndarray((16, 32), dtype=nl.int32, buffer=nl.shared_hbm)
+    halves = nl.ndarray((16, 64), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    t = nl.ndarray((16, 4, 8), dtype=nl.int32, buffer=nl.sbuf)
+    as_float = t.reshape((16, 32)).view(nl.float32)
+    as_float[...] = nl.load(x)
+    nl.store(out, value=t.reshape((16, 32)))
+    as_bf16 = t.reshape((16, 32)).view(nl.bfloat16)                 # the last dim doubles
+    nl.store(halves, value=as_bf16)
+    return out, halves
+
+
+def test_a_reshape_of_a_whole_tile_reinterprets_its_bits(rng):
+    x = rng.standard_normal((16, 32)).astype(np.float32)
+    out, halves = nki.jit(_bits_through_a_reshape)(x)
+    np.testing.assert_array_equal(out, x.view(np.int32))
+    np.testing.assert_array_equal(halves.view(np.uint16), x.view(ml_dtypes.bfloat16).view(np.uint16))
+
+
+def test_a_part_of_a_tile_cannot_be_reinterpreted(rng):
+    def kernel(x):
+        t = nl.ndarray((16, 4, 8), dtype=nl.int32, buffer=nl.sbuf)
+        t[:, 0:2, :].reshape((16, 16)).view(nl.float32)             # <- half of t
+        return x
+    with pytest.raises(UnsupportedError, match="only whole tensors, or reshapes of them"):
+        nki.jit(kernel)(rng.standard_normal((16, 4)).astype(np.float32))
 
 
 def _partial_overlap(x, y):

@@ -143,6 +143,9 @@ def test_loops_accept_scheduling_directives(rng):
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
         for i in nl.sequential_range(2, directives=ncc.no_reorder()):
             nl.store(out[i], value=nl.load(x[i]))
+        for j in nl.affine_range(2, precise_schedule=True):
+            nl.store(out[j + 2], value=nl.multiply(nl.load(x[j + 2]), 2.0))
         return out
-    x = rng.standard_normal((2, 16, 8)).astype(np.float32)
-    np.testing.assert_array_equal(nki.jit(kernel)(x), x)
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    expected = np.concatenate([x[:2], 2 * x[2:]])
+    np.testing.assert_array_equal(nki.jit(kernel)(x), expected)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from opennki.environment import setting
 from opennki.instructions.vector_accumulate import FP32_MIN
 from opennki.hw import get_target
+from opennki.releases import Change, Generation
 from opennki.sim.program import active
 
 
@@ -26,6 +27,23 @@ def target_nc_version(versions):
     return versions(min(current_target().nc_version, max(versions)))
 
 
+# NKI 0.4 renames two misnamed tile_size attributes (the 2.30+ stubs' ".. deprecated:: 0.4.0"; spec/language.md §4);
+# the legacy generation's tile_size keeps them
+_TILE_SIZE_RENAMES = {
+    "psum_fmax": Change("nl.tile_size.psum_fmax", "nl.tile_size.psum_bank_fmax", deprecated_in="0.4",
+                        source="nki.language stub of SDK 2.30: _TileSize.psum_fmax"),
+    "total_available_sbuf_size": Change("nl.tile_size.total_available_sbuf_size", "nl.tile_size.sbuf_fmax_bytes "
+                                        "(per partition) or nl.tile_size.sbuf_size_bytes (total)", deprecated_in="0.4",
+                                        source="nki.language stub of SDK 2.30: _TileSize.total_available_sbuf_size"),
+}
+
+
+def _renamed(name: str) -> None:
+    prog = active()
+    if prog is not None and prog.launch.generation is Generation.NEW:
+        _TILE_SIZE_RENAMES[name].apply(prog.options)
+
+
 class _TileSize:
     """`nl.tile_size`: instruction tile limits of the current target (spec/language.md §4)."""
 
@@ -35,9 +53,13 @@ class _TileSize:
 
     @property
     def psum_fmax(self) -> int:
+        """Deprecated in NKI 0.4 for the new generation (`_TILE_SIZE_RENAMES`): psum_bank_fmax."""
+        _renamed("psum_fmax")
         return current_target().tiles.psum_fmax
 
-    psum_bank_fmax = psum_fmax
+    @property
+    def psum_bank_fmax(self) -> int:
+        return current_target().tiles.psum_fmax
 
     @property
     def psum_bank_fmax_bytes(self) -> int:
@@ -74,10 +96,14 @@ class _TileSize:
 
     @property
     def total_available_sbuf_size(self) -> int:
-        """Usable SBUF bytes per partition (not the total, despite the name)."""
+        """Usable SBUF bytes per partition (not the total, despite the name); deprecated in NKI 0.4 for the new
+        generation (`_TILE_SIZE_RENAMES`)."""
+        _renamed("total_available_sbuf_size")
         return current_target().memory.sbuf_usable_bytes_per_partition
 
-    sbuf_fmax_bytes = total_available_sbuf_size
+    @property
+    def sbuf_fmax_bytes(self) -> int:
+        return current_target().memory.sbuf_usable_bytes_per_partition
 
     @property
     def sbuf_fmax(self) -> int:

@@ -63,9 +63,11 @@ class LoopRange:
 
     def __init__(self, kind: str, *args, legacy: bool = False, **kwargs):
         if legacy:
-            # scheduling directives (`directives=nki.compiler.no_reorder()`, official attention tutorial v10/v11)
-            # only constrain the compiler's instruction order; they do not change results
+            # scheduling directives (`directives=nki.compiler.no_reorder()`, official attention tutorial v10/v11;
+            # `precise_schedule=True`, nki-samples contributed/pipelined_attention, checked on hardware) only
+            # constrain the compiler's instruction order; they do not change results
             kwargs.pop("directives", None)
+            kwargs.pop("precise_schedule", None)
         if kwargs:
             extra = set(kwargs) - {"start", "stop", "step"}
             if extra:
@@ -133,17 +135,22 @@ class LoopRange:
         return f"nl.{self.kind}({self.range.start}, {self.range.stop}, {self.range.step})"
 
 
-RANGE_ITERATORS = Change("nl.affine_range / nl.sequential_range / nl.static_range", "Python range (from NKI 0.7 "
-                         "the three iterators are aliases of it)", deprecated_in="0.7",
-                         source="docs latest/nki/deep-dives/nki-loops: \"In NKI 0.7 and later, the static range "
-                                "iterators ... are deprecated and default to Python range\"")
+# The new generation's range iterators: the API stubs mark affine_range / sequential_range deprecated from SDK
+# 2.29 (NKI 0.3: "This API is deprecated and will be removed in future releases"; 2.27 had no such note) and
+# static_range from 2.32 (NKI 0.6; 0.3-0.5 told users to prefer it); NKI 0.7's loop guide (docs
+# latest/nki/deep-dives/nki-loops) restates all three as deprecated aliases of Python range.
+_ITERATOR_SOURCE = "nki.language stubs of SDK 2.29 / 2.32; docs latest/nki/deep-dives/nki-loops"
+RANGE_ITERATORS = {
+    kind: Change(f"nl.{kind}", "Python range (the iterator is an alias of it)", deprecated_in=since,
+                 source=_ITERATOR_SOURCE)
+    for kind, since in (("affine_range", "0.3"), ("sequential_range", "0.3"), ("static_range", "0.6"))}
 
 
 def _range_iterator(kind: str, args, kwargs) -> LoopRange:
     loop = LoopRange(kind, *args, **kwargs)
     prog = active()
     if prog is not None:
-        RANGE_ITERATORS.apply(prog.options, location=loop.location)
+        RANGE_ITERATORS[kind].apply(prog.options, location=loop.location)
     return loop
 
 

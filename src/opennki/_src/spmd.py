@@ -12,13 +12,19 @@ annotations, the physical core is the mixed-radix number of all `nc` digits, out
 
 `resolve_grid(key)` turns a subscript key into `(sizes, cores_of)`: the grid sizes and a function mapping
 program ids to a physical core index (None when no dimension is annotated, i.e. everything on one core).
+
+`kernel[0]` (decision, docs/compatibility.md "`kernel[0]`"): a public sample launches its kernel so, and its
+author checked the numbers on hardware with `nki.baremetal` (nki-samples PR #63), so NKI runs one program
+there. opennki launches it as `kernel[1]`, with a `UserWarning` at the launching line. Every other size that
+is not a positive integer (`kernel[-1]`, `kernel[2, 0]`, `nl.nc(0)`, a float) stays an error.
 """
 
 from __future__ import annotations
 
 import operator
+import warnings
 
-from opennki.errors import KernelError
+from opennki.errors import KernelError, user_location
 
 MAX_CORES_PER_LOGICAL_CORE = 2   # LNC is 1 or 2 on every NeuronCore generation (spec/hardware.md)
 
@@ -144,6 +150,12 @@ def resolve_grid(key, target=None):
         the grid sizes, and a `CoreMap` (callable ids -> core, with `.cores`) or None without `nl.nc`.
     """
     if not isinstance(key, tuple):
+        if type(key) is int and key == 0:
+            where = user_location(2)
+            warnings.warn_explicit("kernel[0]: NKI launches one program for a grid of 0 (a public sample's "
+                                   "hardware run relies on it); opennki runs it as kernel[1]", UserWarning,
+                                   where.filename if where else "<kernel>", where.lineno if where else 0)
+            key = 1
         key = (key,)
     sizes, dims, any_nc = [], [], False
     for entry in key:

@@ -357,10 +357,14 @@ class NkiTensor(TensorView):
         return view.reshape(tuple(merged))
 
     def view(self, dtype):
-        """Reinterpret the bits as another dtype; the last dim scales by the itemsize ratio."""
+        """Reinterpret the bits as another dtype; the last dim scales by the itemsize ratio. The tensor is a
+        whole tensor or a reshape of one (every element of the storage, in row-major order: the NKI
+        samples' paged-attention kernels reinterpret a reshaped tile so); writes through the result change
+        the original's bits."""
         new = dtype_of(dtype)
         old = self.dtype
-        expect(self.is_root, "only whole tensors can be reinterpreted with view()", got=self.shape,
+        expect(self.is_root or self._is_whole_reshape(),
+               "only whole tensors, or reshapes of them, can be reinterpreted with view()", got=self.shape,
                error=UnsupportedError)
         last = self.shape[-1] * old.itemsize
         expect(last % new.itemsize == 0, "the last dim must divide evenly into the new dtype",
@@ -371,11 +375,24 @@ class NkiTensor(TensorView):
         if st.array is not None:
             if st.array.dtype != old.np_dtype:
                 raise UnsupportedError("view(dtype) needs precise storage (NKI_PRECISE_FP=1)")
-            array = st.array.view(new.np_dtype if new.kind != "bool" else np.uint8)
+            if not st.array.flags.c_contiguous:
+                raise UnsupportedError("view(dtype) needs the storage in row-major order", got=self.shape)
+            array = st.array.reshape(self.shape).view(new.np_dtype if new.kind != "bool" else np.uint8)
         clone = Storage(st.region, new, shape, array, st.placement, st.name, st.location, st.program)
         clone.is_kernel_arg = st.is_kernel_arg
         clone.base = st.base or st
         return type(self).root(clone)
+
+    def _is_whole_reshape(self) -> bool:
+        """Every element of the storage, in row-major order, under another shape (a reshape of the whole)."""
+        st_shape = self.storage.shape
+        if self.dynamic or self.mask is not None or self.offset != 0 or self.size != math.prod(st_shape):
+            return False
+        if self.is_on_chip:
+            row = math.prod(st_shape[1:])
+            if self.shape[0] != st_shape[0] or (self.shape[0] > 1 and self.strides[0] != row):
+                return False
+        return self.is_contiguous()
 
     reinterpret_cast = view
 

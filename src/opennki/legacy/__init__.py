@@ -7,15 +7,25 @@
 `jit`, `baremetal`, `benchmark`, `profile`, `trace` and `simulate_kernel` (spec/entrypoints.md §2-§6) all
 make or run a `GenericKernel` (opennki.compile); there is no device, so every mode runs on the simulator
 and benchmark / profile ask the cost model.
+
+Importing it also gives the standard `logging` module a level `logging.OFF` (above CRITICAL) when it has
+none: importing the real `neuronxcc.nki` does, and public harnesses (every Stanford CS149 Trainium
+assignment's, NKI autotuning scripts) call `logging.disable(logging.OFF)` right after it to silence the
+compiler's logs (decision, docs/compatibility.md "Side effects of importing `neuronxcc.nki`").
 """
 
 from __future__ import annotations
+
+import logging
 
 from opennki.compile import GenericKernel, kernel_spec
 from opennki.bridges.framework import FrameworkKernel  # noqa: F401  (NKI's integration contract)
 from opennki.kernels.standalone import SimulateKernel
 from opennki._src.tensor import NkiTensor as tensor  # `nki.tensor`: the tile type (annotations, isinstance)
 from opennki.legacy import compile, compiler, isa, language, meta, typing  # noqa: F401,A004  (the module tree)
+
+if not hasattr(logging, "OFF"):
+    logging.OFF = logging.CRITICAL + 50      # what `logging.disable(logging.OFF)` after `import neuronxcc.nki` needs
 
 
 def _decorator(mode: str, func, config: dict):
