@@ -149,3 +149,28 @@ def test_cores_diverging_name_the_waiting_line_and_where_the_other_core_ended(rn
         assert "programs [[1]] finished without making this call" in text
         assert info.value.location.lineno == barrier
         assert f"[1] ended after" in text and f":{ended}:" in text
+
+
+def test_a_collective_one_core_skips_names_both_cores_lines(rng):
+    """Legacy `kernel[nl.nc(2)]`: one program per core, interleaved; core 1 returns without the all_reduce."""
+    from opennki.errors import KernelError
+    import opennki.legacy as lnki
+    import opennki.legacy.language as lnl
+
+    def skips(x):
+        out = lnl.ndarray((2, 4, 8), dtype=x.dtype, buffer=lnl.shared_hbm)
+        i = lnl.program_id(0)
+        t = lnl.load(x[i])
+        if i == 0:
+            t = lnl.all_reduce(t, op=np.add, program_axes=[0])
+        lnl.store(out[i], value=t)
+        return out
+
+    x = rng.standard_normal((2, 4, 8)).astype(np.float32)
+    reduce_line, store_line = _line(skips, "lnl.all_reduce("), _line(skips, "lnl.store(out[i]")
+    for seed in SEEDS:
+        with pytest.raises(KernelError, match="err_divergent_control_flow") as info:
+            lnki.jit(skips, interleave_seed=seed)[lnl.nc(2)](x)
+        text = str(info.value)
+        assert info.value.location.lineno == reduce_line
+        assert "[1] ended after" in text and f":{store_line}:" in text

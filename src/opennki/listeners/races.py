@@ -38,7 +38,7 @@ ASSOCIATIVE_OPS = frozenset({"add", "multiply", "maximum", "minimum", "max", "mi
 # core_barrier orders accesses and touches no data; PSUM / SBUF spills and reloads are the compiler's own copies
 _SKIPPED_OPCODES = frozenset({"core_barrier", "psum_spill", "psum_reload", "sbuf_spill", "sbuf_reload"})
 _CHUNK_SHIFT = 8                                    # bytes per index bucket (on chip)
-_ROW_SHIFT = 3                                      # rows of the first dimension per bucket (HBM)
+_ROW_SHIFT = 7                                      # rows of the first dimension per bucket (HBM: a tile)
 _COLUMN_SHIFT = 6                                   # elements of the last dimension per bucket (HBM)
 _WIDE_CHUNKS = 64
 
@@ -286,16 +286,17 @@ class RaceChecker:
         if not in_affine and not self._multi:
             return
         sync = self._sync.get(program, {})
-        for acc, storage_id in self._accesses(event, loops, sync):
+        for acc, storage_id in self._accesses(event, loops, sync, hbm_only=not in_affine):
             if in_affine and storage_id not in self._direct:
                 tensors = self._in_loops.setdefault(program, {})
                 self._check(tensors.setdefault(storage_id, _Tensor()), acc, self._loop_conflict)
             if self._multi and acc.operand.kind is MemoryKind.HBM:
                 self._check(self._shared.setdefault(storage_id, _Tensor()), acc, self._program_conflict)
 
-    def _accesses(self, event: InstructionExecuted, loops, sync):
-        """The instruction's operand accesses; an element-wise update `dst = op(dst, x)` with an associative
-        operator is one accumulation of dst (its read of dst is part of it)."""
+    def _accesses(self, event: InstructionExecuted, loops, sync, hbm_only: bool = False):
+        """The instruction's operand accesses (`hbm_only`: those of HBM operands, all that programs share);
+        an element-wise update `dst = op(dst, x)` with an associative operator is one accumulation of dst
+        (its read of dst is part of it)."""
         operands = event.operands
         params = event.params
         acc_op = None
@@ -330,6 +331,8 @@ class RaceChecker:
             if o.access is AccessKind.READ and id(o) not in absorbed:
                 out.append((o, False, True, None))
         for o, writes, reads, accumulate in out:
+            if hbm_only and o.kind is not MemoryKind.HBM:
+                continue
             m = None
             if mask is not None and o.offsets is None and mask.shape == o.shape:
                 m = mask

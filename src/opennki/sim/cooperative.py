@@ -168,9 +168,11 @@ class Cooperation:
             blocked = "; ".join(f"{list(i)} waits at {w}{_at(self.waiting_at.get(i))}"
                                 for i, (_, w) in sorted(self.waiting.items()))
             done = sorted(i for i in self.order if i in self.finished)
+            ended = "".join(f"; {list(i)} ended after{_at(self.last_line[i])}" for i in done if i in self.last_line)
             self.failure = KernelError(
                 f"SPMD programs wait for each other forever (divergent control flow): {blocked}; programs "
-                f"that already finished: {[list(i) for i in done] or 'none'}", code="err_divergent_control_flow",
+                f"that already finished: {[list(i) for i in done] or 'none'}{ended}",
+                code="err_divergent_control_flow",
                 location=self.waiting_at.get(first),
                 hint="every program of a collective's group (every core of a barrier or sendrecv) must make "
                      "the same calls in the same order")
