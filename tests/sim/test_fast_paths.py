@@ -262,6 +262,7 @@ def _lean_path_kernel(a, w, b):
         lhs = nl.load(w[k * 128:(k + 1) * 128, :])
         rhs = nl.load(b[k * 128:(k + 1) * 128, :])
         acc += nisa.nc_matmul(lhs, rhs, mask=full)
+        acc += nisa.nc_matmul(lhs, rhs, mask=k * 128 >= 128)    # k = 0: False, masked off (causal style)
     s = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
     s[...] = nl.copy(acc, mask=full)
     s[...] = nl.add(s, g, mask=full)
@@ -284,13 +285,15 @@ def test_the_lean_issue_path_gives_the_plain_path_values(rng, monkeypatch):
     for module in (vector, scalar):
         monkeypatch.setattr(module, "operand_f32", base.column)
     monkeypatch.setattr(Instruction, "runnable", lambda self: self)
+    monkeypatch.setattr(NcMatmul, "_masked_off", lambda self: False)
     plain = nki.jit(_lean_path_kernel)(a, w, b)
     for got, want in zip(lean, plain):
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
     t = np.maximum((np.float32(1.7) - (a + np.float32(0.1))) * np.float32(3), np.float32(-0.5)) / np.float32(1.3)
     np.testing.assert_array_equal(lean[2], t)
-    np.testing.assert_allclose(lean[0], w.T.astype(np.float64) @ b + (t > 0.25), rtol=1e-4, atol=1e-3)
+    product = w.T.astype(np.float64) @ b + w[128:].T.astype(np.float64) @ b[128:]     # the k = 1 one twice
+    np.testing.assert_allclose(lean[0], product + (t > 0.25), rtol=1e-4, atol=1e-3)
     u = (np.exp(a.astype(np.float64) * 0.5 + 0.25) * 1.5 - 0.75)
     np.testing.assert_allclose(lean[1].astype(np.float64), u, rtol=2e-2, atol=2e-2)
 

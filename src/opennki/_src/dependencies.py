@@ -103,15 +103,17 @@ class _Writes:
     write order, every earlier write whose box may overlap `box` (a superset; the exact test follows). The
     bucket widths are the first boxed write's extents along the first storage dims (tiles written by a
     loop are usually alike); writes without a box (run-time indices) or spanning many buckets are kept
-    aside and always returned."""
+    aside and always returned. Writes are bucketed when `near` first needs them: most tensors a loop writes
+    are tiles written once per iteration, whose buckets nothing would ever ask for."""
 
-    __slots__ = ("items", "widths", "cells", "wide")
+    __slots__ = ("items", "widths", "cells", "wide", "indexed")
 
     def __init__(self):
         self.items: list[_Write] = []
         self.widths: tuple[int, ...] | None = None
         self.cells: dict[tuple, list[int]] = {}
         self.wide: list[int] = []
+        self.indexed = 0                # items[:indexed] are in the buckets
 
     def _cells(self, box):
         """The bucket keys `box` spans, or None when it has no box or spans too many."""
@@ -125,7 +127,12 @@ class _Writes:
         return itertools.product(*ranges)
 
     def near(self, box) -> list:
-        cells = self._cells(box) if self.items else None
+        if not self.items:
+            return self.items
+        while self.indexed < len(self.items):
+            self._index(self.indexed)
+            self.indexed += 1
+        cells = self._cells(box)
         if cells is None:
             return self.items
         found = set(self.wide)
@@ -134,9 +141,10 @@ class _Writes:
         return [self.items[i] for i in sorted(found)]
 
     def add(self, write: _Write) -> None:
-        position = len(self.items)
         self.items.append(write)
-        cells = self._cells(write.box)
+
+    def _index(self, position: int) -> None:
+        cells = self._cells(self.items[position].box)
         if cells is None:
             self.wide.append(position)
             return

@@ -52,6 +52,12 @@ def _root_geometry(shape: tuple[int, ...]) -> tuple:
     return tuple((min(0, n - 1), max(0, n - 1)) for n in shape), row_major_strides(shape), 0
 
 
+@functools.lru_cache(maxsize=1024)
+def _root_in_bounds(shape: tuple[int, ...]) -> bool:
+    """TensorView.in_bounds() of a whole tensor of `shape` (False only with an empty dim)."""
+    return all(n > 0 for n in shape)
+
+
 @functools.lru_cache(maxsize=4096)
 def _extent_of(shape: tuple[int, ...], on_chip: bool, itemsize: int, ranges: tuple, run_time_dims: tuple) -> tuple:
     """TensorView.extent() of a view of a storage of `shape`, from the [lo, hi] positions of its affine part per
@@ -123,6 +129,7 @@ class TensorView:
         n = len(storage.shape)
         view = cls(storage, storage.shape, _identity_map(n), (0,) * n)
         view._geo = _root_geometry(view.shape)    # the same for every tensor of this shape
+        view._inb = _root_in_bounds(view.shape)
         return view
 
     def _derive(self, shape, amap, consts, dynamic=(), mask=None, coords=None):
@@ -455,9 +462,12 @@ class TensorView:
         """The NumPy view of an in-bounds, direct view (shares memory with the storage)."""
         if self._np is None:
             arr = self.storage.array
-            it = arr.itemsize
-            self._np = np.ndarray(self.shape, arr.dtype, buffer=arr, offset=self.offset * it,
-                                  strides=tuple(s * it for s in self.strides))
+            if self._geo is _root_geometry(self.shape) and self.coords == self.storage.shape:
+                self._np = arr.reshape(self.shape)     # all of the tensor (a root view, or `t[...]` of one)
+            else:
+                it = arr.itemsize
+                self._np = np.ndarray(self.shape, arr.dtype, buffer=arr, offset=self.offset * it,
+                                      strides=tuple(s * it for s in self.strides))
         return self._np
 
     def flat_offsets(self, dynamic_values=None) -> np.ndarray:
