@@ -242,3 +242,21 @@ def test_no_reorder_keeps_program_order_on_the_engine():
         return a
     load, act1, fill, act2 = estimate(in_order, (spec((128, 2048)),), target="trn2").records
     assert act2.start == pytest.approx(act1.end) and act2.pred == act1.index     # behind act1, not in the gap
+
+
+def test_write_after_read_waits_for_the_reader_plus_the_trigger_overhead():
+    def reread(a):
+        x = nl.ndarray((128, 2048), dtype=a.dtype, buffer=nl.sbuf)
+        y = nl.ndarray((128, 2048), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a)
+        nisa.tensor_copy(dst=y, src=x, engine=nisa.vector_engine)
+        nisa.dma_copy(dst=x, src=a)                  # overwrites what the copy reads
+        return a
+    load, copy, reload = estimate(reread, (spec((128, 2048)),), target="trn2").records
+    assert copy.start == pytest.approx(load.end + _ns(100, 0.96))          # flow: the Vector Engine's semaphore
+    assert copy.duration_ns == pytest.approx(_ns(2048, 0.96))              # fp32: N cycles, no perf mode
+    assert reload.stall_kind == "war" and reload.pred == copy.index
+    # the Sync engine triggers the reload 100 cycles after the copy's read ends, then 64 cycles, then the setup
+    assert reload.issue_start == pytest.approx(copy.end + _ns(100, 1.2))
+    assert reload.start == pytest.approx(copy.end + _ns(100 + 64, 1.2) + TRN2.cost.dma.fixed_latency_ns)
+    assert reload.duration_ns == pytest.approx(load.duration_ns)

@@ -11,6 +11,7 @@ Functional results are *deferred* (see sim/program.py): `buf[...] = nl.exp(x)` m
 
 from __future__ import annotations
 
+import enum
 import inspect
 import math
 
@@ -164,19 +165,31 @@ def _is_column(t: TensorView, shape) -> bool:
 
 
 
-def hardware_limits(prog, opdef, x, y, shape, api: str, limits: str | None) -> None:
-    """Hardware-strict mode: raise for binary ops that simulate fine but fail on hardware.
+class Limits(enum.Enum):
+    """Whose documented hardware limits an element-wise op or `nl.matmul` is held to in hardware-strict mode
+    (`hardware_limits`, `matmul`): what simulates fine but fails to compile or run on hardware."""
 
-    `limits` names whose documented limits apply: "legacy" (NKI 0.1 `nl` ops: NumPy broadcasting including
-    the partition dim is native), "new" (NKI 0.3+ `nl` ops: no broadcasting between tiles except a [P, 1]
-    column, no divide / mod / fmod, `power` needs a tile exponent), or "operator" (tile operators `a + b`:
-    the legacy known issue, no partition broadcast). None picks "new" for `nl.*` APIs, else "operator".
-    """
+    LEGACY = "legacy"       # NKI 0.1 `nl` functions: NumPy broadcasting, the partition dim included, is
+    #                         native; nl.matmul without transpose_x compiles
+    NEW = "new"             # NKI 0.3+ `nl` functions: no broadcasting between tiles but a [P, 1] column, no
+    #                         divide / mod / fmod instruction, power needs a tile exponent, nl.matmul needs
+    #                         transpose_x=True (NKI 0.3-0.6 known issue)
+    OPERATOR = "operator"   # tile operators (`a + b`): the legacy known issue, no partition broadcast
+
+    @classmethod
+    def of(cls, limits: "Limits | None", api: str) -> "Limits":
+        """`limits`, or by default NEW for the `nl.*` APIs and OPERATOR for the tile operators."""
+        return limits or (cls.NEW if api.startswith("nl.") else cls.OPERATOR)
+
+
+def hardware_limits(prog, opdef, x, y, shape, api: str, limits: Limits | None) -> None:
+    """Hardware-strict mode: raise for binary ops that simulate fine but fail on hardware, by the rules of
+    `limits` (`Limits.of`)."""
     if not prog.options.hardware_strict:
         return
-    limits = limits or ("new" if api.startswith("nl.") else "operator")
+    limits = Limits.of(limits, api)
     tx, ty = is_tensor(x), is_tensor(y)
-    if limits == "new":
+    if limits is Limits.NEW:
         if opdef.name in SIMULATION_ONLY_OPS:
             raise HardwareUnsupportedError(f"{api}: there is no {opdef.name} instruction on hardware (it runs "
                                            "in simulation only)", instruction=api,
@@ -187,7 +200,7 @@ def hardware_limits(prog, opdef, x, y, shape, api: str, limits: str | None) -> N
         if tx and ty and x.shape != y.shape and not (_is_column(x, shape) or _is_column(y, shape)):
             raise HardwareUnsupportedError(f"{api}: broadcasting between tiles is not supported on hardware",
                                            got=(x.shape, y.shape), instruction=api)
-    elif limits == "operator" and tx and ty:
+    elif limits is Limits.OPERATOR and tx and ty:
         if any(t.shape[0] != shape[0] for t in (x, y)):
             raise HardwareUnsupportedError(f"{api}: tile operators cannot broadcast along the partition dim "
                                            "on hardware (legacy known issue)", got=(x.shape, y.shape),
@@ -195,7 +208,7 @@ def hardware_limits(prog, opdef, x, y, shape, api: str, limits: str | None) -> N
 
 
 def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None = None,
-           default_dtype=None, limits: str | None = None):
+           default_dtype=None, limits: Limits | None = None):
     """`op(x, y)` element-wise into a new SBUF tile (or into `out`), with NumPy broadcasting. Without
     `dtype`, the result dtype follows the promotion rules, except that `divide` of integers gives float32.
 
@@ -407,26 +420,27 @@ def transpose(x, *, dtype=None, mask=None, api: str = "nl.transpose"):
     if x.ndim > 2:
         raise ShapeError(f"{api} takes a 2-D tile", got=x.shape, code="err_exceed_max_supported_dimension",
                          instruction=api)
+    pmax = prog.hw.tiles.pmax          # both dims pass through the PE array's partitions
     for d, n in enumerate(x.shape):
-        if n > 128:
-            raise ShapeError(f"size of dimension {d} ({n}) exceed architecture limitation of 128", got=x.shape,
+        if n > pmax:
+            raise ShapeError(f"size of dimension {d} ({n}) exceed architecture limitation of {pmax}", got=x.shape,
                              code="err_size_of_dimension_exceed_arch_limit", instruction=api)
     x = to_sbuf(x, api)
     result = alloc((x.shape[1], x.shape[0]), dtype if dtype is not None else x.dtype, PSUM)
     return prog.defer(NcTranspose(dst=result, data=x, engine=Engine.TENSOR, mask=mask), result, api)
 
 
-def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul", limits: str | None = None):
+def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul", limits: Limits | None = None):
     """x @ y (or x.T @ y with transpose_x) on the Tensor Engine into a new fp32 PSUM tile.
 
     Without transpose_x, x [M, K] is first transposed on the Tensor Engine (and copied back to SBUF, since
     matmul operands come from SBUF), as NKI lowers it. Hardware-strict mode rejects that form for the new
-    generation (`limits` other than "legacy"), where it fails to compile (NKI 0.3-0.6 known issue).
+    generation (`limits` other than Limits.LEGACY), where it fails to compile (NKI 0.3-0.6 known issue).
     """
     prog = current(api)
     for role, t in (("x", x), ("y", y)):
         require_tile(t, role, api)
-    if not transpose_x and prog.options.hardware_strict and limits != "legacy":
+    if not transpose_x and prog.options.hardware_strict and limits is not Limits.LEGACY:
         raise HardwareUnsupportedError(f"{api} needs transpose_x=True on hardware", instruction=api,
                                        hint="pass x already transposed ([K, M]) with transpose_x=True")
     if not transpose_x:

@@ -26,7 +26,7 @@ from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index
 from opennki.machine.memory import Storage
 from opennki.machine.tensor import TensorView, row_major_strides, slice_params
-from opennki.releases import Generation
+from opennki.releases import Generation, level_of, release, requested_version
 
 
 def _nocopy_reshape(old_shape, old_strides, new_shape):
@@ -428,7 +428,13 @@ class NkiTensor(TensorView):
             if base.is_on_chip:
                 expect(pattern[0][0] == coords[1], "the partition step of an on-chip access pattern must equal "
                        "the per-partition size (no partition skipping)", expected=coords[1], got=pattern[0][0])
-            strides, off = [s for s, _ in pattern], (self.offset if offset is None else int(offset))
+            if offset is None:     # the view's offset from NKI 0.5; before, 0 (spec/language.md §7.1)
+                from opennki.sim.program import active
+                prog = active()
+                before_0_5 = (prog is not None and requested_version(prog.options) is not None
+                              and level_of(prog.options, Generation.NEW) < release("0.5"))
+                offset = 0 if before_0_5 else self.offset
+            strides, off = [s for s, _ in pattern], int(offset)
         expect(scalar_offset is None or vector_offset is None, "an access pattern takes at most one of "
                "scalar_offset and vector_offset", error=UnsupportedError)
         dynamic = ()

@@ -33,7 +33,7 @@ def _op(ev: InstructionExecuted, key: str) -> str | None:
     return None if value is None else str(value).split(".")[-1].lower()
 
 
-def candidate_engines(ev: InstructionExecuted, nc_version: int) -> tuple[Engine, ...]:
+def candidate_engines(ev: InstructionExecuted, capabilities) -> tuple[Engine, ...]:
     """The engines the compiler may put `ev` on, its own engine first; just that one when the kernel chose
     it or when no choice exists."""
     own = (ev.engine,)
@@ -46,7 +46,7 @@ def candidate_engines(ev: InstructionExecuted, nc_version: int) -> tuple[Engine,
         ops = (_op(ev, "op0"), _op(ev, "op1"))
         if any(o in _BITVEC for o in ops) or any(o.dtype.startswith(("int", "uint")) for o in ev.operands):
             return own
-        if ops in _ACT_TENSOR_SCALAR_V3 or (nc_version >= 4 and None not in ops[:1]):
+        if ops in _ACT_TENSOR_SCALAR_V3 or (capabilities.scalar_engine_any_tensor_scalar and None not in ops[:1]):
             return (_VECTOR, _SCALAR)
         return own
     if opcode == "memset" and ev.engine is _VECTOR and _all_sbuf(ev):

@@ -180,7 +180,7 @@ class CostModel:
             engine, queue = schedulable_engine(cost.dma.trigger), _DMA
         dep = self.deps.dependency(ev.operands, queue, core)
         if cost.dma is None and engine is not _TENSOR:
-            choices = candidate_engines(ev, self.hw.nc_version)
+            choices = candidate_engines(ev, self.hw.capabilities)
             if len(choices) > 1:
                 ev, cost, engine = self._choose_engine(ev, cost, choices, state, dep)
                 queue = engine

@@ -111,6 +111,7 @@ class Capabilities:
     topk: bool = _since(3, "the topk instruction")
     gpsimd_rng: bool = _since(3, "rng on the GpSimd engine")
     activate2: bool = _since(4, "the activate2 instruction")
+    gpsimd_activation: bool = _since(4, "activation / activate2 on the GpSimd Engine (engine=gpsimd, NKI 0.7)")
     exponential: bool = _since(4, "the exponential instruction")
     rand2: bool = _since(4, "the rand2 instruction (nl.random draws with it)")
     mx: bool = _since(4, "microscaling: quantize_mx and nc_matmul_mx")

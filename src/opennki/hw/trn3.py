@@ -23,6 +23,7 @@ TRN3 = HwConfig(
                               fp8_e4m3fn_matmul=True, double_row_matmul=True, pe_tile_32=True,
                               pe_transpose_moves_bits=True, dma_transpose_path=True, dma_transpose_on_pe=True,
                               range_select=True, nonzero_with_count=True, topk=True, gpsimd_rng=True, activate2=True,
+                              gpsimd_activation=True,
                               exponential=True, rand2=True, mx=True),
     cost=CostParams(
         tensor=TensorEngineCost(

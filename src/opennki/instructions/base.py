@@ -124,6 +124,12 @@ class Instruction:
     _key_places: ClassVar[dict] = {}
 
     @classmethod
+    def api_name(cls) -> str:
+        """The public function of this instruction in both generations' `nisa`: `nisa.<opcode>`, the name
+        errors and events give (a facade function issuing an instruction of another name passes its own)."""
+        return f"nisa.{cls.opcode}"
+
+    @classmethod
     def operand_fields(cls) -> tuple[dataclasses.Field, ...]:
         """The dataclass fields declared with `operand(...)` (tensor operands), in declaration order."""
         return cls._operand_field_list
@@ -246,6 +252,18 @@ class Instruction:
         return None
 
     # -- the rules -------------------------------------------------------------------------------------
+    @classmethod
+    def result(cls, **inputs) -> tuple[tuple[int, ...], DataType]:
+        """The shape and dtype of the tile this instruction writes, from its input operands and parameters
+        passed under their field names (`BnStats.result(data=t)`): what a functional API (the legacy
+        `nisa`) allocates for the result, an explicit `dtype=` replacing the dtype. The rule here: the shape
+        and dtype of the first read operand given; instructions whose result differs override it."""
+        for f in cls._operand_field_list:
+            t = inputs.get(f.name)
+            if f.metadata["access"] is AccessKind.READ and isinstance(t, TensorView):
+                return tuple(t.shape), t.dtype
+        raise TypeError(f"{cls.__name__}.result() needs a tensor input, got {sorted(inputs)}")
+
     def check_operands(self, fields=None) -> None:
         """What every operand field (or each of `fields`) holds, before `check` reads `.shape` / `.dtype`
         (check_operand_types)."""
@@ -532,15 +550,16 @@ def flat(a: np.ndarray) -> np.ndarray:
     return a.reshape(a.shape[0], -1)
 
 
-def require(ctx, capability: str, what: str) -> None:
-    """`what` needs the target capability `capability` (a field of `hw.capabilities`); the error names the
-    first NeuronCore generation that has it (v2 = trn1, v3 = trn2, v4 = trn3)."""
-    hw = ctx.hw
+def require(ctx, capability: str, what: str, *, error=KernelError, code: str | None = None,
+            hint: str = "select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)") -> None:
+    """`what` needs the target capability `capability` (a field of `hw.capabilities`), else an `error`
+    (KernelError unless the rule says otherwise) naming the first NeuronCore generation that has it (v2 =
+    trn1, v3 = trn2, v4 = trn3), from the capability's data: no message spells a generation itself."""
+    hw = getattr(ctx, "hw", ctx)
     if not getattr(hw.capabilities, capability):
         since = type(hw.capabilities).since(capability)
-        raise KernelError(f"{what} needs NeuronCore-v{since} or newer", expected=f"NeuronCore-v{since}+",
-                          got=f"{hw.name} (NeuronCore-v{hw.nc_version})",
-                          hint="select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)")
+        raise error(f"{what} needs NeuronCore-v{since} or newer", expected=f"NeuronCore-v{since}+",
+                    got=f"{hw.name} (NeuronCore-v{hw.nc_version})", code=code, hint=hint)
 
 
 def check_dtype(t, role: str, names, what: str = "") -> None:

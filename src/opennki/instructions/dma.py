@@ -228,6 +228,12 @@ class DmaTranspose(Instruction):
     oob_mode: object = None
     priority: object = None
 
+    @classmethod
+    def result(cls, *, src, axes=None):
+        """`src`'s shape permuted by `axes` (by default the permutation of its rank), its dtype."""
+        perm = tuple(axes) if axes is not None else DEFAULT_AXES.get(src.ndim, tuple(range(src.ndim)))
+        return tuple(src.shape[a] for a in perm), src.dtype
+
     def permutation(self) -> tuple[int, ...]:
         return tuple(self.axes) if self.axes is not None else DEFAULT_AXES.get(self.src.ndim, ())
 

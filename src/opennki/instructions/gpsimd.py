@@ -157,6 +157,11 @@ class TensorPartitionReduce(Instruction):
     op: object = None
     data: object = operand(READ)
 
+    @classmethod
+    def result(cls, *, data):
+        """One partition of `data`'s free shape: [P, F...] -> [1, F...], its dtype."""
+        return (1,) + tuple(data.shape[1:]), data.dtype
+
     def check(self, ctx) -> None:
         name = op_name(self.op)
         expect(name in _PARTITION_REDUCE, "tensor_partition_reduce op must be add, maximum, average, bitwise_or "
@@ -199,6 +204,13 @@ class LocalGather(Instruction):
     index: object = operand(READ)
     num_elem_per_idx: int = 1
     num_valid_indices: object = None
+
+    @classmethod
+    def result(cls, *, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None):
+        """[P, V, num_elem_per_idx] of `src_buffer`'s dtype; V defaults to every index of a core (16 partitions
+        of `index`)."""
+        valid = num_valid_indices if num_valid_indices is not None else index.free_size * 16
+        return (src_buffer.shape[0], int(valid), int(num_elem_per_idx)), src_buffer.dtype
 
     def valid_indices(self) -> int:
         per_core = self.index.free_size * _CORE_PARTITIONS
@@ -292,6 +304,11 @@ class SequenceBounds(Instruction):
 
     dst: object = operand(WRITE)
     segment_ids: object = operand(READ)
+
+    @classmethod
+    def result(cls, *, segment_ids):
+        """[1, 2, n] for the n ids, their dtype."""
+        return (1, 2, segment_ids.free_size), segment_ids.dtype
 
     def check(self, ctx) -> None:
         check_sbuf(self.segment_ids, "segment_ids")

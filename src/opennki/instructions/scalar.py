@@ -39,8 +39,7 @@ def check_activation_engine(instr, ctx) -> None:
     expect(chosen in (Engine.UNKNOWN, Engine.SCALAR, Engine.GPSIMD), f"{instr.opcode} runs on the Scalar or "
            "GpSimd Engine", got=chosen.name, error=KernelError)
     if chosen is Engine.GPSIMD:
-        expect(ctx.hw.nc_version >= 4, f"{instr.opcode} on the GpSimd Engine needs NeuronCore-v4 or newer",
-               got=ctx.hw.name, error=KernelError)
+        require(ctx, "gpsimd_activation", f"{instr.opcode} on the GpSimd Engine")
         expect(instr.reduce_op is None and instr.reduce_res is None and instr.reduce_cmd in (None, cmds.idle),
                f"{instr.opcode}: the accumulator is only available on the Scalar Engine", got="engine=gpsimd",
                error=KernelError)
@@ -101,8 +100,8 @@ class Activation(Instruction):
                 expect(self.bias.dtype.name in _BIAS_DTYPES, "activation bias must be an fp32/fp16/bf16 vector",
                        got=self.bias.dtype, code="err_activation_bias_invalid_type", error=DtypeError)
             else:
-                expect(ctx.hw.capabilities.scalar_engine_bias_immediate, "a scalar bias needs NeuronCore-v3 or newer; pass a [P, 1] "
-                       "tile", got=self.bias, code="err_activation_bias_invalid_type", error=DtypeError)
+                require(ctx, "scalar_engine_bias_immediate", "a scalar bias", error=DtypeError,
+                        code="err_activation_bias_invalid_type", hint="pass a [P, 1] tile")
             expect(not (fn.name == "reciprocal" and not ctx.hw.capabilities.activation_reciprocal_bias),
                    "activation(op=reciprocal) takes no bias on NeuronCore-v2", got="bias", error=KernelError)
         if self.reduce_op is not None:

@@ -14,9 +14,9 @@ import numpy as np
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_on_chip, check_partitions,
-                                       flat, instruction, operand)
+                                       flat, instruction, operand, require)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
-from opennki.machine.dtypes import PACKED
+from opennki.machine.dtypes import PACKED, float32
 
 _FP32_LIKE = ("float32", "tfloat32")
 _FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
@@ -30,6 +30,11 @@ def _operand_values(m, view) -> tuple[np.ndarray, np.ndarray | None]:
         return x, None
     mk = flat(np.broadcast_to(mask, view.shape))
     return np.where(mk, x, np.float32(0)), mk
+
+
+def _double_row(perf_mode) -> bool:
+    """`perf_mode` selects double-row mode (`double_row`, the legacy `double_row_gen3`, or such a member)."""
+    return perf_mode is not None and str(getattr(perf_mode, "value", perf_mode)).startswith("double_row")
 
 
 @instruction
@@ -60,6 +65,16 @@ class NcMatmul(Instruction):
     tile_position: tuple = ()
     tile_size: tuple = ()
     perf_mode: object = None
+
+    @classmethod
+    def result(cls, *, stationary, moving, is_transpose=False, perf_mode=None):
+        """[M, N] fp32 for stationary [K, M] and moving [K, N] (double-row: [K, 2, M] / [K, 2, N]); in
+        transpose mode stationary.T, [M, K] of its dtype."""
+        halves = 2 if _double_row(perf_mode) else 1
+        rows = stationary.free_size // halves
+        if is_transpose:
+            return (rows, stationary.shape[0]), stationary.dtype
+        return (rows, moving.free_size // halves), float32
 
     def check(self, ctx) -> None:
         # every matmul of a kernel passes here: rules are tested before their messages are formatted
@@ -108,13 +123,11 @@ class NcMatmul(Instruction):
         if "float8_e4m3fn" in (s, mv):
             expect(not ({s, mv} >= {"float8_e4m3", "float8_e4m3fn"}),
                    "float8_e4m3 and float8_e4m3fn cannot be mixed in one matmul", got=(s, mv), error=DtypeError)
-            expect(hw.capabilities.fp8_e4m3fn_matmul, "float8_e4m3fn operands need NeuronCore-v4", got=hw.name,
-                   error=DtypeError)
+            require(hw, "fp8_e4m3fn_matmul", "a float8_e4m3fn operand", error=DtypeError)
         self._check_tiling(hw, K, M)
 
     def _check_double_row(self, hw) -> None:
-        expect(hw.capabilities.double_row_matmul, "perf_mode=double_row needs NeuronCore-v3 or newer", got=hw.name,
-               error=KernelError)
+        require(hw, "double_row_matmul", "perf_mode=double_row")
         for role, t in (("stationary", self.stationary), ("moving", self.moving)):
             expect(t.ndim == 3 and t.shape[1] == 2, f"double_row '{role}' must be [K, 2, F]", got=t.shape)
             expect(t.dtype.name in _FP8, "double_row takes fp8 operands only", got=t.dtype, error=DtypeError)
@@ -214,6 +227,11 @@ class NcTranspose(Instruction):
     dst: object = operand(WRITE)
     data: object = operand(READ)
     engine: object = None
+
+    @classmethod
+    def result(cls, *, data):
+        """[P, F] -> [F, P], `data`'s dtype."""
+        return (data.free_size, data.shape[0]), data.dtype
 
     @property
     def executor(self) -> Engine:

@@ -17,11 +17,12 @@ from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
                                        check_on_chip, check_partitions, check_same_free, check_same_partitions,
-                                       flat, instruction, is_tensor, operand, operand_f32, read_operand)
+                                       flat, instruction, is_tensor, operand, operand_f32, read_operand,
+                                       require)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
-from opennki.machine.dtypes import PACKED, SCALAR_TYPES, to_float32
+from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, to_float32
 
 _INT32 = ("int32", "uint32")
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
@@ -63,7 +64,7 @@ def check_v4_ops(ctx, ops) -> None:
     """abs_max / abs_min exist on the NeuronCore-v4 Vector Engine only (spec/isa.md §8)."""
     for op in ops:
         if op is not None and op.name in ("abs_max", "abs_min"):
-            expect(ctx.hw.capabilities.vector_abs_max, f"'{op.name}' needs NeuronCore-v4", got=ctx.hw.name, error=KernelError)
+            require(ctx, "vector_abs_max", f"'{op.name}'")
 
 
 def chosen_engine(value, default: Engine) -> Engine:
@@ -106,6 +107,11 @@ class TensorTensor(Instruction):
     data2: object = operand(READ)
     op: object = None
     engine: object = None
+
+    @classmethod
+    def result(cls, *, data1, data2):
+        """`data1`'s shape, the promotion of the two dtypes."""
+        return tuple(data1.shape), promote(data1.dtype, data2.dtype)
 
     @property
     def executor(self) -> Engine:
@@ -300,6 +306,12 @@ class TensorReduce(Instruction):
     axis: object = None
     negate: bool = False
     keepdims: bool = False
+
+    @classmethod
+    def result(cls, *, data, axis, keepdims=False):
+        """`data`'s shape with the free axes `axis` removed (kept as 1 with `keepdims`; `reduced_shape`),
+        its dtype."""
+        return reduced_shape(data.shape, normalize_axes(axis, data.ndim), keepdims), data.dtype
 
     def check(self, ctx) -> None:
         axes = normalize_axes(self.axis, self.data.ndim)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, ShapeError, expect
+from opennki.machine.dtypes import promote
 from opennki.machine.machine import Machine
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
@@ -72,6 +73,11 @@ class TensorTensorScan(Instruction):
     reverse0: bool = False
     reverse1: bool = False
 
+    @classmethod
+    def result(cls, *, data0, data1):
+        """`data0`'s shape, the promotion of the two dtypes."""
+        return tuple(data0.shape), promote(data0.dtype, data1.dtype)
+
     def check(self, ctx) -> None:
         check_elementwise(ctx, self.dst, {"data0": self.data0, "data1": self.data1})
         check_not_both_psum(self.data0, self.data1, "data0", "data1")
@@ -124,6 +130,11 @@ class ScalarTensorTensor(Instruction):
     reduce_op: object = None
     reduce_res: object = operand(WRITE, optional=True)
     reduce_cmd: object = cmds.reset_reduce
+
+    @classmethod
+    def result(cls, *, data, operand1):
+        """`data`'s shape, the promotion of `data`'s and `operand1`'s dtypes."""
+        return tuple(data.shape), promote(data.dtype, operand1.dtype)
 
     def check(self, ctx) -> None:
         check_elementwise(ctx, self.dst, {"data": self.data, "operand1": self.operand1})

@@ -9,17 +9,20 @@ Engine like `nc_match_replace8`.
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from opennki.errors import DtypeError, expect
 from opennki.machine.machine import Machine
 from opennki.events import Engine
-from opennki.machine.dtypes import SCALAR_TYPES
+from opennki.machine.dtypes import SCALAR_TYPES, uint32
 from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, check_on_chip,
                                        check_partitions, check_same_partitions, flat, instruction, operand,
                                        read_operand)
 
 _FMIN, _FMAX = 8, 16384          # elements per partition accepted by the top-8 instructions
+TOP = 8                          # values (and indices) per partition the top-8 instructions write
 _INDEX_DTYPES = ("uint16", "uint32")
 
 
@@ -41,9 +44,15 @@ class BnStats(Instruction):
 
     opcode = "bn_stats"
     default_engine = Engine.VECTOR
+    width: ClassVar[int] = 6    # elements per partition of the result
 
     dst: object = operand(WRITE)
     data: object = operand(READ)
+
+    @classmethod
+    def result(cls, *, data):
+        """[P, 6] (two (count, mean, variance * count) triples), `data`'s dtype."""
+        return (data.shape[0], cls.width), data.dtype
 
     def check(self, ctx) -> None:
         check_rows(ctx, self.dst, {"data": self.data})
@@ -51,8 +60,8 @@ class BnStats(Instruction):
         expect(self.data.free_size <= fmax, f"bn_stats input has at most {fmax} elements per partition",
                expected=f"<= {fmax}", got=self.data.free_size, hint="split the free dim and aggregate "
                "the statistics of all chunks with bn_aggr")
-        expect(self.dst.free_size == 6, "bn_stats writes 6 elements per partition", expected=6,
-               got=self.dst.free_size)
+        expect(self.dst.free_size == self.width, f"bn_stats writes {self.width} elements per partition",
+               expected=self.width, got=self.dst.free_size)
 
     def run(self, m) -> None:
         # a legacy mask over the input (the official layernorm tutorial masks the ragged last chunk of the
@@ -78,16 +87,22 @@ class BnAggr(Instruction):
 
     opcode = "bn_aggr"
     default_engine = Engine.VECTOR
+    width: ClassVar[int] = 2    # elements per partition of the result
 
     dst: object = operand(WRITE)
     data: object = operand(READ)
+
+    @classmethod
+    def result(cls, *, data):
+        """[P, 2] (mean, variance), `data`'s dtype."""
+        return (data.shape[0], cls.width), data.dtype
 
     def check(self, ctx) -> None:
         check_rows(ctx, self.dst, {"data": self.data})
         expect(self.data.free_size % 3 == 0, "bn_aggr input is a sequence of (count, mean, m2) triples",
                expected="a multiple of 3 elements per partition", got=self.data.free_size)
-        expect(self.dst.free_size == 2, "bn_aggr writes 2 elements per partition (mean, variance)",
-               expected=2, got=self.dst.free_size)
+        expect(self.dst.free_size == self.width, f"bn_aggr writes {self.width} elements per partition (mean, "
+               "variance)", expected=self.width, got=self.dst.free_size)
 
     def run(self, m) -> None:
         t = flat(m.read_f32(self.data)).astype(np.float64).reshape(self.data.shape[0], -1, 3)
@@ -106,7 +121,8 @@ def _check_top8_input(t, role: str, max_rank: int = 5) -> None:
 
 
 def _check_eight(t, role: str) -> None:
-    expect(t.free_size == 8, f"'{role}' holds exactly 8 elements per partition", expected=8, got=t.free_size)
+    expect(t.free_size == TOP, f"'{role}' holds exactly {TOP} elements per partition", expected=TOP,
+           got=t.free_size)
 
 
 def _masked_data(m, view, mask) -> np.ndarray:
@@ -128,6 +144,11 @@ class Max8(Instruction):
 
     dst: object = operand(WRITE)
     src: object = operand(READ)
+
+    @classmethod
+    def result(cls, *, src):
+        """[P, 8], `src`'s dtype."""
+        return (src.shape[0], TOP), src.dtype
 
     def check(self, ctx) -> None:
         check_rows(ctx, self.dst, {"src": self.src})
@@ -159,6 +180,11 @@ class NcFindIndex8(Instruction):
     dst: object = operand(WRITE)
     data: object = operand(READ)
     vals: object = operand(READ)
+
+    @classmethod
+    def result(cls, *, data):
+        """[P, 8] uint32 indices (uint16 if asked)."""
+        return (data.shape[0], TOP), uint32
 
     def check(self, ctx) -> None:
         check_rows(ctx, self.dst, {"data": self.data, "vals": self.vals})

@@ -25,7 +25,7 @@ from opennki.machine.index import arange, ds, mgrid
 from opennki.machine.memory import MemoryRegion
 from opennki.releases import Generation, added_in
 
-LIMITS = "legacy"   # hardware-strict rules of this generation (core.hardware_limits)
+LIMITS = core.Limits.LEGACY   # hardware-strict rules of this generation (core.hardware_limits)
 
 # ------------------------------------------------------------------------------------------------ dtypes
 bool_ = np.bool_

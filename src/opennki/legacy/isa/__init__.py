@@ -38,7 +38,7 @@ from opennki.legacy.isa.constants import dge_mode, engine, nc_version, oob_mode,
 from opennki._src import core
 from opennki._src.constants import fp32, target_nc_version  # noqa: F401
 from opennki.machine import arguments as _args
-from opennki.machine.dtypes import dtype_of, float32, promote, uint32
+from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index, Predicate
 from opennki.sim.program import current
 
@@ -63,18 +63,22 @@ def _out(shape, dtype, buffer=core.SBUF):
     return core.alloc(tuple(shape), dtype, buffer)
 
 
-def _dtype(dtype, default):
-    return dtype_of(dtype) if dtype is not None else default
+def _result(cls, dtype=None, buffer=core.SBUF, **inputs):
+    """A new tile for the result of instruction class `cls` on `inputs` (named as its fields), by the
+    instruction's own rule (`cls.result`); of `dtype` when one is given."""
+    shape, default = cls.result(**inputs)
+    return _out(shape, dtype_of(dtype) if dtype is not None else default, buffer)
 
 
-def _defer(instr, result, api):
+def _defer(instr, result):
+    api = instr.api_name()
     prog = current(api)
     check_operator_args(instr, prog.options.hardware_strict, names=True)
     return prog.defer(instr, result, api)
 
 
-def _issue(instr, api) -> None:
-    core.issue(instr, api, operator_names=True)
+def _issue(instr) -> None:
+    core.issue(instr, instr.api_name(), operator_names=True)
 
 
 # ------------------------------------------------------------------------------------------------- DMA
@@ -85,19 +89,18 @@ def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, d
     `mode=` is accepted for `oob_mode=` (the legacy docstring names it so, spec/isa.md C29)."""
     oob_mode = kwargs.get("mode", oob_mode)
     _issue(_dma.DmaCopy(dst=dst, src=src, mask=mask, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode,
-                        dge_mode=dge_mode), "nisa.dma_copy")
+                        dge_mode=dge_mode))
 
 
 @takes_operands(_dma.DmaTranspose)
 def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
     """A new SBUF tile holding src (HBM or SBUF, 2-4-D) with its axes permuted by DMA."""
-    api = "nisa.dma_transpose"
+    api = _dma.DmaTranspose.api_name()
     if core.is_tensor(src) and src.dynamic:
         raise KernelError(f"{api} does not accept indirect (run-time) indices", instruction=api,
                           code="err_indirect_indices_are_not_supported_with_nki_api")
-    perm = tuple(axes) if axes is not None else _dma.DEFAULT_AXES.get(src.ndim, tuple(range(src.ndim)))
-    out = _out(tuple(src.shape[a] for a in perm), _dtype(dtype, src.dtype))
-    return _defer(_dma.DmaTranspose(dst=out, src=src, axes=axes, mask=mask), out, api)
+    out = _result(_dma.DmaTranspose, dtype, src=src, axes=axes)
+    return _defer(_dma.DmaTranspose(dst=out, src=src, axes=axes, mask=mask), out)
 
 
 # ------------------------------------------------------------------------------------ Vector: element-wise
@@ -113,77 +116,74 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unkn
         except ValueError:
             shape = None        # the instruction's own check reports the mismatch
         if shape is not None:
-            data1 = core.materialize_broadcast(data1, shape, "nisa.tensor_tensor")
-            data2 = core.materialize_broadcast(data2, shape, "nisa.tensor_tensor")
-    out = _out(data1.shape, _dtype(dtype, promote(data1.dtype, data2.dtype)))
-    return _defer(_dve.TensorTensor(dst=out, data1=data1, data2=data2, op=op, engine=engine, mask=mask), out,
-                  "nisa.tensor_tensor")
+            data1 = core.materialize_broadcast(data1, shape, _dve.TensorTensor.api_name())
+            data2 = core.materialize_broadcast(data2, shape, _dve.TensorTensor.api_name())
+    out = _result(_dve.TensorTensor, dtype, data1=data1, data2=data2)
+    return _defer(_dve.TensorTensor(dst=out, data1=data1, data2=data2, op=op, engine=engine, mask=mask), out)
 
 
 @takes_operands(_dve.TensorScalar)
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
                   mask=None, engine=engine.unknown, **kwargs):
     """op1(op0(data, operand0), operand1) with scalar / [P, 1] operands, into a new tile."""
-    out = _out(data.shape, _dtype(dtype, data.dtype))
+    out = _result(_dve.TensorScalar, dtype, data=data)
     return _defer(_dve.TensorScalar(dst=out, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
-                                    operand1=operand1, reverse1=reverse1, engine=engine, mask=mask), out,
-                  "nisa.tensor_scalar")
+                                    operand1=operand1, reverse1=reverse1, engine=engine, mask=mask), out)
 
 
 @takes_operands(_acc.ScalarTensorTensor)
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
                          mask=None, **kwargs):
     """op1(op0(data, operand0), operand1) with operand0 a scalar / [P, 1] and operand1 a tile."""
-    out = _out(data.shape, _dtype(dtype, promote(data.dtype, operand1.dtype)))
+    out = _result(_acc.ScalarTensorTensor, dtype, data=data, operand1=operand1)
     return _defer(_acc.ScalarTensorTensor(dst=out, data=data, op0=op0, operand0=operand0, op1=op1,
                                           operand1=operand1, reverse0=reverse0, reverse1=reverse1, mask=mask),
-                  out, "nisa.scalar_tensor_tensor")
+                  out)
 
 
 @takes_operands(_dve.Reciprocal)
 def reciprocal(data, *, dtype=None, mask=None, **kwargs):
     """1 / data on the Vector Engine into a new tile."""
-    out = _out(data.shape, _dtype(dtype, data.dtype))
-    return _defer(_dve.Reciprocal(dst=out, data=data, mask=mask), out, "nisa.reciprocal")
+    out = _result(_dve.Reciprocal, dtype, data=data)
+    return _defer(_dve.Reciprocal(dst=out, data=data, mask=mask), out)
 
 
 @takes_operands(_dve.TensorCopy)
 def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """A copy of src in a new SBUF tile."""
-    out = _out(src.shape, _dtype(dtype, src.dtype))
-    return _defer(_dve.TensorCopy(dst=out, src=src, engine=engine, mask=mask), out, "nisa.tensor_copy")
+    out = _result(_dve.TensorCopy, dtype, src=src)
+    return _defer(_dve.TensorCopy(dst=out, src=src, engine=engine, mask=mask), out)
 
 
 @takes_operands(_move.TensorCopyDynamicSrc)
 def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """A copy of src, whose free-dim index carries a run-time offset (`t[ix, offs[0, k] + iy]`)."""
-    out = _out(src.shape, _dtype(dtype, src.dtype))
-    return _defer(_move.TensorCopyDynamicSrc(dst=out, src=src, engine=engine, mask=mask), out,
-                  "nisa.tensor_copy_dynamic_src")
+    out = _result(_move.TensorCopyDynamicSrc, dtype, src=src)
+    return _defer(_move.TensorCopyDynamicSrc(dst=out, src=src, engine=engine, mask=mask), out)
 
 
 def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """Copy src into dst, whose free-dim index carries a run-time offset. Returns None."""
-    _issue(_move.TensorCopyDynamicDst(dst=dst, src=src, engine=engine, mask=mask), "nisa.tensor_copy_dynamic_dst")
+    _issue(_move.TensorCopyDynamicDst(dst=dst, src=src, engine=engine, mask=mask))
 
 
 def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None, dtype=None, **kwargs):
     """dst = src where predicate is nonzero (dst keeps its other elements). Returns None."""
     _issue(_move.TensorCopyPredicated(dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred,
-                                      mask=mask), "nisa.tensor_copy_predicated")
+                                      mask=mask))
 
 
 def memset(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
     """A new SBUF tile of `shape` filled with `value` (the first dim is the partition dim)."""
     out = _out(core.normalize_shape(shape), dtype)
-    return _defer(_dve.Memset(dst=out, value=value, engine=engine, mask=mask), out, "nisa.memset")
+    return _defer(_dve.Memset(dst=out, value=value, engine=engine, mask=mask), out)
 
 
 @takes_operands(_rng.Dropout)
 def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
     """data with each element zeroed with probability prob (scalar or [P, 1] tile); no rescaling."""
-    out = _out(data.shape, _dtype(dtype, data.dtype))
-    return _defer(_rng.Dropout(dst=out, data=data, prob=prob, mask=mask), out, "nisa.dropout")
+    out = _result(_rng.Dropout, dtype, data=data)
+    return _defer(_rng.Dropout(dst=out, data=data, prob=prob, mask=mask), out)
 
 
 # -------------------------------------------------------------------------------------- Vector: reductions
@@ -192,37 +192,34 @@ def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
     """Reduce free `axis` of data with op into a new tile."""
     axes = _dve.normalize_axes(axis, data.ndim)
-    out = _out(_dve.reduced_shape(data.shape, axes, keepdims), _dtype(dtype, data.dtype))
+    out = _result(_dve.TensorReduce, dtype, data=data, axis=axes, keepdims=keepdims)
     return _defer(_dve.TensorReduce(dst=out, op=op, data=data, axis=axes, negate=negate, keepdims=keepdims,
-                                    mask=mask), out, "nisa.tensor_reduce")
+                                    mask=mask), out)
 
 
 @takes_operands(_pool.TensorPartitionReduce)
 def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     """Reduce data across partitions: [P, F...] -> a new [1, F...] tile (GpSimd)."""
-    out = _out((1,) + tuple(data.shape[1:]), _dtype(dtype, data.dtype))
-    return _defer(_pool.TensorPartitionReduce(dst=out, op=op, data=data, mask=mask), out,
-                  "nisa.tensor_partition_reduce")
+    out = _result(_pool.TensorPartitionReduce, dtype, data=data)
+    return _defer(_pool.TensorPartitionReduce(dst=out, op=op, data=data, mask=mask), out)
 
 
 @takes_operands(_acc.TensorTensorScan)
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None,
                        **kwargs):
     """state = op1(op0(data0[i], state), data1[i]) along the free elements, each state written out."""
-    out = _out(data0.shape, _dtype(dtype, promote(data0.dtype, data1.dtype)))
+    out = _result(_acc.TensorTensorScan, dtype, data0=data0, data1=data1)
     return _defer(_acc.TensorTensorScan(dst=out, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
-                                        reverse0=reverse0, reverse1=reverse1, mask=mask), out,
-                  "nisa.tensor_tensor_scan")
+                                        reverse0=reverse0, reverse1=reverse1, mask=mask), out)
 
 
 @takes_operands(_acc.TensorScalarReduce)
 def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
                          **kwargs):
     """op0(data, operand0) into a new tile; its reduction with reduce_op goes to reduce_res [P, 1]."""
-    out = _out(data.shape, _dtype(dtype, data.dtype))
+    out = _result(_acc.TensorScalarReduce, dtype, data=data)
     return _defer(_acc.TensorScalarReduce(dst=out, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
-                                          reduce_res=reduce_res, reverse0=reverse0, mask=mask), out,
-                  "nisa.tensor_scalar_reduce")
+                                          reduce_res=reduce_res, reverse0=reverse0, mask=mask), out)
 
 
 @takes_operands(_acc.RangeSelect)
@@ -231,11 +228,11 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd
                  **kwargs):
     """on_true_tile where bound0/bound1 comparisons of range_start + index hold, else fp32.min, into a
     new tile; its maximum folds into the Vector Engine accumulators (NeuronCore-v3+)."""
-    out = _out(on_true_tile.shape, _dtype(dtype, on_true_tile.dtype))
+    out = _result(_acc.RangeSelect, dtype, on_true_tile=on_true_tile)
     return _defer(_acc.RangeSelect(dst=out, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1,
                                    bound0=bound0, bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res,
                                    reduce_op=reduce_op, range_start=range_start, on_false_value=on_false_value,
-                                   mask=mask), out, "nisa.range_select")
+                                   mask=mask), out)
 
 
 def tensor_scalar_cumulative(*, src, dst, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, mask=None,
@@ -244,7 +241,7 @@ def tensor_scalar_cumulative(*, src, dst, op0, op1, imm0, imm1=None, reduce_cmd=
     returns None. Not in the SDK 2.26 stub: later releases of the legacy namespace have it (the SDK's own
     legacy-namespace tests at 2.32 call it so)."""
     _issue(_acc.TensorScalarCumulative(dst=dst, src=src, op0=op0, op1=op1, imm0=imm0, imm1=imm1,
-                                       reduce_cmd=reduce_cmd, mask=mask), "nisa.tensor_scalar_cumulative")
+                                       reduce_cmd=reduce_cmd, mask=mask))
 
 
 def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
@@ -252,49 +249,47 @@ def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_
     """dst = where(predicate, on_true, on_false); its maximum folds into the accumulators. Returns None."""
     _issue(_acc.SelectReduce(dst=dst, predicate=predicate, on_true=on_true, on_false=on_false,
                              reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_op=reduce_op,
-                             reverse_pred=reverse_pred, mask=mask), "nisa.select_reduce")
+                             reverse_pred=reverse_pred, mask=mask))
 
 
 @takes_operands(_stats.BnStats)
 def bn_stats(data, *, mask=None, dtype=None, **kwargs):
     """[P, 6] batch-norm statistics of the free elements (even / odd halves)."""
-    out = _out((data.shape[0], 6), _dtype(dtype, data.dtype))
-    return _defer(_stats.BnStats(dst=out, data=data, mask=mask), out, "nisa.bn_stats")
+    out = _result(_stats.BnStats, dtype, data=data)
+    return _defer(_stats.BnStats(dst=out, data=data, mask=mask), out)
 
 
 @takes_operands(_stats.BnAggr)
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
     """[P, 2] (mean, variance) from concatenated bn_stats outputs."""
-    out = _out((data.shape[0], 2), _dtype(dtype, data.dtype))
-    return _defer(_stats.BnAggr(dst=out, data=data, mask=mask), out, "nisa.bn_aggr")
+    out = _result(_stats.BnAggr, dtype, data=data)
+    return _defer(_stats.BnAggr(dst=out, data=data, mask=mask), out)
 
 
 @takes_operands(_stats.Max8)
 def max8(*, src, mask=None, dtype=None, **kwargs):
     """[P, 8]: the 8 largest values of each partition, descending."""
-    out = _out((src.shape[0], 8), _dtype(dtype, src.dtype))
-    return _defer(_stats.Max8(dst=out, src=src, mask=mask), out, "nisa.max8")
+    out = _result(_stats.Max8, dtype, src=src)
+    return _defer(_stats.Max8(dst=out, src=src, mask=mask), out)
 
 
 @takes_operands(_stats.NcFindIndex8)
 def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
     """[P, 8] (uint32 unless dtype=uint16): index of each of the 8 vals in data."""
-    out = _out((data.shape[0], 8), _dtype(dtype, uint32))
-    return _defer(_stats.NcFindIndex8(dst=out, data=data, vals=vals, mask=mask), out, "nisa.nc_find_index8")
+    out = _result(_stats.NcFindIndex8, dtype, data=data)
+    return _defer(_stats.NcFindIndex8(dst=out, data=data, vals=vals, mask=mask), out)
 
 
 @takes_operands(_stats.NcMatchReplace8)
 def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
     """A new tile: data with the first occurrence of each of the 8 vals replaced by imm."""
-    out = _out(data.shape, _dtype(dtype, data.dtype))
-    return _defer(_stats.NcMatchReplace8(dst=out, data=data, vals=vals, imm=imm, dst_idx=dst_idx, mask=mask), out,
-                  "nisa.nc_match_replace8")
+    out = _result(_stats.NcMatchReplace8, dtype, data=data)
+    return _defer(_stats.NcMatchReplace8(dst=out, data=data, vals=vals, imm=imm, dst_idx=dst_idx, mask=mask), out)
 
 
 def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
     """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst). Returns None."""
-    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), mask=mask),
-           "nisa.nc_stream_shuffle")
+    _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), mask=mask))
 
 
 # ---------------------------------------------------------------------------------------------- Scalar
@@ -303,19 +298,19 @@ def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs
 def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) on the Scalar Engine into a new tile."""
-    check_activation_op(op, "nisa.activation")
-    out = _out(data.shape, _dtype(dtype, data.dtype))
+    check_activation_op(op, _act.Activation.api_name())
+    out = _result(_act.Activation, dtype, data=data)
     return _defer(_act.Activation(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                  reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out, "nisa.activation")
+                                  reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out)
 
 
 @takes_operands(_act.ActivationReduce)
 def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) into a new tile, and its sum over the free dims into reduce_res [P, 1]."""
-    check_activation_op(op, "nisa.activation_reduce")
-    out = _out(data.shape, _dtype(dtype, data.dtype))
+    check_activation_op(op, _act.ActivationReduce.api_name())
+    out = _result(_act.ActivationReduce, dtype, data=data)
     return _defer(_act.ActivationReduce(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                        reduce_res=reduce_res, mask=mask), out, "nisa.activation_reduce")
+                                        reduce_res=reduce_res, mask=mask), out)
 
 
 # ---------------------------------------------------------------------------------------------- Tensor
@@ -326,16 +321,13 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     """stationary.T @ moving on the Tensor Engine into a new fp32 PSUM tile; accumulate with
     `psum_tile += nisa.nc_matmul(...)`. `perf_mode='double_row_gen3'` (kwargs) selects fp8 double-row."""
     perf_mode = kwargs.get("perf_mode")
-    double = perf_mode is not None and str(getattr(perf_mode, "value", perf_mode)).startswith("double_row")
     stationary, moving = _pe_input(stationary), _pe_input(moving)
-    M = stationary.free_size // (2 if double else 1)
-    N = moving.free_size // (2 if double else 1)
-    out = _out((M, N) if not is_transpose else (M, stationary.shape[0]),
-               float32 if not is_transpose else stationary.dtype, core.PSUM)
+    out = _result(_pe.NcMatmul, None, core.PSUM, stationary=stationary, moving=moving, is_transpose=is_transpose,
+                  perf_mode=perf_mode)
     return _defer(_pe.NcMatmul(dst=out, stationary=stationary, moving=moving,
                                is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
                                is_transpose=is_transpose, accumulate=False, tile_position=tuple(tile_position),
-                               tile_size=tuple(tile_size), perf_mode=perf_mode, mask=mask), out, "nisa.nc_matmul")
+                               tile_size=tuple(tile_size), perf_mode=perf_mode, mask=mask), out)
 
 
 def _pe_input(t):
@@ -343,7 +335,7 @@ def _pe_input(t):
     copied to SBUF first: the legacy compiler places result tiles and inserts that copy (the official
     flash-attention backward kernel relies on it). A PSUM tensor the kernel declared stays an error."""
     if core.is_tensor(t) and t.kind is MemoryKind.PSUM and not t.storage.declared:
-        return core.to_sbuf(t, "nisa.nc_matmul")
+        return core.to_sbuf(t, _pe.NcMatmul.api_name())
     return t
 
 
@@ -355,8 +347,8 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs
         # the Tensor Engine reads SBUF only; a small tile already in PSUM goes to the Vector Engine
         chosen = Engine.VECTOR if data.kind is MemoryKind.PSUM else Engine.TENSOR
     buffer = core.PSUM if chosen is Engine.TENSOR else core.SBUF
-    out = _out((data.free_size, data.shape[0]), _dtype(dtype, data.dtype), buffer)
-    return _defer(_pe.NcTranspose(dst=out, data=data, engine=chosen, mask=mask), out, "nisa.nc_transpose")
+    out = _result(_pe.NcTranspose, dtype, buffer, data=data)
+    return _defer(_pe.NcTranspose(dst=out, data=data, engine=chosen, mask=mask), out)
 
 
 # --------------------------------------------------------------------------------------------- GpSimd
@@ -367,44 +359,44 @@ def iota(expr, dtype, *, mask=None, **kwargs):
     if isinstance(expr, (int, np.integer)):
         expr = Index(int(expr), (0, 0), (1, 1))
     if not isinstance(expr, Index):
-        raise ShapeError("nisa.iota takes an affine index expression built from nl.arange", got=type(expr).__name__,
-                         instruction="nisa.iota")
+        raise ShapeError(f"{_pool.Iota.api_name()} takes an affine index expression built from nl.arange",
+                         got=type(expr).__name__, instruction=_pool.Iota.api_name())
     shape = expr.shape if expr.ndim >= 2 else expr.shape + (1,)
     coeffs = expr.coeffs if expr.ndim >= 2 else expr.coeffs + (0,)
     pattern = tuple((c, n) for c, n in zip(coeffs[1:], shape[1:]))
     out = _out(shape, dtype)
     return _defer(_pool.Iota(dst=out, pattern=pattern, offset=expr.const, channel_multiplier=coeffs[0], mask=mask),
-                  out, "nisa.iota")
+                  out)
 
 
 @takes_operands(_pool.AffineSelect)
 def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, **kwargs):
     """on_true_tile where the affine predicate `pred` (e.g. `iy < ix`) holds, else on_false_value, into a
     new SBUF tile."""
-    api = "nisa.affine_select"
+    api = _pool.AffineSelect.api_name()
     if not isinstance(pred, Predicate):
         raise KernelError(f"{api}: pred must be a comparison of nl.arange / nl.mgrid indices",
                           got=type(pred).__name__, instruction=api)
-    out = _out(on_true_tile.shape, _dtype(dtype, on_true_tile.dtype))
+    out = _result(_pool.AffineSelect, dtype, on_true_tile=on_true_tile)
     return _defer(_pool.AffineSelect(dst=out, on_true_tile=on_true_tile, on_false_value=on_false_value, pred=pred,
-                                     mask=mask), out, api)
+                                     mask=mask), out)
 
 
 @takes_operands(_pool.LocalGather)
 def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None, **kwargs):
     """A new [P, V, num_elem_per_idx] tile gathered within each GpSimd core (16 partitions) at the core's
     uint16 element offsets."""
-    V = num_valid_indices if num_valid_indices is not None else index.free_size * 16
-    out = _out((src_buffer.shape[0], int(V), int(num_elem_per_idx)), src_buffer.dtype)
+    out = _result(_pool.LocalGather, None, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
+                  num_valid_indices=num_valid_indices)
     return _defer(_pool.LocalGather(dst=out, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
-                                    num_valid_indices=num_valid_indices, mask=mask), out, "nisa.local_gather")
+                                    num_valid_indices=num_valid_indices, mask=mask), out)
 
 
 @takes_operands(_pool.SequenceBounds)
 def sequence_bounds(*, segment_ids, dtype=None, **kwargs):
     """A new [1, 2, n] tile: (start, end) of the run of equal ids each element belongs to (n, -1 for 0)."""
-    out = _out((1, 2, segment_ids.free_size), _dtype(dtype, segment_ids.dtype))
-    return _defer(_pool.SequenceBounds(dst=out, segment_ids=segment_ids), out, "nisa.sequence_bounds")
+    out = _result(_pool.SequenceBounds, dtype, segment_ids=segment_ids)
+    return _defer(_pool.SequenceBounds(dst=out, segment_ids=segment_ids), out)
 
 
 def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_to_isa_version, srcs, dsts,
