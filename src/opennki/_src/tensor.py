@@ -357,31 +357,45 @@ class NkiTensor(TensorView):
         return view.reshape(tuple(merged))
 
     def view(self, dtype):
-        """Reinterpret the bits as another dtype; the last dim scales by the itemsize ratio. The tensor is a
-        whole tensor or a reshape of one (every element of the storage, in row-major order: the NKI
-        samples' paged-attention kernels reinterpret a reshaped tile so); writes through the result change
-        the original's bits."""
+        """Reinterpret the bits as another dtype; the last dim scales by the itemsize ratio. Into a dtype of
+        another size, the tensor is a whole tensor or a reshape of one (every element of the storage, in
+        row-major order); into one of the same size, any view (its elements keep their places). The NKI
+        samples' paged-attention kernels reinterpret reshaped tiles and slices of tiles so. Writes through
+        the result change the original's bits."""
         new = dtype_of(dtype)
         old = self.dtype
+        st = self.storage
+        if st.array is not None and st.array.dtype != old.np_dtype:
+            raise UnsupportedError("view(dtype) needs precise storage (NKI_PRECISE_FP=1)")
+        np_new = new.np_dtype if new.kind != "bool" else np.uint8
+        if new.itemsize == old.itemsize and not (self.is_root or self._is_whole_reshape()):
+            array = None if st.array is None else st.array.view(np_new)
+            clone = self._storage_clone(new, st.shape, array)
+            view = object.__new__(type(self))
+            TensorView.__init__(view, clone, self.shape, self.amap, self.consts, self.dynamic, self.mask,
+                                self.coords)
+            return view
         expect(self.is_root or self._is_whole_reshape(),
-               "only whole tensors, or reshapes of them, can be reinterpreted with view()", got=self.shape,
-               error=UnsupportedError)
+               "only whole tensors, or reshapes of them, can be reinterpreted with view() as a dtype of "
+               "another size", got=self.shape, error=UnsupportedError)
         last = self.shape[-1] * old.itemsize
         expect(last % new.itemsize == 0, "the last dim must divide evenly into the new dtype",
                expected=f"multiple of {new.itemsize} bytes", got=last)
         shape = self.shape[:-1] + (last // new.itemsize,)
-        st = self.storage
         array = None
         if st.array is not None:
-            if st.array.dtype != old.np_dtype:
-                raise UnsupportedError("view(dtype) needs precise storage (NKI_PRECISE_FP=1)")
             if not st.array.flags.c_contiguous:
                 raise UnsupportedError("view(dtype) needs the storage in row-major order", got=self.shape)
-            array = st.array.reshape(self.shape).view(new.np_dtype if new.kind != "bool" else np.uint8)
-        clone = Storage(st.region, new, shape, array, st.placement, st.name, st.location, st.program)
+            array = st.array.reshape(self.shape).view(np_new)
+        return type(self).root(self._storage_clone(new, shape, array))
+
+    def _storage_clone(self, dtype, shape, array) -> Storage:
+        """The same bytes as this tensor's storage, as `dtype` of `shape` (what `view` returns over)."""
+        st = self.storage
+        clone = Storage(st.region, dtype, shape, array, st.placement, st.name, st.location, st.program)
         clone.is_kernel_arg = st.is_kernel_arg
         clone.base = st.base or st
-        return type(self).root(clone)
+        return clone
 
     def _is_whole_reshape(self) -> bool:
         """Every element of the storage, in row-major order, under another shape (a reshape of the whole)."""
