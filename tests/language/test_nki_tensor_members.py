@@ -88,6 +88,20 @@ def test_attributes_and_patterns_of_a_slice(x):
                         ndim=2, size=96, pattern=[[24, 16], [2, 6]], contiguous=(True, False))
 
 
+def test_shape_equals_the_list_of_its_sizes(rng):
+    """NKI's indexing overview compares shapes with lists (`assert x[1].shape == [2, 2]`); a kernel doing so
+    runs, and the shape is still a hashable tuple."""
+    h = rng.standard_normal((2, 16, 24)).astype(np.float32)
+
+    def kernel(h):
+        assert h[1].shape == [16, 24] and h[1, :, 0:8].shape == [16, 8] and h.shape == (2, 16, 24)
+        assert h[1].shape != [16, 25] and [16, 24] == h[1].shape and h.shape != [2, 16]
+        assert {h.shape: 1}[(2, 16, 24)] == 1 and repr(h[1].shape) == "(16, 24)"
+        return _out(h[1, :, 0:8])
+
+    np.testing.assert_array_equal(nki.simulate(kernel)(h), h[1, :, 0:8])
+
+
 def test_subscripts_read_and_assign(x, rng):
     y = rng.standard_normal((8, 5)).astype(np.float32)
 

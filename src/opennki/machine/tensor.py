@@ -41,6 +41,24 @@ def row_major_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+class Shape(tuple):
+    """A view's shape: a tuple that also equals the list of the same sizes.
+
+    NKI's documentation compares shapes with lists (`assert x[1].shape == [2, 2]`, the new generation's
+    indexing overview) and kernels written from it do the same; a plain tuple would make such an assert
+    fail. Everything else is the tuple's: hashing, indexing, slicing (which gives plain tuples), repr."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return tuple.__eq__(self, tuple(other) if type(other) is list else other)
+
+    def __ne__(self, other):
+        return tuple.__ne__(self, tuple(other) if type(other) is list else other)
+
+    __hash__ = tuple.__hash__
+
+
 @functools.lru_cache(maxsize=16)
 def _identity_map(n: int) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(1 if a == d else 0 for a in range(n)) for d in range(n))
@@ -111,7 +129,7 @@ class TensorView:
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
-        self.shape = tuple(map(int, shape))
+        self.shape = Shape(map(int, shape))
         self.amap = amap
         self.consts = consts
         self.dynamic = dynamic
