@@ -260,17 +260,18 @@ class LoopFinished(Event):
 
 def positional_maker(cls):
     """A constructor of the frozen record `cls` taking every field positionally, in declaration order: it
-    fills the instance's dict directly, where the dataclass __init__ sets each field through
-    `object.__setattr__` (most of the cost of building an instruction's events). The record is the same."""
+    fills the instance's dict from one dict display, where the dataclass __init__ sets each field through
+    `object.__setattr__` (most of the cost of building an instruction's events). The record is the same;
+    a wrong number of values is a TypeError, as for any function. The constructor is generated once per
+    class (its parameters are the field names)."""
     names = tuple(f.name for f in fields(cls))
-    new = object.__new__
-
-    def make(*values):
-        if len(values) != len(names):
-            raise TypeError(f"{cls.__name__} takes {len(names)} fields, got {len(values)}")
-        record = new(cls)
-        record.__dict__.update(zip(names, values))
-        return record
-
-    return make
+    if not all(name.isidentifier() and not name.startswith("_maker_") for name in names):
+        raise TypeError(f"{cls.__name__}: field names must be identifiers not starting with _maker_")
+    source = (f"def make({', '.join(names)}):\n"
+              f"    _maker_record = _maker_new(_maker_cls)\n"
+              f"    _maker_record.__dict__.update({{{', '.join(f'{n!r}: {n}' for n in names)}}})\n"
+              f"    return _maker_record\n")
+    scope = {"_maker_new": object.__new__, "_maker_cls": cls}
+    exec(compile(source, f"<{cls.__name__} maker>", "exec"), scope)
+    return scope["make"]
 

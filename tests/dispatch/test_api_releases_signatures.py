@@ -215,3 +215,38 @@ def test_tile_size_renames_of_0_4(rng):
         import opennki.legacy.language as lnl
         assert lnl.tile_size.psum_fmax == 512       # the legacy generation keeps the names
         legacy_nki.jit(lambda a: a)(x)
+
+
+def psum_to_hbm(a, b):
+    ta, tb = _sbuf(a), _sbuf(b)
+    acc = nl.ndarray((a.shape[1], b.shape[1]), nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=acc, stationary=ta, moving=tb)
+    out = nl.ndarray(acc.shape, nl.float32, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=acc)
+    return out
+
+
+def test_dma_copy_from_psum_is_0_2_only(rng):
+    a, b = rand(rng, 32, 16), rand(rng, 32, 24)
+    with pytest.warns(DeprecationWarning, match=r"nisa.dma_copy from PSUM is removed in NKI 0\.3.*tensor_copy"):
+        np.testing.assert_allclose(nki.jit(psum_to_hbm)(a, b), a.T @ b, rtol=1e-5, atol=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_allclose(nki.jit(psum_to_hbm, api_version="0.2")(a, b), a.T @ b, rtol=1e-5, atol=1e-5)
+    with raises_at(ReleaseError, match="dma_copy from PSUM is not accepted by NKI 0.3") as exc:
+        nki.jit(psum_to_hbm, api_version="0.3")(a, b)
+    assert exc.value.location.source == "nisa.dma_copy(dst=out, src=acc)"
+
+
+def pattern_without_offset(x):
+    t = _sbuf(x)
+    y = nl.ndarray((16, 4), x.dtype, buffer=nl.sbuf)
+    nisa.tensor_copy(dst=y, src=t[:, 8:16].ap([[x.shape[1], 16], [2, 4]]))
+    return _out(y)
+
+
+@pytest.mark.parametrize("options,start", [({}, 8), ({"api_version": "0.5"}, 8), ({"api_version": "0.4"}, 0),
+                                           ({"api_version": "0.2"}, 0)])
+def test_an_access_pattern_s_default_offset_is_the_view_s_from_0_5(rng, options, start):
+    x = rand(rng, 16, 24)
+    np.testing.assert_array_equal(nki.jit(pattern_without_offset, **options)(x), x[:, start:start + 8:2])

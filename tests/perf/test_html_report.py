@@ -114,3 +114,13 @@ def test_an_estimate_without_checks_says_so(tmp_path):
     r = estimate(K.softmax_rows, (spec((512, 512)),), target="trn2")
     dom, _ = render(tmp_path, html_report(r))
     assert "The checks did not run with this estimate." in dom
+
+
+def test_a_checked_estimate_inside_a_checking_block_reports_its_findings_there_too():
+    import opennki.legacy.language as nl
+    from opennki.checks import checking
+
+    with checking() as found:          # what `opennki check` runs a script in (`opennki profile` estimates so)
+        r = estimate(_prefix_sum(nl.affine_range), (spec((4, 16, 8)),), checks=True)
+    assert [f.rule for f in r.findings] == ["affine_loop_carried_raw"]
+    assert [f.rule for f in found] == ["affine_loop_carried_raw"]

@@ -48,10 +48,27 @@ def test_a_reshape_of_a_whole_tile_reinterprets_its_bits(rng):
     np.testing.assert_array_equal(halves.view(np.uint16), x.view(ml_dtypes.bfloat16).view(np.uint16))
 
 
-def test_a_part_of_a_tile_cannot_be_reinterpreted(rng):
+def _bits_through_a_slice(x):
+    """Half of t's free elements are written as float32 through a slice of t reinterpreted as float32."""
+    out = nl.ndarray((16, 2, 32), dtype=nl.int32, buffer=nl.shared_hbm)
+    t = nl.zeros((16, 2, 32), dtype=nl.int32, buffer=nl.sbuf)
+    as_float = t[:, 1, :].view(nl.float32)                           # same size: any view
+    as_float[...] = nl.load(x)
+    nl.store(out, value=t)
+    return out
+
+
+def test_a_slice_reinterpreted_as_a_dtype_of_the_same_size_aliases_it(rng):
+    x = rng.standard_normal((16, 32)).astype(np.float32)
+    out = nki.jit(_bits_through_a_slice)(x)
+    np.testing.assert_array_equal(out[:, 1], x.view(np.int32))
+    np.testing.assert_array_equal(out[:, 0], 0)
+
+
+def test_a_part_of_a_tile_cannot_be_reinterpreted_as_a_dtype_of_another_size(rng):
     def kernel(x):
         t = nl.ndarray((16, 4, 8), dtype=nl.int32, buffer=nl.sbuf)
-        t[:, 0:2, :].reshape((16, 16)).view(nl.float32)             # <- half of t
+        t[:, 0:2, :].reshape((16, 16)).view(nl.bfloat16)            # <- half of t, another size
         return x
     with pytest.raises(UnsupportedError, match="only whole tensors, or reshapes of them"):
         nki.jit(kernel)(rng.standard_normal((16, 4)).astype(np.float32))

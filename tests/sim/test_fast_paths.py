@@ -177,7 +177,7 @@ def test_events_made_positionally_are_the_records_the_dataclass_makes():
         dataclasses.asdict(InstructionExecuted(*event_args))
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.role = "src"
-    with pytest.raises(TypeError, match="13 fields"):
+    with pytest.raises(TypeError, match="missing 1 required positional argument: .offsets."):
         positional_maker(Operand)(*operand_args[:-1])
 
 
@@ -228,7 +228,9 @@ def test_without_a_listener_no_event_is_built_and_none_is_kept(rng, monkeypatch)
 
     alive = events_alive()                        # other tests' recorders may keep theirs
     np.testing.assert_array_equal(run_kernel(kernel, (a,)), expected)
-    assert not built and events_alive() == alive
+    # none more alive (fewer is fine: events an earlier test's failed launch left in a reference cycle may
+    # be freed meanwhile)
+    assert not built and events_alive() <= alive
     recorder = Recorder()
     run_kernel(kernel, (a,), listeners=(recorder,))
     assert len(built) == 7 == len(recorder.of_type(InstructionExecuted))     # a listener gets every one

@@ -55,12 +55,17 @@ class LanguageRules(Observer):
                                   code="err_unsupported_expression_in_mask",
                                   hint="% and // or run-time values cannot be masks; restructure the index or "
                                        "use nl.where")
-        if not self.scopes:
+        scopes = self.scopes
+        if not scopes:
             return
-        running = {frame.loop_id for frame in prog.loops}
+        running = None
         for _, view, _ in instr.operands():
-            scope = self.scopes.get(view.storage.id)
-            if scope is not None and scope[0] not in running:
+            scope = scopes.get(view.storage.id)
+            if scope is None:
+                continue
+            if running is None:
+                running = {frame.loop_id for frame in prog.loops}
+            if scope[0] not in running:
                 raise KernelError(f"Local variable '{scope[2]}' is referenced outside of its parent scope: it "
                                   f"was created inside the loop at line {scope[1]}, which has finished",
                                   code="err_local_variable_used_out_of_scope",

@@ -26,7 +26,7 @@ from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index
 from opennki.machine.memory import Storage
 from opennki.machine.tensor import TensorView, row_major_strides, slice_params
-from opennki.releases import Generation
+from opennki.releases import Generation, level_of, release, requested_version
 
 
 def _nocopy_reshape(old_shape, old_strides, new_shape):
@@ -357,31 +357,45 @@ class NkiTensor(TensorView):
         return view.reshape(tuple(merged))
 
     def view(self, dtype):
-        """Reinterpret the bits as another dtype; the last dim scales by the itemsize ratio. The tensor is a
-        whole tensor or a reshape of one (every element of the storage, in row-major order: the NKI
-        samples' paged-attention kernels reinterpret a reshaped tile so); writes through the result change
-        the original's bits."""
+        """Reinterpret the bits as another dtype; the last dim scales by the itemsize ratio. Into a dtype of
+        another size, the tensor is a whole tensor or a reshape of one (every element of the storage, in
+        row-major order); into one of the same size, any view (its elements keep their places). The NKI
+        samples' paged-attention kernels reinterpret reshaped tiles and slices of tiles so. Writes through
+        the result change the original's bits."""
         new = dtype_of(dtype)
         old = self.dtype
+        st = self.storage
+        if st.array is not None and st.array.dtype != old.np_dtype:
+            raise UnsupportedError("view(dtype) needs precise storage (NKI_PRECISE_FP=1)")
+        np_new = new.np_dtype if new.kind != "bool" else np.uint8
+        if new.itemsize == old.itemsize and not (self.is_root or self._is_whole_reshape()):
+            array = None if st.array is None else st.array.view(np_new)
+            clone = self._storage_clone(new, st.shape, array)
+            view = object.__new__(type(self))
+            TensorView.__init__(view, clone, self.shape, self.amap, self.consts, self.dynamic, self.mask,
+                                self.coords)
+            return view
         expect(self.is_root or self._is_whole_reshape(),
-               "only whole tensors, or reshapes of them, can be reinterpreted with view()", got=self.shape,
-               error=UnsupportedError)
+               "only whole tensors, or reshapes of them, can be reinterpreted with view() as a dtype of "
+               "another size", got=self.shape, error=UnsupportedError)
         last = self.shape[-1] * old.itemsize
         expect(last % new.itemsize == 0, "the last dim must divide evenly into the new dtype",
                expected=f"multiple of {new.itemsize} bytes", got=last)
         shape = self.shape[:-1] + (last // new.itemsize,)
-        st = self.storage
         array = None
         if st.array is not None:
-            if st.array.dtype != old.np_dtype:
-                raise UnsupportedError("view(dtype) needs precise storage (NKI_PRECISE_FP=1)")
             if not st.array.flags.c_contiguous:
                 raise UnsupportedError("view(dtype) needs the storage in row-major order", got=self.shape)
-            array = st.array.reshape(self.shape).view(new.np_dtype if new.kind != "bool" else np.uint8)
-        clone = Storage(st.region, new, shape, array, st.placement, st.name, st.location, st.program)
+            array = st.array.reshape(self.shape).view(np_new)
+        return type(self).root(self._storage_clone(new, shape, array))
+
+    def _storage_clone(self, dtype, shape, array) -> Storage:
+        """The same bytes as this tensor's storage, as `dtype` of `shape` (what `view` returns over)."""
+        st = self.storage
+        clone = Storage(st.region, dtype, shape, array, st.placement, st.name, st.location, st.program)
         clone.is_kernel_arg = st.is_kernel_arg
         clone.base = st.base or st
-        return type(self).root(clone)
+        return clone
 
     def _is_whole_reshape(self) -> bool:
         """Every element of the storage, in row-major order, under another shape (a reshape of the whole)."""
@@ -428,7 +442,13 @@ class NkiTensor(TensorView):
             if base.is_on_chip:
                 expect(pattern[0][0] == coords[1], "the partition step of an on-chip access pattern must equal "
                        "the per-partition size (no partition skipping)", expected=coords[1], got=pattern[0][0])
-            strides, off = [s for s, _ in pattern], (self.offset if offset is None else int(offset))
+            if offset is None:     # the view's offset from NKI 0.5; before, 0 (spec/language.md §7.1)
+                from opennki.sim.program import active
+                prog = active()
+                before_0_5 = (prog is not None and requested_version(prog.options) is not None
+                              and level_of(prog.options, Generation.NEW) < release("0.5"))
+                offset = 0 if before_0_5 else self.offset
+            strides, off = [s for s, _ in pattern], int(offset)
         expect(scalar_offset is None or vector_offset is None, "an access pattern takes at most one of "
                "scalar_offset and vector_offset", error=UnsupportedError)
         dynamic = ()

@@ -137,9 +137,6 @@ class CostResult:
         self._finished = False
 
     # -- filling --------------------------------------------------------------------------------------
-    def next_index(self) -> int:
-        return len(self.records)
-
     def add(self, rec: InstructionRecord, ev) -> None:
         self._finished = False
         if self.keep_instructions:
@@ -164,7 +161,10 @@ class CostResult:
         self.transpose_flops += cost.transpose_flops
         if cost.flops:
             self._matmul(ev, cost)
-        line = location_key(rec.location)
+        loc = rec.location
+        line = _LOCATION_KEYS.get((loc.filename, loc.lineno)) if loc is not None else None
+        if line is None:
+            line = location_key(loc)
         entry = self.lines.get(line)
         if entry is None:
             entry = self.lines[line] = [0.0, 0, 0.0, set()]

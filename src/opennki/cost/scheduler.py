@@ -143,7 +143,7 @@ class CostModel:
             self._start(get_target(None))
         if self.pending_fills:
             self._settle_fills(ev)
-        if _is_psum_zero_fill(ev):
+        if ev.opcode == "memset" and _is_psum_zero_fill(ev):
             self.pending_fills[ev.operands[0].region.storage_id] = ev
             return
         self._place(ev)
@@ -172,8 +172,8 @@ class CostModel:
             result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
             cost = Cost(schedulable_engine(ev.engine))
         core = ev.core
-        state = self._core(core)
-        index = result.next_index()
+        state = self.cores.get(core) or self._core(core)
+        index = len(result.records)
         if cost.dma is None:
             engine = queue = schedulable_engine(cost.engine)
         else:

@@ -37,6 +37,7 @@ from opennki.isa import constants  # noqa: F401  (`nki.isa.constants`, the same 
 from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
+from opennki.events import MemoryKind
 from opennki.releases import Change, ReleaseTypeError, added_in, uses_custom_frontend
 from opennki.language import NKIObject
 from opennki.sim.program import active, current
@@ -136,6 +137,8 @@ def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engin
         dst_rmw_op, oob_mode, dge_mode, engine = (
             oob_mode, dge_mode if isinstance(dge_mode, _enums.oob_mode) else _enums.oob_mode.error,
             engine if isinstance(engine, _enums.dge_mode) else _enums.dge_mode.unknown, _enums.engine.unknown)
+    if isinstance(src, TensorView) and src.kind is MemoryKind.PSUM:
+        _old_form(DMA_COPY_FROM_PSUM, "nisa.dma_copy")
     if dst_rmw_op is not None or unique_indices is not None:
         _old_form(DMA_COPY_RMW, "nisa.dma_copy")
         if dst_rmw_op is not None:
@@ -224,6 +227,9 @@ AFFINE_SELECT_ORDER = Change("nisa.affine_select(dst, pattern, offset, channel_m
                              "on_false_value) (NKI 0.2's positional order)", "nisa.affine_select(dst, pattern, "
                              "channel_multiplier, on_true_tile, on_false_value, offset=offset)", removed_in="0.3",
                              source=_GUIDE_0_3, error=ReleaseTypeError)
+DMA_COPY_FROM_PSUM = Change("nisa.dma_copy from PSUM", "nisa.tensor_copy into an SBUF tile, then nisa.dma_copy from "
+                            "it", removed_in="0.3", source="Migrating from NKI 0.2.0 to NKI 0.3.0: nisa.dma_copy - "
+                            "reading from PSUM")
 REGISTER_MOVE_IMM = Change("nisa.register_move(dst, imm=...)", "nisa.register_move(dst, src) (src an int or a "
                            "register)", removed_in="0.3", source=_GUIDE_0_3, error=ReleaseTypeError)
 

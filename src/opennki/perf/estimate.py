@@ -19,6 +19,7 @@ from opennki.cost.scheduler import CostModel
 from opennki.hw import get_target
 from opennki.kernels.base import TraceKernel
 from opennki.kernels.frameworks import to_shape_spec
+from opennki.listeners.findings import collector
 from opennki.sim.simulator import ShapeSpec
 
 
@@ -57,15 +58,18 @@ def estimate(kernel, args=(), kwargs=None, *, grid=None, target=None, keep_instr
         keep_instructions: keep per-instruction records (needed for profiles).
         checks: run under `opennki.checks.checking()` (the race checker on the shape-only run, and the lint
             of the kernel) and keep what they found as `.findings` (a list of Findings) instead of raising
-            it; the profile's reports show them.
+            it; the profile's reports show them, and an enclosing `collecting()` block gets them too.
     Returns:
         the CostResult, with `.outputs` holding the kernel's outputs as ShapeSpecs.
     """
     if checks:
+        outer = collector()
         with checking() as found:
             result = estimate(kernel, args, kwargs, grid=grid, target=target,
                               keep_instructions=keep_instructions, precise_fp=precise_fp)
         result.findings = list(found)
+        if outer is not None:           # an enclosing collecting() block (`opennki check`) gets them too
+            outer.extend(found)
         return result
     tk = kernel if isinstance(kernel, TraceKernel) and grid is None else trace_kernel(kernel, grid)
     own = tk.spec.target
