@@ -77,9 +77,9 @@ N = 1000
      64),                                                  # printed min(MIN_II, N), read as max (isa C13)
     (ev("affine_select", Engine.GPSIMD, operand("dst", W, SB, (128, N)), operand("on_true_tile", R, SB, (128, N))),
      150 + N),
-    (ev("topk", Engine.GPSIMD, operand("val_dst", W, SB, (128, 8), "bfloat16"),
-        operand("idx_dst", W, SB, (128, 8), "uint32"), operand("src", R, SB, (128, N), "bfloat16"), n=8),
-     150 + 4 * N + 8),
+    (ev("topk", Engine.GPSIMD, operand("val_dst", W, SB, (128, 24), "bfloat16"),
+        operand("idx_dst", W, SB, (128, 24), "uint32"), operand("src", R, SB, (128, N), "bfloat16"), n=300),
+     150 + 4 * 300 + 24),                                  # n the problem size, K = 24 kept (not src's size)
     (ev("nc_transpose", Engine.VECTOR, operand("dst", W, SB, (32, 32)), operand("data", R, SB, (32, 32))), 64),
 ])
 def test_documented_formula(event, expected):

@@ -269,12 +269,14 @@ class Program:
     # -- issuing ----------------------------------------------------------------------------------------
     def issue(self, instr, api: str | None = None) -> None:
         """Check, run and report one instruction now."""
-        self.flush()
+        if self.pending is not None:
+            self.flush()
         self.execute(instr, user_location(), api)
 
     def defer(self, instr, result: TensorView, api: str | None = None) -> TensorView:
         """Check an instruction now and keep it pending until its result is consumed (module docstring)."""
-        self.flush()
+        if self.pending is not None:
+            self.flush()
         frame = user_frame()            # the kernel line, and the statement that receives the result
         location = None if frame is None else location_of(frame)
         self._check(instr, location, api, result.storage)

@@ -78,10 +78,10 @@ def scan_pool(ev, hw) -> Cost:
 
 @cost_rule("topk")
 def topk(ev, hw) -> Cost:
-    """`4 * n + K` cycles per partition (n = input elements per partition, K = values kept), plus
-    GPSIMD_START."""
+    """`4 * n + K` cycles per partition, plus GPSIMD_START: n is the instruction's problem size (its `n`
+    parameter: the elements of one 16-partition group's snake), K the values kept (val_dst's free size)."""
     src = main_input(ev, "src")
-    kept = ev.params.get("n") or ev.params.get("k") or 8
+    n = float(ev.params["n"])
+    kept = elems(ev, find(ev, "val_dst"))
     g = hw.cost.gpsimd
-    n = elems(ev, src)
-    return Cost(Engine.GPSIMD, busy_ns=g.ns(g.start_cycles + 4 * n + float(kept)), elem_ops=n * src.partitions)
+    return Cost(Engine.GPSIMD, busy_ns=g.ns(g.start_cycles + 4 * n + kept), elem_ops=n * src.partitions)
