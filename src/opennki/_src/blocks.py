@@ -196,7 +196,7 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
     if direct is not None:
         tile_of = _direct_tiles(prog, direct, blocks, tile_shape, dt, name, api)
     elif not blocks:
-        return _filled(declared(core.alloc(tile_shape, dt, region, name)), fill, api)
+        return core.fill(declared(core.alloc(tile_shape, dt, region, name)), fill, api)
     elif region.kind is MemoryKind.PSUM:
         # one storage per block: each bank-sized tile is placed (and spilled, Memory.place) on its own, so a
         # block tensor may be larger than PSUM, as the official attention tutorials' `qk` tensors are
@@ -216,20 +216,13 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
         return tile_of(())
     tensor = BlockTensor(blocks, tile_shape, tile_of, dt, region, name or f"{region.name}_{blocks + tile_shape}")
     for tile in tensor.tiles():
-        _filled(tile, fill, api)
+        core.fill(tile, fill, api)
     return tensor
 
 
 def declared(t):
     """Mark a declared on-chip tensor (Storage.declared): the legacy compiler never moves those."""
     t.storage.declared = True
-    return t
-
-
-def _filled(t, fill, api):
-    if fill is not None:
-        from opennki._src import core
-        core.fill(t, fill, api)
     return t
 
 

@@ -358,7 +358,10 @@ def issue(instr, api: str, *, operator_names: bool = False) -> None:
 
 
 def fill(t, value, api: str):
-    """Write `value` into every element of `t`: a Memset on chip, a DMA store into HBM; returns `t`."""
+    """Write `value` into every element of `t`: a Memset on chip, a DMA store into HBM; returns `t`. A value
+    of None (a tensor created without an initial value) writes nothing."""
+    if value is None:
+        return t
     if t.is_on_chip:
         current(api).issue(Memset(dst=t, value=value), api)
     else:

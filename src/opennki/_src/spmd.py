@@ -26,7 +26,7 @@ import warnings
 
 from opennki.errors import KernelError, user_location
 
-MAX_CORES_PER_LOGICAL_CORE = 2   # LNC is 1 or 2 on every NeuronCore generation (spec/hardware.md)
+MAX_CORES_PER_LOGICAL_CORE = 2   # LNC is 1 or 2 on every NeuronCore generation (spec/hardware.md §1)
 
 
 def _size(value, what: str) -> int:

@@ -1,10 +1,10 @@
 """Cost layer: the compiler's engine choice for instructions issued with `engine=unknown`. Imports events.
 
 NKI lets the compiler pick the engine of several instructions when the kernel does not name one
-(spec/isa.md: `engine.unknown` = "let compiler choose"; `nl.copy`, `nl.multiply(x, 2.0)` and friends lower to
-such instructions). The compiler spreads independent work across engines; the scheduler models that as a list
-scheduler would: among the engines that can run the instruction, the one on which it finishes first (ties go
-to the default engine). Which engines can run what (spec/isa.md §6):
+(spec/isa.md §3, the `engine` enum: `unknown` = "let compiler choose"; `nl.copy`, `nl.multiply(x, 2.0)` and
+friends lower to such instructions). The compiler spreads independent work across engines; the scheduler
+models that as a list scheduler would: among the engines that can run the instruction, the one on which it
+finishes first (ties go to the default engine). Which engines can run what (spec/isa.md §6):
 
 * `tensor_copy`: Vector, Scalar, and GpSimd when both sides are in SBUF (GpSimd cannot reach PSUM);
 * `tensor_scalar`: Vector, and Scalar for the (multiply, add), (multiply), (add) forms on NeuronCore-v3 and

@@ -1,4 +1,7 @@
-"""Hardware layer: Trainium3, NeuronCore-v4 (spec/hardware.md)."""
+"""Hardware layer: Trainium3, NeuronCore-v4 (spec/hardware.md §1-§10).
+
+The comment beside each figure names its source: `§N` or `hardware.md §N` is spec/hardware.md §N,
+`isa.md §N` spec/isa.md §N."""
 
 from opennki.hw.config import KIB, Capabilities, HwConfig, MemorySpec, TileLimits
 from opennki.hw.cost import (DMA_EFFICIENCY_CURVE, CostParams, DmaCost, EngineCost, GpSimdCost, ScalarCost,

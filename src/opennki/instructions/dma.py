@@ -210,7 +210,7 @@ class DmaTranspose(Instruction):
 
     Args:
         src: HBM or SBUF, 2-D, 3-D or 4-D, 2- or 4-byte dtype (4-byte only off the hwdge path,
-            spec/isa.md C31); may carry run-time row indices (new generation; the legacy API rejects them).
+            spec/isa.md §12.1 C31); may carry run-time row indices (new generation; the legacy API rejects them).
         dst: SBUF, exactly the permuted shape (at most pmax partitions).
         axes: the only permutations the hardware has: (1, 0), (2, 1, 0), (3, 1, 2, 0) (None: that one).
         dge_mode: hwdge (NeuronCore-v3+) additionally needs a 2-byte dtype, src.shape[0] in {1, 2, 4, 8, 16},

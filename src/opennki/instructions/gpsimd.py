@@ -187,7 +187,7 @@ class LocalGather(Instruction):
     """Gather within each GpSimd core (16 partitions): for core c, the core's uint16 indices are read in
     partition-major order (`index[16c:16c+16].flatten(order='F')`), the first `num_valid_indices` of them
     kept, and index h copies elements h .. h + num_elem_per_idx - 1 of every partition's flattened free
-    dim (the same gather for all 16 partitions of the core; spec/isa.md C11):
+    dim (the same gather for all 16 partitions of the core; spec/isa.md §12.1 C11):
 
         dst[p, j, :] = src_buffer[p, h_j : h_j + num_elem_per_idx]
 

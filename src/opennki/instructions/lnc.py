@@ -14,7 +14,8 @@ from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import READ, WRITE, Instruction, require, instruction, operand
 from opennki.instructions.enums import engine_of
 
-# gpsimd_dma moves at most this many bytes per partition, by element size (spec/hardware.md)
+# gpsimd_dma moves at most this many bytes per partition, by element size: 1024 B of 32-bit, 512 B of 16-bit,
+# 256 B of 8-bit elements (spec/hardware.md §6, the sendrecv row)
 _GPSIMD_DMA_BYTES = {4: 1024, 2: 512, 1: 256}
 
 

@@ -8,7 +8,7 @@ x 4 packed values = 32 values. Scales live in the data's quadrant: group-row i (
 its scale on partition (i // 4) * 32 + i % 4 of the scale view (for at most 32 partitions that is just
 partition i, a compact [P/8, F] tile); slicing the scale tile at 4, 8 or 12 packs four tensors' scales.
 
-Decision (spec/isa.md C16): `quantize_mx` uses the NKI 2.31+ rule, scale exponent
+Decision (spec/isa.md §12.1 C16): `quantize_mx` uses the NKI 2.31+ rule, scale exponent
 floor(log2(amax)) - (E_MAX - 1) (E_MAX 8 for e4m3fn, 15 for e5m2), so scaled values never need saturation;
 an all-zero group gets exponent -127. Values round to nearest even into fp8.
 """

@@ -53,7 +53,7 @@ class Activation(Instruction):
         op: an activation function (spec/isa.md §9), computed exactly in fp32 (ops.py says why).
         scale: fp32 scalar or fp32 [P, 1] vector. bias: [P, 1] fp32/fp16/bf16 vector (a scalar too on
             NeuronCore-v3+). `x * scale` and `+ bias` are separate fp32 operations (spec gap: fused or not).
-        reduce_op: `add` only (spec/isa.md C22); reduce_cmd: idle / reset / reduce / reset_reduce (register
+        reduce_op: `add` only (spec/isa.md §12.1 C22); reduce_cmd: idle / reset / reduce / reset_reduce (register
             state machine); reduce_res: optional [P, 1] output receiving the registers after this
             instruction (the fp32 sum of the activated values, before rounding into dst).
     Raises:

@@ -167,7 +167,7 @@ class TensorScalar(Instruction):
     skips the second stage. Both ops are arithmetic (fp32, rounded once on write) or both bit-vector
     (integers, Vector Engine only). Engines: vector (default), scalar (before NeuronCore-v4 only the pairs
     (multiply, add), (multiply, -), (add, -)), gpsimd (documented for `rsqrt`; other ops are accepted, and
-    rejected in hardware-strict mode, spec/isa.md C23).
+    rejected in hardware-strict mode, spec/isa.md §12.1 C23).
     """
 
     opcode = "tensor_scalar"
@@ -291,7 +291,7 @@ class TensorReduce(Instruction):
             and/or/xor); arithmetic in fp32, bit-vector on raw integers. `subtract` folds as NumPy does
             (x0 - x1 - x2 ...; the fold order is a spec gap).
         axis: int or list of free axes (never 0, the partition axis). The legacy generation reduces any set
-            of free axes (NumPy semantics, spec/isa.md C15); the trailing-axes rule of NKI >= 0.3 is
+            of free axes (NumPy semantics, spec/isa.md §12.1 C15); the trailing-axes rule of NKI >= 0.3 is
             enforced in hardware-strict mode.
         keepdims: keep reduced axes as size 1 (an on-chip result is never below 2-D either way).
         mask (legacy): elements of data it switches off are not folded.

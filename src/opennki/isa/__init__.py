@@ -547,7 +547,7 @@ def register_move(dst, src=None, name=None, *, imm=None):
             raise KernelError("nisa.register_move takes src or (NKI 0.2) imm, not both", instruction="nisa.register_move")
         src = imm
     elif src is None:
-        raise TypeError("register_move() missing 1 required positional argument: 'src'")
+        raise KernelError("nisa.register_move needs src: an integer or a register", instruction="nisa.register_move")
     return _issue(_reg.RegisterMove(register=dst, src=src, name=name), "nisa.register_move")
 
 

@@ -111,7 +111,7 @@ def _compiler_lnc() -> int | None:
 
 
 def new_generation_lnc(spec: LaunchSpec, options=None) -> int:
-    """The LNC degree of a new-generation launch (spec/entrypoints.md; NKI 0.7 LNC overview).
+    """The LNC degree of a new-generation launch (spec/entrypoints.md §2, LNC launch; NKI 0.7 LNC overview).
 
     `kernel[lnc]` gives it; without brackets NKI 0.7 takes NEURON_LOGICAL_NC_CONFIG (earlier releases
     launched LNC=1 and refused a configuration of 2). Either way it must equal the graph compiler's degree

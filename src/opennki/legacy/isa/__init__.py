@@ -86,7 +86,7 @@ def _issue(instr) -> None:
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
              **kwargs):
     """dst = src by DMA (HBM and/or SBUF), optionally accumulating (`dst_rmw_op=np.add`). Returns None.
-    `mode=` is accepted for `oob_mode=` (the legacy docstring names it so, spec/isa.md C29)."""
+    `mode=` is accepted for `oob_mode=` (the legacy docstring names it so, spec/isa.md §12.1 C29)."""
     oob_mode = kwargs.get("mode", oob_mode)
     _issue(_dma.DmaCopy(dst=dst, src=src, mask=mask, dst_rmw_op=dst_rmw_op, oob_mode=oob_mode,
                         dge_mode=dge_mode))

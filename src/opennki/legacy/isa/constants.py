@@ -1,5 +1,5 @@
 """Front door (legacy generation): `neuronxcc.nki.isa.constants`, the nisa enums under the module name
-official samples import them from (`from neuronxcc.nki.isa.constants import dge_mode`; spec/isa.md C35).
+official samples import them from (`from neuronxcc.nki.isa.constants import dge_mode`; spec/isa.md §12.1 C35).
 
 Imports nothing: the enums with the legacy numbering are defined here, and `neuronxcc.nki.isa` exports these
 very objects.
