@@ -10,6 +10,7 @@ import pytest
 from opennki.perf.estimate import estimate
 from opennki.perf import html_report
 from tests.cost import kernels as K
+from tests.checks.test_races import _prefix_sum      # the race checker's loop-carried RAW kernel
 from tests.cost.helpers import spec
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -55,21 +56,6 @@ def test_the_console_check_catches_script_errors(tmp_path):
     assert any("missingFunction" in line for line in console_messages(stderr))
 
 
-def _prefix_sum(loop):
-    import opennki.legacy.language as nl
-
-    def prefix_sum(x):
-        out = nl.ndarray((16, 32), dtype=x.dtype, buffer=nl.shared_hbm)
-        buf = nl.ndarray((16, 32), dtype=nl.float32)
-        buf[:, 0:8] = nl.load(x[0])
-        for i in loop(1, 4):
-            prev = buf[:, nl.ds((i - 1) * 8, 8)]
-            buf[:, nl.ds(i * 8, 8)] = nl.add(prev, nl.load(x[i]))     # reads what iteration i-1 wrote
-        nl.store(out, value=buf)
-        return out
-    return prefix_sum
-
-
 def _finding_boxes(dom: str) -> list[str]:
     return re.findall(r'<div class="finding">(.*?)</div></div>', dom, flags=re.S)
 
@@ -102,7 +88,7 @@ def test_the_profile_html_report_lists_the_checks_findings(parallel, tmp_path, r
     assert len(boxes) == 1 and [f["rule"] for f in summary["findings"]] == ["affine_loop_carried_raw"]
     box = boxes[0]
     assert "race [affine_loop_carried_raw] in prefix_sum" in box
-    assert box.count(f"test_html_report.py:{read}") == 2          # both iterations' accesses are that line
+    assert box.count(f"test_races.py:{read}") == 2          # both iterations' accesses are that line
     assert "regions: sbuf partitions 0-16 bytes" in box
     assert re.search(r"iterations: [123], [123]", box)
     assert "why: NKI&#39;s compiler treats affine_range iterations as independent" in box or \
