@@ -224,13 +224,13 @@ def test_without_a_listener_no_event_is_built_and_none_is_kept(rng, monkeypatch)
         expected = expected * np.float32(1.5)
     def events_alive():
         gc.collect()
-        return sum(isinstance(o, InstructionExecuted) for o in gc.get_objects())
+        return {id(o): o for o in gc.get_objects() if isinstance(o, InstructionExecuted)}
 
-    alive = events_alive()                        # other tests' recorders may keep theirs
-    np.testing.assert_array_equal(run_kernel(kernel, (a,)), expected)
-    # none more alive (fewer is fine: events an earlier test's failed launch left in a reference cycle may
-    # be freed meanwhile)
-    assert not built and events_alive() <= alive
+    before = events_alive()                       # other tests' recorders may keep theirs (held here, so
+    np.testing.assert_array_equal(run_kernel(kernel, (a,)), expected)     # their ids are not reused)
+    # no event of this run is alive (earlier tests' events may be freed meanwhile: only new ones count)
+    assert not built and not set(events_alive()) - set(before)
+    del before
     recorder = Recorder()
     run_kernel(kernel, (a,), listeners=(recorder,))
     assert len(built) == 7 == len(recorder.of_type(InstructionExecuted))     # a listener gets every one
