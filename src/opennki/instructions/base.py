@@ -31,6 +31,7 @@ import numpy as np
 
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
+from opennki.instructions.enums import chosen_engine
 from opennki.instructions.ops import SIMULATION_ONLY_OPS, ActivationFn, AluOp, op_name
 from opennki.machine.dtypes import SCALAR_TYPES, DataType
 from opennki.machine.index import Predicate, mask_array
@@ -110,6 +111,7 @@ class Instruction:
 
     opcode: ClassVar[str] = ""
     default_engine: ClassVar[Engine] = Engine.UNKNOWN
+    chooses_engine: ClassVar[bool] = False   # its `engine` field names the engine; None means default_engine
 
     mask: object = None
     name: object = None
@@ -241,7 +243,10 @@ class Instruction:
 
     @property
     def executor(self) -> Engine:
-        """The engine that executes this instruction (instructions with an `engine=` choice override)."""
+        """The engine that executes this instruction: default_engine, or with `chooses_engine` the one its
+        `engine` field names (None: default_engine). Instructions with another rule override this."""
+        if self.chooses_engine:
+            return chosen_engine(self.engine, self.default_engine)
         return self.default_engine
 
     @property

@@ -101,6 +101,12 @@ def engine_of(value) -> Engine:
     return Engine(_member(engine, value, "engine").value)
 
 
+def chosen_engine(value, default: Engine) -> Engine:
+    """The engine an `engine=` argument names, or `default` when it names none."""
+    chosen = engine_of(value)
+    return default if chosen is Engine.UNKNOWN else chosen
+
+
 def reduce_cmd_of(value) -> reduce_cmd:
     return _member(reduce_cmd, value, "reduce_cmd") or reduce_cmd.idle
 

@@ -23,7 +23,8 @@ from opennki.events import Engine
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, require,
                                        check_on_chip, check_partitions, column, flat, instruction, is_tensor,
                                        operand, read_operand)
-from opennki.instructions.vector import check_elementwise, check_engine, check_gpsimd_buffers, chosen_engine
+from opennki.instructions.enums import chosen_engine
+from opennki.instructions.vector import check_elementwise, check_engine, check_gpsimd_buffers
 
 _RAND2_DTYPES = ("float8_e4m3", "float8_e5m2", "float16", "bfloat16", "float32", "tfloat32", "int8", "int16",
                  "int32", "uint8", "uint16", "uint32")
@@ -79,13 +80,11 @@ class Rng(Instruction):
 
     opcode = "rng"
     default_engine = Engine.VECTOR
+    chooses_engine = True
 
     dst: object = operand(WRITE)
     engine: object = None
 
-    @property
-    def executor(self) -> Engine:
-        return chosen_engine(self.engine, Engine.VECTOR)
 
     def check(self, ctx) -> None:
         check_on_chip(self.dst, "dst")
@@ -205,13 +204,11 @@ class RandGetState(Instruction):
 
     opcode = "rand_get_state"
     default_engine = Engine.GPSIMD
+    chooses_engine = True
 
     dst: object = operand(WRITE)
     engine: object = None
 
-    @property
-    def executor(self) -> Engine:
-        return chosen_engine(self.engine, Engine.GPSIMD)
 
     def check(self, ctx) -> None:
         _check_state_tile(ctx, self.dst, "dst", _state_engine(ctx, self.engine, self.opcode), psum_ok=True)
@@ -233,13 +230,11 @@ class RandSetState(Instruction):
 
     opcode = "rand_set_state"
     default_engine = Engine.GPSIMD
+    chooses_engine = True
 
     src_seeds: object = operand(READ)
     engine: object = None
 
-    @property
-    def executor(self) -> Engine:
-        return chosen_engine(self.engine, Engine.GPSIMD)
 
     def check(self, ctx) -> None:
         _check_state_tile(ctx, self.src_seeds, "src_seeds", _state_engine(ctx, self.engine, self.opcode),

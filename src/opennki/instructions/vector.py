@@ -67,11 +67,6 @@ def check_v4_ops(ctx, ops) -> None:
             require(ctx, "vector_abs_max", f"'{op.name}'")
 
 
-def chosen_engine(value, default: Engine) -> Engine:
-    chosen = engine_of(value)
-    return default if chosen is Engine.UNKNOWN else chosen
-
-
 def _wrap_int(values: np.ndarray, dtype_name: str) -> np.ndarray:
     """Two's-complement wrap of int64 results into a 32-bit integer type (GpSimd native integer math)."""
     target = np.int32 if dtype_name == "int32" else np.uint32
@@ -172,6 +167,7 @@ class TensorScalar(Instruction):
 
     opcode = "tensor_scalar"
     default_engine = Engine.VECTOR
+    chooses_engine = True
 
     dst: object = operand(WRITE)
     data: object = operand(READ)
@@ -183,9 +179,6 @@ class TensorScalar(Instruction):
     reverse1: bool = False
     engine: object = None
 
-    @property
-    def executor(self) -> Engine:
-        return chosen_engine(self.engine, Engine.VECTOR)
 
     def check(self, ctx) -> None:
         check_elementwise(ctx, self.dst, {"data": self.data})
@@ -358,14 +351,12 @@ class TensorCopy(Instruction):
 
     opcode = "tensor_copy"
     default_engine = Engine.VECTOR
+    chooses_engine = True
 
     dst: object = operand(WRITE)
     src: object = operand(READ)
     engine: object = None
 
-    @property
-    def executor(self) -> Engine:
-        return chosen_engine(self.engine, Engine.VECTOR)
 
     def check(self, ctx) -> None:
         check_elementwise(ctx, self.dst, {"src": self.src})
@@ -375,7 +366,8 @@ class TensorCopy(Instruction):
 
     def run(self, m) -> None:
         values = read_operand(m, self.src, self.dst, self.mask, raw=True)
-        if self.src.dtype is self.dst.dtype and not (self.executor is Engine.SCALAR and not m.hw.capabilities.scalar_engine_raw_copy):
+        lossy_scalar_copy = self.executor is Engine.SCALAR and not m.hw.capabilities.scalar_engine_raw_copy
+        if self.src.dtype is self.dst.dtype and not lossy_scalar_copy:
             m.write(self.dst, np.reshape(values, self.dst.shape), self.mask, raw=True)
         else:
             m.write(self.dst, np.reshape(to_float32(values, self.src.dtype), self.dst.shape), self.mask)
@@ -388,14 +380,12 @@ class Memset(Instruction):
 
     opcode = "memset"
     default_engine = Engine.VECTOR
+    chooses_engine = True
 
     dst: object = operand(WRITE)
     value: object = 0
     engine: object = None
 
-    @property
-    def executor(self) -> Engine:
-        return chosen_engine(self.engine, Engine.VECTOR)
 
     def check(self, ctx) -> None:
         check_on_chip(self.dst, "dst")
