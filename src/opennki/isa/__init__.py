@@ -422,11 +422,9 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
                       channel_multiplier=channel_multiplier, name=name), "nisa.iota")
 
 
-def _affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"], offset=0,
-                   name=None):
-    return _issue(_pool.AffineSelect(dst=dst, on_true_tile=on_true_tile, on_false_value=on_false_value,
-                              pattern=_pattern(pattern), offset=offset,
-                              channel_multiplier=channel_multiplier, cmp_op=cmp_op, name=name), "nisa.affine_select")
+def _affine_select_0_3(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"],
+                       offset=0, name=None):
+    """NKI 0.3's signature and later's: `affine_select`'s `__signature__`."""
 
 
 def _affine_select_0_2(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"],
@@ -434,8 +432,28 @@ def _affine_select_0_2(dst, pattern, offset, channel_multiplier, on_true_tile, o
     """NKI 0.2's signature (the SDK 2.27 / 2.28 API stubs), used only to bind a 0.2 call."""
 
 
-_AFFINE_SELECT = inspect.signature(_affine_select)
+_AFFINE_SELECT = inspect.signature(_affine_select_0_3)
 _AFFINE_SELECT_0_2 = inspect.signature(_affine_select_0_2)
+
+
+def _affine_select_arguments(args, kwargs) -> dict:
+    """The call's arguments by 0.3's names (`affine_select`'s docstring says how a 0.2 call is told apart)."""
+    try:
+        call = _AFFINE_SELECT.bind(*args, **kwargs)
+    except TypeError as error:
+        call, unbound = None, error
+    if call is None or (isinstance(call.arguments["on_false_value"], TensorView)
+                        and not isinstance(call.arguments["on_true_tile"], TensorView)):
+        try:
+            old = _AFFINE_SELECT_0_2.bind(*args, **kwargs)
+        except TypeError:
+            if call is None:                     # neither release's signature takes the call
+                raise TypeError(f"nisa.affine_select(): {unbound}") from None
+        else:
+            _old_form(AFFINE_SELECT_ORDER, "nisa.affine_select")
+            call = old
+    call.apply_defaults()
+    return call.arguments
 
 
 def affine_select(*args, **kwargs):
@@ -447,23 +465,11 @@ def affine_select(*args, **kwargs):
     any mix of positions and keywords 0.2 allowed (`cmp_op=` by keyword too): it is told apart by not binding to
     0.3's signature (a keyword given twice) or by the tile arriving where 0.3 has `on_false_value`, and then
     binds to 0.2's."""
-    try:
-        call = _AFFINE_SELECT.bind(*args, **kwargs).arguments
-    except TypeError as error:
-        call, unbound = None, error
-    if call is None or (isinstance(call["on_false_value"], TensorView)
-                        and not isinstance(call["on_true_tile"], TensorView)):
-        try:
-            old = _AFFINE_SELECT_0_2.bind(*args, **kwargs)
-        except TypeError:
-            old = None
-        if old is not None:
-            _old_form(AFFINE_SELECT_ORDER, "nisa.affine_select")
-            old.apply_defaults()
-            return _affine_select(**old.arguments)
-        if call is None:                         # neither release's signature takes the call
-            raise TypeError(f"nisa.affine_select(): {unbound}") from None
-    return _affine_select(**call)
+    a = _affine_select_arguments(args, kwargs)
+    return _issue(_pool.AffineSelect(dst=a["dst"], on_true_tile=a["on_true_tile"], on_false_value=a["on_false_value"],
+                                     pattern=_pattern(a["pattern"]), offset=a["offset"],
+                                     channel_multiplier=a["channel_multiplier"], cmp_op=a["cmp_op"], name=a["name"]),
+                  "nisa.affine_select")
 
 
 affine_select.__signature__ = _AFFINE_SELECT
