@@ -214,6 +214,19 @@ class NkiTensor(TensorView):
                "<= shape[dim] and step >= 1", expected=f"[0, {self.shape[dim]}]", got=(start, end, step))
         return self.subscript(tuple(key))
 
+    def _shifted(self, dim: int, step: int, by=None) -> "NkiTensor":
+        """This view moved along view axis `dim` by `step` elements, times the run-time value of `by` (a
+        one-element on-chip integer tile, read when an instruction uses the view) if given. Bounds are checked
+        at that use, as for every indirect view (a tile grid's run-time key, `opennki._src.grids`)."""
+        col = tuple(row[dim] for row in self.amap)
+        if by is None:
+            return self._derive(self.shape, self.amap, tuple(c + a * step for c, a in zip(self.consts, col)),
+                                self.dynamic)
+        expect(not self.dynamic, "only one run-time offset per view", error=UnsupportedError)
+        from opennki.machine.tensor import DynamicTerm
+        term = DynamicTerm(by.subscript((0, 0)) if by.ndim >= 2 else by, 0, tuple(a * step for a in col))
+        return self._derive(self.shape, self.amap, self.consts, (term,))
+
     def select(self, dim, index):
         if isinstance(index, TensorView):
             expect(not (self.is_on_chip and dim == 0), "a dynamic select cannot be on the partition dim of an "
