@@ -283,6 +283,31 @@ def test_vector_key_gathers_rows(rng):
     np.testing.assert_array_equal(gather_rows(table, idx), table[idx[:, 0]])
 
 
+@nki.jit
+def scatter_rows(table, src, indices):
+    """out = table with out[indices[k]] = src[k]: the vector key on the destination of the DMA."""
+    out = nl.ndarray(table.shape, dtype=table.dtype, buffer=nl.shared_hbm)
+    nisa.dma_copy(dst=out, src=table)
+    rows, src_tiles = nl.tiles(out, tile_shape=(64, 32)), nl.tiles(src, tile_shape=(64, 32))
+    index_tiles = nl.tiles(indices, tile_shape=(64, 1))
+    for i in range(src_tiles.shape[0]):
+        idx = nl.empty_like(index_tiles[i, 0].data, buffer=nl.sbuf)
+        nisa.dma_copy(dst=idx, src=index_tiles[i, 0].data)
+        for j in range(src_tiles.shape[1]):
+            t = nl.empty_like(src_tiles[i, j], buffer=nl.sbuf)
+            nisa.dma_copy(dst=t.data, src=src_tiles[i, j].data)
+            nisa.dma_copy(dst=rows[idx, j].data, src=t.data)
+    return out
+
+
+def test_vector_key_scatters_rows(rng):
+    table, src = rng.standard_normal((300, 96)).astype(np.float32), rng.standard_normal((100, 96)).astype(np.float32)
+    idx = rng.permutation(300)[:100].reshape(100, 1).astype(np.int32)
+    want = table.copy()
+    want[idx[:, 0]] = src
+    np.testing.assert_array_equal(scatter_rows(table, src, idx), want)
+
+
 @pytest.mark.parametrize("use,error,match", [
     (lambda g, i: nl.tiles(_on_chip(), tile_shape=(32, 16))[i, 0], UnsupportedError, "across partitions"),
     (lambda g, i: g[0, _rows(8)], UnsupportedError, "leading dimension of an HBM grid"),
