@@ -223,12 +223,12 @@ class Program:
 
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
-        self.sim.emit(TensorAllocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
-                                      storage.dtype.name, storage.partitions, storage.placement.address,
-                                      nbytes, storage.location, direct))
+        self.sim.emit(_new_allocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
+                                     storage.dtype.name, storage.partitions, storage.placement.address,
+                                     nbytes, storage.location, direct))
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
-        self.sim.emit(TensorFreed(storage_id, kind))
+        self.sim.emit(_new_freed(storage_id, kind))
 
     def spilled(self, storage) -> None:
         """An on-chip tensor gives its range back under pressure (Memory.place): the copy out a compiler
@@ -663,6 +663,7 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
 _touches = itertools.count(1)    # instruction order for Storage.last_touch (least recently used SBUF spills first)
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new_instruction_event = positional_maker(InstructionExecuted)
+_new_allocated, _new_freed = positional_maker(TensorAllocated), positional_maker(TensorFreed)
 
 
 def region_of(view: TensorView) -> Region:
