@@ -112,6 +112,7 @@ class Instruction:
     opcode: ClassVar[str] = ""
     default_engine: ClassVar[Engine] = Engine.UNKNOWN
     chooses_engine: ClassVar[bool] = False   # its `engine` field names the engine; None means default_engine
+    indirect_fields: ClassVar[tuple] = ()    # operand fields that take a tensor-indirection view (indirection.py)
 
     mask: object = None
     name: object = None
@@ -385,6 +386,12 @@ def check_operand_types(instr, fields=None) -> None:
         if isinstance(value, TensorView):
             if f.metadata["access"] is not AccessKind.READ:
                 check_writable(value, f.name)
+            if value.dynamic and f.name not in instr.indirect_fields and \
+                    any(term.columns is not None for term in value.dynamic):
+                takes = ", ".join(f"'{n}'" for n in instr.indirect_fields) or "no operand"
+                raise KernelError(f"operand '{f.name}' of {instr.api_name()} does not take a tensor-indirection "
+                                  f"(.indirect()) view", expected=f"tensor indirection on {takes}",
+                                  got=describe(value))
             continue
         meta = f.metadata
         if value is None and meta.get("optional"):

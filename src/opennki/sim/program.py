@@ -340,7 +340,9 @@ class Program:
         machine = self.machine
         state = machine.hidden_state()
         try:
-            instr.runnable().run(machine)
+            runnable = instr.runnable()
+            machine.engine = runnable.executor
+            runnable.run(machine)
         except OpenNKIError as e:
             raise _located(e, instr, deferred.location, deferred.api)
         finally:
@@ -480,7 +482,7 @@ class Program:
         if not self.options.shape_only:
             try:
                 runnable = instr.runnable()
-                machine.instruction_mask = runnable.mask
+                machine.instruction_mask, machine.engine = runnable.mask, runnable.executor
                 runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
@@ -492,7 +494,7 @@ class Program:
             if instr.executor is not _TENSOR:
                 for _, view, _access in instr.operands():
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
-                        Machine.clear_matmul_flags(view)
+                        Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
         machine.offsets.clear()
@@ -675,4 +677,5 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     direct = not view.dynamic
     return _new_operand(role, access, region_of(view), view.shape, st.dtype.name, st.dtype.itemsize,
                         view.partitions, view.free_size, view.strides if direct else None,
-                        view.offset if direct else None, st.name, st.shape, offsets)
+                        view.offset if direct else None, st.name, st.shape, offsets,
+                        not direct and any(term.columns is not None for term in view.dynamic))
