@@ -23,7 +23,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, c
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
-from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, to_float32
+from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_fp, to_float32
 
 _INT32 = ("int32", "uint32")
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
@@ -76,7 +76,7 @@ def _wrap_int(values: np.ndarray, dtype_name: str) -> np.ndarray:
 
 def apply(op, x, operand, reverse: bool):
     """One ALU stage: op(x, operand), or op(operand, x) when reversed; unary ops ignore the operand."""
-    with np.errstate(all="ignore"):
+    with quiet_fp():
         if op.arity == 1:
             return op.fn(x)
         return op.fn(operand, x) if reverse else op.fn(x, operand)
@@ -272,7 +272,7 @@ def reduce_along(op, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     rest = [a for a in range(x.ndim) if a not in axes]
     moved = np.transpose(x, rest + list(axes))
     merged = moved.reshape(moved.shape[:len(rest)] + (-1,))
-    with np.errstate(all="ignore"):
+    with quiet_fp():
         return op.reduce(merged, -1)
 
 
