@@ -27,6 +27,7 @@ from opennki.environment import VARIABLES, setting
 from opennki.errors import KernelError, OpenNKIError, SourceLocation, public_error
 from opennki.events import InstructionExecuted
 from opennki.hw import get_target
+from opennki.instructions.base import require
 from opennki.kernels import arguments
 from opennki.kernels.frameworks import to_shape_spec
 from opennki.kernels.program import (TracedProgram, instruction_json, mutated_inputs, output_infos,
@@ -143,9 +144,7 @@ def resolve(spec: LaunchSpec, hw, options=None) -> Grid:
         if lnc != 2:
             raise KernelError(f"LNC={lnc} is not supported on current architecture {hw.name}; use 1 or 2",
                               got=lnc)
-        if not hw.capabilities.lnc2:
-            raise KernelError(f"LNC=2 needs trn2 or newer; target {hw.name} has one physical core per logical "
-                              "core", got=lnc)
+        require(hw, "lnc2", "LNC=2 (two physical cores per logical core)")
         sizes, cores_of = resolve_grid(nc(2), hw)
         return Grid(sizes, cores_of)
     if key is None:

@@ -39,7 +39,7 @@ from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
                                 user_frame)
 
-_TENSOR, _PSUM = Engine.TENSOR, MemoryKind.PSUM     # bound once: class lookups of members are slow (3.11)
+_TENSOR, _PSUM, _HBM = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM     # bound once: class lookups of members are slow (3.11)
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
@@ -82,6 +82,22 @@ class Observer:
         """Memory of `kind` is full: release tensors the kernel can provably no longer use (with
         `Memory.release_early`); True if any was released."""
         return False
+
+
+class Observers(list):
+    """A program's observers (`Program.observers`), with the ones that override each per-instruction hook
+    kept apart (`checking`, `executing`): the issue path calls only those, not every observer's no-op for
+    every instruction. Observers are only ever appended."""
+
+    def __init__(self):
+        super().__init__()
+        self.checking: tuple = ()
+        self.executing: tuple = ()
+
+    def append(self, observer) -> None:
+        super().append(observer)
+        self.checking = tuple(o for o in self if type(o).check is not Observer.check)
+        self.executing = tuple(o for o in self if type(o).executed is not Observer.executed)
 
 
 @dataclasses.dataclass
@@ -144,7 +160,7 @@ class Program:
         # Language-layer rule checkers (see PROGRAM_SETUP): objects with optional `check(prog, instr)` (after
         # the instruction's own check), `executed(prog, instr, location)` (after it ran) and
         # `finished(prog, result)` (after the kernel body returned).
-        self.observers: list = []
+        self.observers = Observers()
         self.state: dict = {}   # language-layer per-program state, keyed by the owning module's name
         self._token = None
         for setup in PROGRAM_SETUP:
@@ -376,7 +392,7 @@ class Program:
             if not checked:
                 self.check_instruction(instr)
             check_static_bounds(instr, moved)
-            for observer in self.observers:
+            for observer in self.observers.checking:
                 observer.check(self, instr)
             self._place_operands(instr, unplaced)
         except OpenNKIError as e:
@@ -485,7 +501,7 @@ class Program:
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
                     self._uninitialized_reads(location, api or f"nisa.{instr.opcode}")
-                for observer in self.observers:
+                for observer in self.observers.executing:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
@@ -515,8 +531,12 @@ class Program:
                 launch.findings.append(finding)
 
     def _event(self, instr, location) -> InstructionExecuted:
-        operands = tuple(operand_record(role, view, access, self.machine.offsets.get(id(view)))
-                         for role, view, access in instr.operands())
+        offsets = self.machine.offsets        # run-time index offsets: none in most instructions
+        if offsets:
+            operands = tuple([operand_record(role, view, access, offsets.get(id(view)))
+                              for role, view, access in instr.operands()])
+        else:
+            operands = tuple([operand_record(role, view, access) for role, view, access in instr.operands()])
         mask = None
         if instr.mask is not None and instr.output is not None:
             mask = Machine.effective_mask(instr.output, instr.mask)
@@ -633,7 +653,7 @@ def check_static_bounds(instr, fields=None) -> None:
     compiler does), honouring the mask on every operand it can be laid over (Machine.effective_mask).
     `fields`: only the operands of these fields (their run-time index tiles included)."""
     for role, view, _ in instr.operands():
-        if view.dynamic or view.in_bounds():
+        if view._inb or view.dynamic or view.in_bounds():      # `_inb`: the cached answer of in_bounds()
             continue
         if fields is not None and role.partition("[")[0].removeprefix("index:") not in fields:
             continue
@@ -663,16 +683,30 @@ _new_instruction_event = positional_maker(InstructionExecuted)
 
 def region_of(view: TensorView) -> Region:
     st = view.storage
-    p0, pc, b0, b1 = view.extent()
-    address = st.placement.address
-    if view.is_on_chip:
-        return _new_region(st.kind, st.id, st.placement.partition + max(p0, 0), pc, address + b0, address + b1)
+    p0, pc, b0, b1 = view._extent or view._extents()
+    placement = st.placement
+    address = placement.address
+    if st.kind is not _HBM:
+        return _new_region(st.kind, st.id, placement.partition + max(p0, 0), pc, address + b0, address + b1)
     return _new_region(st.kind, st.id, 0, 1, address + b0, address + b1)
 
 
 def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None) -> Operand:
+    """The event record of one operand. Every event of a shape-only estimate builds these, so the view's
+    cached geometry is read directly instead of through its properties (`partitions` is dim 0 on chip and 1
+    in HBM, `free_size` as `TensorView.free_size` gives it). The shape is a plain tuple: the view's `Shape`
+    also equals lists, for kernels, and its Python-level `__eq__` would run in every look-up of the cost
+    model's per-signature caches."""
     st = view.storage
-    direct = not view.dynamic
-    return _new_operand(role, access, region_of(view), view.shape, st.dtype.name, st.dtype.itemsize,
-                        view.partitions, view.free_size, view.strides if direct else None,
-                        view.offset if direct else None, st.name, st.shape, offsets)
+    dtype = st.dtype
+    shape = tuple(view.shape)
+    if view.dynamic:
+        strides = offset = None
+    else:
+        _, strides, offset = view._geo or view._geometry()
+    free = view._free
+    if free is None:
+        free = view.free_size
+    return _new_operand(role, access, region_of(view), shape, dtype.name, dtype.itemsize,
+                        shape[0] if st.kind is not _HBM else 1, free, strides, offset, st.name, st.shape,
+                        offsets)
