@@ -15,6 +15,7 @@ import numpy as np
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, expect
 from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
+from opennki.hw import first_with
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
                                        check_on_chip, check_partitions, check_same_free, check_same_partitions,
                                        flat, instruction, is_tensor, operand, operand_f32, read_operand,
@@ -209,8 +210,8 @@ class TensorScalar(Instruction):
                    error=DtypeError)
         if ex is Engine.SCALAR and not ctx.hw.capabilities.scalar_engine_any_tensor_scalar:
             pair = (op0.name, op1.name if op1 is not None else None)
-            expect(pair in _ACT_PAIRS, "the Scalar Engine runs tensor_scalar only as (multiply, add), "
-                   "(multiply, -) or (add, -) before NeuronCore-v4", got=pair, error=KernelError)
+            expect(pair in _ACT_PAIRS, "the Scalar Engine runs tensor_scalar only as (multiply, add), (multiply, -) "
+                   f"or (add, -) before {first_with('scalar_engine_any_tensor_scalar')}", got=pair, error=KernelError)
         if ex is Engine.GPSIMD and ctx.options.hardware_strict:
             expect(op0.name == "rsqrt" and op1 is None, "tensor_scalar on GpSimd is documented for rsqrt only",
                    got=pair_names(op0, op1), error=HardwareUnsupportedError)
