@@ -84,6 +84,22 @@ class Observer:
         return False
 
 
+class Observers(list):
+    """A program's observers (`Program.observers`), with the ones that override each per-instruction hook
+    kept apart (`checking`, `executing`): the issue path calls only those, not every observer's no-op for
+    every instruction. Observers are only ever appended."""
+
+    def __init__(self):
+        super().__init__()
+        self.checking: tuple = ()
+        self.executing: tuple = ()
+
+    def append(self, observer) -> None:
+        super().append(observer)
+        self.checking = tuple(o for o in self if type(o).check is not Observer.check)
+        self.executing = tuple(o for o in self if type(o).executed is not Observer.executed)
+
+
 @dataclasses.dataclass
 class Deferred:
     """A checked instruction waiting for its result tile to be consumed. `use`: what the kernel statement
@@ -144,7 +160,7 @@ class Program:
         # Language-layer rule checkers (see PROGRAM_SETUP): objects with optional `check(prog, instr)` (after
         # the instruction's own check), `executed(prog, instr, location)` (after it ran) and
         # `finished(prog, result)` (after the kernel body returned).
-        self.observers: list = []
+        self.observers = Observers()
         self.state: dict = {}   # language-layer per-program state, keyed by the owning module's name
         self._token = None
         for setup in PROGRAM_SETUP:
@@ -223,12 +239,12 @@ class Program:
 
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
-        self.sim.emit(TensorAllocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
-                                      storage.dtype.name, storage.partitions, storage.placement.address,
-                                      nbytes, storage.location, direct))
+        self.sim.emit(_new_allocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
+                                     storage.dtype.name, storage.partitions, storage.placement.address,
+                                     nbytes, storage.location, direct))
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
-        self.sim.emit(TensorFreed(storage_id, kind))
+        self.sim.emit(_new_freed(storage_id, kind))
 
     def spilled(self, storage) -> None:
         """An on-chip tensor gives its range back under pressure (Memory.place): the copy out a compiler
@@ -340,7 +356,9 @@ class Program:
         machine = self.machine
         state = machine.hidden_state()
         try:
-            instr.runnable().run(machine)
+            runnable = instr.runnable()
+            machine.engine = runnable.executor
+            runnable.run(machine)
         except OpenNKIError as e:
             raise _located(e, instr, deferred.location, deferred.api)
         finally:
@@ -376,7 +394,7 @@ class Program:
             if not checked:
                 self.check_instruction(instr)
             check_static_bounds(instr, moved)
-            for observer in self.observers:
+            for observer in self.observers.checking:
                 observer.check(self, instr)
             self._place_operands(instr, unplaced)
         except OpenNKIError as e:
@@ -480,19 +498,19 @@ class Program:
         if not self.options.shape_only:
             try:
                 runnable = instr.runnable()
-                machine.instruction_mask = runnable.mask
+                machine.instruction_mask, machine.engine = runnable.mask, runnable.executor
                 runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
                     self._uninitialized_reads(location, api or f"nisa.{instr.opcode}")
-                for observer in self.observers:
+                for observer in self.observers.executing:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
             if instr.executor is not _TENSOR:
                 for _, view, _access in instr.operands():
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
-                        Machine.clear_matmul_flags(view)
+                        Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
         machine.offsets.clear()
@@ -637,7 +655,7 @@ def check_static_bounds(instr, fields=None) -> None:
     compiler does), honouring the mask on every operand it can be laid over (Machine.effective_mask).
     `fields`: only the operands of these fields (their run-time index tiles included)."""
     for role, view, _ in instr.operands():
-        if view.dynamic or view.in_bounds():
+        if view._inb or view.dynamic or view.in_bounds():      # `_inb`: the cached answer of in_bounds()
             continue
         if fields is not None and role.partition("[")[0].removeprefix("index:") not in fields:
             continue
@@ -663,6 +681,7 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
 _touches = itertools.count(1)    # instruction order for Storage.last_touch (least recently used SBUF spills first)
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new_instruction_event = positional_maker(InstructionExecuted)
+_new_allocated, _new_freed = positional_maker(TensorAllocated), positional_maker(TensorFreed)
 
 
 def region_of(view: TensorView) -> Region:
@@ -684,8 +703,10 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     st = view.storage
     dtype = st.dtype
     shape = tuple(view.shape)
+    gathered = False
     if view.dynamic:
         strides = offset = None
+        gathered = any(term.columns is not None for term in view.dynamic)
     else:
         _, strides, offset = view._geo or view._geometry()
     free = view._free
@@ -693,4 +714,4 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
         free = view.free_size
     return _new_operand(role, access, region_of(view), shape, dtype.name, dtype.itemsize,
                         shape[0] if st.kind is not _HBM else 1, free, strides, offset, st.name, st.shape,
-                        offsets)
+                        offsets, gathered)
