@@ -33,6 +33,8 @@ def test_grid_factories_and_classes(rng):
         dst = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.shared_hbm)
         b, ob = nl.blocks(src, tile_shape=(32, 16), block_shape=(2, 2)), nl.tiles(dst, tile_shape=(32, 16))
         assert isinstance(b, nl.NkiBlockGrid) and isinstance(b, nl.NkiGrid) and b.shape == (2, 3)
+        regrouped = nl.blocks(nl.tiles(src, tile_shape=(32, 16)), block_shape=(2, 2))
+        assert regrouped.shape == b.shape and regrouped[1, 2].element_shape == b[1, 2].element_shape == (32, 16)
         for i in range(b.shape[0]):
             for j in range(b.shape[1]):
                 inner = nl.tiles(b[i, j])
