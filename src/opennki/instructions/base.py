@@ -31,6 +31,7 @@ import numpy as np
 
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
+from opennki.hw import first_with
 from opennki.instructions.enums import chosen_engine
 from opennki.instructions.ops import SIMULATION_ONLY_OPS, ActivationFn, AluOp, op_name
 from opennki.machine.dtypes import SCALAR_TYPES, DataType
@@ -115,6 +116,7 @@ class Instruction:
     opcode: ClassVar[str] = ""
     default_engine: ClassVar[Engine] = Engine.UNKNOWN
     chooses_engine: ClassVar[bool] = False   # its `engine` field names the engine; None means default_engine
+    indirect_fields: ClassVar[tuple] = ()    # operand fields that take a tensor-indirection view (indirection.py)
 
     mask: object = None
     name: object = None
@@ -394,6 +396,12 @@ def check_operand_types(instr, fields=None) -> None:
                 st = value.storage.base or value.storage
                 if st.read_only:
                     check_writable(value, name)
+            if value.dynamic and name not in instr.indirect_fields and \
+                    any(term.columns is not None for term in value.dynamic):
+                takes = ", ".join(f"'{n}'" for n in instr.indirect_fields) or "no operand"
+                raise KernelError(f"operand '{name}' of {instr.api_name()} does not take a tensor-indirection "
+                                  f"(.indirect()) view", expected=f"tensor indirection on {takes}",
+                                  got=describe(value))
             continue
         if value is None and optional:
             continue
@@ -564,12 +572,13 @@ def flat(a: np.ndarray) -> np.ndarray:
 def require(ctx, capability: str, what: str, *, error=KernelError, code: str | None = None,
             hint: str = "select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)") -> None:
     """`what` needs the target capability `capability` (a field of `hw.capabilities`), else an `error`
-    (KernelError unless the rule says otherwise) naming the first NeuronCore generation that has it (v2 =
-    trn1, v3 = trn2, v4 = trn3), from the capability's data: no message spells a generation itself."""
+    (KernelError unless the rule says otherwise) naming the first NeuronCore generation that has it
+    (`hw.first_with`: `NeuronCore-v3 (trn2)`), from the capability's data: no message spells a generation
+    itself."""
     hw = getattr(ctx, "hw", ctx)
     if not getattr(hw.capabilities, capability):
         since = type(hw.capabilities).since(capability)
-        raise error(f"{what} needs NeuronCore-v{since} or newer", expected=f"NeuronCore-v{since}+",
+        raise error(f"{what} needs {first_with(capability)} or newer", expected=f"NeuronCore-v{since}+",
                     got=f"{hw.name} (NeuronCore-v{hw.nc_version})", code=code, hint=hint)
 
 

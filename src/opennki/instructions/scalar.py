@@ -19,6 +19,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, r
                                        operand_f32, read_operand)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.enums import reduce_cmd as cmds
+from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import activation_fn, alu, evaluate
 from opennki.instructions.vector import check_elementwise
 
@@ -58,10 +59,11 @@ class Activation(Instruction):
             instruction (the fp32 sum of the activated values, before rounding into dst).
     Raises:
         DtypeError: scale tensor not fp32, bias not fp32/fp16/bf16, scalar bias before NeuronCore-v3.
-        KernelError: reduce_op other than add; `reciprocal` with a bias on NeuronCore-v2.
+        KernelError: reduce_op other than add; `reciprocal` with a bias without `activation_reciprocal_bias`.
     """
 
     opcode = "activation"
+    indirect_fields = ("dst", "data")
     default_engine = Engine.SCALAR
 
     dst: object = operand(WRITE)
@@ -81,6 +83,7 @@ class Activation(Instruction):
         return activation_engine(self)
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx, (Engine.SCALAR,))
         check_activation_engine(self, ctx)
         fn = activation_fn(self.op)
         check_elementwise(ctx, self.dst, {"data": self.data})
@@ -102,8 +105,9 @@ class Activation(Instruction):
             else:
                 require(ctx, "scalar_engine_bias_immediate", "a scalar bias", error=DtypeError,
                         code="err_activation_bias_invalid_type", hint="pass a [P, 1] tile")
-            expect(not (fn.name == "reciprocal" and not ctx.hw.capabilities.activation_reciprocal_bias),
-                   "activation(op=reciprocal) takes no bias on NeuronCore-v2", got="bias", error=KernelError)
+            if fn.name == "reciprocal":
+                require(ctx, "activation_reciprocal_bias", "activation(op=reciprocal) with a bias",
+                        hint="add the bias with a tensor_scalar before the activation")
         if self.reduce_op is not None:
             expect(alu(self.reduce_op).name == "add", f"{self.opcode} reduce_op must be add",
                    got=alu(self.reduce_op).name, error=KernelError)
@@ -166,6 +170,7 @@ class Activate2(Instruction):
     """
 
     opcode = "activate2"
+    indirect_fields = ("dst", "data")
     default_engine = Engine.SCALAR
 
     dst: object = operand(WRITE)
@@ -189,6 +194,7 @@ class Activate2(Instruction):
 
     def check(self, ctx) -> None:
         require(ctx, "activate2", "activate2")
+        check_indirection(self, ctx, (Engine.SCALAR,))
         check_activation_engine(self, ctx)
         activation_fn(self.op)
         check_elementwise(ctx, self.dst, {"data": self.data})

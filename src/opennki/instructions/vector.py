@@ -15,11 +15,13 @@ import numpy as np
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, expect
 from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
+from opennki.hw import first_with
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
                                        check_on_chip, check_partitions, check_same_free, check_same_partitions,
                                        flat, instruction, is_tensor, operand, operand_f32, read_operand,
                                        require)
 from opennki.instructions.enums import engine_of
+from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
 from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_fp, to_float32
@@ -95,6 +97,7 @@ class TensorTensor(Instruction):
     """
 
     opcode = "tensor_tensor"
+    indirect_fields = ("dst", "data1")
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -121,6 +124,7 @@ class TensorTensor(Instruction):
         return Engine.VECTOR
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx, (Engine.VECTOR, Engine.GPSIMD))
         op = alu(self.op)
         if op.arity != 2:
             raise KernelError(f"tensor_tensor needs a binary operator, got unary '{op.name}'", got=op.name)
@@ -166,6 +170,7 @@ class TensorScalar(Instruction):
     """
 
     opcode = "tensor_scalar"
+    indirect_fields = ("dst", "data")
     default_engine = Engine.VECTOR
     chooses_engine = True
 
@@ -181,6 +186,7 @@ class TensorScalar(Instruction):
 
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD))
         check_elementwise(ctx, self.dst, {"data": self.data})
         ex = self.executor
         check_engine(ex, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), self.opcode)
@@ -204,8 +210,8 @@ class TensorScalar(Instruction):
                    error=DtypeError)
         if ex is Engine.SCALAR and not ctx.hw.capabilities.scalar_engine_any_tensor_scalar:
             pair = (op0.name, op1.name if op1 is not None else None)
-            expect(pair in _ACT_PAIRS, "the Scalar Engine runs tensor_scalar only as (multiply, add), "
-                   "(multiply, -) or (add, -) before NeuronCore-v4", got=pair, error=KernelError)
+            expect(pair in _ACT_PAIRS, "the Scalar Engine runs tensor_scalar only as (multiply, add), (multiply, -) "
+                   f"or (add, -) before {first_with('scalar_engine_any_tensor_scalar')}", got=pair, error=KernelError)
         if ex is Engine.GPSIMD and ctx.options.hardware_strict:
             expect(op0.name == "rsqrt" and op1 is None, "tensor_scalar on GpSimd is documented for rsqrt only",
                    got=pair_names(op0, op1), error=HardwareUnsupportedError)
@@ -291,6 +297,7 @@ class TensorReduce(Instruction):
     """
 
     opcode = "tensor_reduce"
+    indirect_fields = ("dst", "data")
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -307,6 +314,7 @@ class TensorReduce(Instruction):
         return reduced_shape(data.shape, normalize_axes(axis, data.ndim), keepdims), data.dtype
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx)
         axes = normalize_axes(self.axis, self.data.ndim)
         expect(0 not in axes, "reductions run over free axes only; axis 0 is the partition axis",
                got=axes, hint="use nisa.tensor_partition_reduce or a matmul with a ones vector")
@@ -350,6 +358,7 @@ class TensorCopy(Instruction):
     through fp32), else converted through fp32. Engines: vector (default), scalar, gpsimd (SBUF only)."""
 
     opcode = "tensor_copy"
+    indirect_fields = ("dst", "src")
     default_engine = Engine.VECTOR
     chooses_engine = True
 
@@ -359,6 +368,7 @@ class TensorCopy(Instruction):
 
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx, (Engine.VECTOR, Engine.SCALAR))
         check_elementwise(ctx, self.dst, {"src": self.src})
         ex = self.executor
         check_engine(ex, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), self.opcode)

@@ -277,12 +277,12 @@ class Program:
 
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
-        self.sim.emit(TensorAllocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
-                                      storage.dtype.name, storage.partitions, storage.placement.address,
-                                      nbytes, storage.location, direct))
+        self.sim.emit(_new_allocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
+                                     storage.dtype.name, storage.partitions, storage.placement.address,
+                                     nbytes, storage.location, direct))
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
-        self.sim.emit(TensorFreed(storage_id, kind))
+        self.sim.emit(_new_freed(storage_id, kind))
 
     def spilled(self, storage) -> None:
         """An on-chip tensor gives its range back under pressure (Memory.place): the copy out a compiler
@@ -396,7 +396,9 @@ class Program:
         machine = self.machine
         state = machine.hidden_state()
         try:
-            instr.runnable().run(machine)
+            runnable = instr.runnable()
+            machine.engine = runnable.executor
+            runnable.run(machine)
         except OpenNKIError as e:
             raise _located(e, instr, deferred.location, deferred.api)
         finally:
@@ -536,7 +538,7 @@ class Program:
         if not self.options.shape_only:
             try:
                 runnable = instr.runnable()
-                machine.instruction_mask = runnable.mask
+                machine.instruction_mask, machine.engine = runnable.mask, runnable.executor
                 runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
@@ -548,7 +550,7 @@ class Program:
             if instr.executor is not _TENSOR:
                 for _, view, _access in instr.operands():
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
-                        Machine.clear_matmul_flags(view)
+                        Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
         machine.offsets.clear()
@@ -725,6 +727,7 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
 _touches = itertools.count(1)    # instruction order for Storage.last_touch (least recently used SBUF spills first)
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new_instruction_event = positional_maker(InstructionExecuted)
+_new_allocated, _new_freed = positional_maker(TensorAllocated), positional_maker(TensorFreed)
 
 
 def region_of(view: TensorView) -> Region:
@@ -746,8 +749,10 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     st = view.storage
     dtype = st.dtype
     shape = tuple(view.shape)
+    gathered = False
     if view.dynamic:
         strides = offset = None
+        gathered = any(term.columns is not None for term in view.dynamic)
     else:
         _, strides, offset = view._geo or view._geometry()
     free = view._free
@@ -755,4 +760,4 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
         free = view.free_size
     return _new_operand(role, access, region_of(view), shape, dtype.name, dtype.itemsize,
                         shape[0] if st.kind is not _HBM else 1, free, strides, offset, st.name, st.shape,
-                        offsets)
+                        offsets, gathered)
