@@ -32,6 +32,7 @@ test: $(VENV)/.test
 bench: $(VENV)/.base
 	$(PY) benchmarks/sim_speed.py
 	$(PY) benchmarks/cost_matmul.py
+	$(PY) benchmarks/triton_side_by_side.py   # prints a note and skips unless triton and torch are installed
 
 clean:
 	rm -rf $(VENV) out
