@@ -58,7 +58,7 @@ class _CoreState:
         self.free = [0.0] * n                     # by Engine value (cheaper than hashing the enum): the PE
         self.last = [NO_PRODUCER] * n
         self.lines = [Timeline() for _ in range(n)]   # every engine's idle stretches (the PE's: MultiplyMoving)
-        self.groups: dict[int, float] = {}        # PSUM storage accumulated into -> end of its last matmul
+        self.groups: dict[int, tuple] = {}        # PSUM storage accumulated into -> (end, record) of its last
         self.ls_free = 0.0
         self.mm_last_start = 0.0
         self.mm_last_end = None
@@ -287,7 +287,7 @@ class CostModel:
         state.mm_last_start, state.mm_last_end = start, end
         state.lines[_PE] = state.lines[_PE].reserved(start, duration, index)[0]
         for group in groups:
-            state.groups[group] = end
+            state.groups[group] = (end, index)
         rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start, end, pred, stall, kind)
         rec.ls_start, rec.ls_end = ls_start, ls_end
         return rec
@@ -305,8 +305,11 @@ class CostModel:
         runs at the dI/dt throttle's starting rate when the gap began more than the throttle's idle time
         before (the rate at the start for the whole instruction, as for the in-order placement)."""
         ready = 0.0 if dep.producer == NO_PRODUCER else dep.ready + pe.ns(pe.dependency_overhead_cycles)
+        gate = dep.producer
         for group in groups:
-            ready = max(ready, state.groups.get(group, 0.0))
+            end, prev = state.groups.get(group, (0.0, NO_PRODUCER))
+            if end > ready:
+                ready, gate = end, prev
         line = state.lines[_PE]
         ls = cost.load_stationary_ns if not cost.is_transpose else 0.0
         mm = cost.busy_ns
@@ -319,8 +322,8 @@ class CostModel:
                 return None
         state.lines[_PE] = line.reserved(start, ls + mm, index)[0]
         for group in groups:
-            state.groups[group] = start + ls + mm
-        pred = dep.producer if dep.producer != NO_PRODUCER and start == ready else NO_PRODUCER
+            state.groups[group] = (start + ls + mm, index)
+        pred = gate if start == ready else NO_PRODUCER
         rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start + ls, start + ls + mm, pred, 0.0, None)
         if ls > 0:
             rec.ls_start, rec.ls_end = start, start + ls
