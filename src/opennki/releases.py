@@ -217,5 +217,20 @@ def added_in(version: str, api: str, options, generation: Generation = Generatio
                            instruction=api, hint=f"use api_version={first.name!r} or later")
 
 
+def keyword_added_in(version: str, api: str, keyword: str, options, replacement: str,
+                     generation: Generation = Generation.NEW) -> None:
+    """`api`'s keyword `keyword` first appeared in `version`: under an explicit earlier level the call is the
+    TypeError that release's signature gives ("unexpected keyword argument"), naming the release that added the
+    keyword and what to write instead (`replacement`). Without an explicit level every release is accepted."""
+    if requested_version(options) is None:
+        return
+    level = level_of(options, generation)
+    first = release(version, generation)
+    if level < first:
+        raise ReleaseTypeError(f"{api}() got an unexpected keyword argument {keyword!r} in {level.label()}; "
+                               f"{keyword}= was added in {first.label()}", instruction=api, got=keyword,
+                               hint=f"{replacement}, or use api_version={first.name!r} or later")
+
+
 __all__ = ["Generation", "uses_custom_frontend", "FRONTEND_ENV", "Release", "NEW_RELEASES", "LEGACY_RELEASES", "LATEST", "ReleaseError", "ReleaseTypeError", "Change", "release",
-           "level_of", "accepts_every_release", "added_in", "API_VERSION_ENV", "warn_custom_frontend"]
+           "level_of", "accepts_every_release", "added_in", "keyword_added_in", "API_VERSION_ENV", "warn_custom_frontend"]

@@ -203,7 +203,7 @@ def test_spmd_programs_writing_the_same_shared_bytes(own_slice, rng):
     if own_slice:
         assert found == []
         return
-    assert [f.rule for f in found] == ["program_race_waw"]
+    assert [f.rule for f in found] == ["program_race_write_write"]
     assert found[0].programs == ((0,), (1,))
     line = _line(kernel, "nl.store(out[")
     assert [loc.lineno for loc in found[0].lines] == [line, line]
@@ -235,7 +235,7 @@ def test_a_gather_racing_with_a_store_of_the_same_rows_is_found(rows_read, rng):
         assert found == []
         return
     # program 1's gather reads the rows program 0 stored (its own gather is ordered after its own store)
-    assert [f.rule for f in found] == ["program_race_raw"]
+    assert [f.rule for f in found] == ["program_race_write_read"]
     assert [loc.lineno for loc in found[0].lines] == [_line(kernel, "nl.store(scratch["),
                                                       _line(kernel, "nl.store(out[i]")]
     assert found[0].programs == ((0,), (1,))
@@ -270,12 +270,16 @@ def test_lnc_cores_reading_what_the_other_core_writes(barrier, rng):
     if barrier:
         assert found == []
         return
-    # core 1 reads the half core 0 wrote (RAW), and core 1 writes the half core 0 read (WAR)
-    assert sorted(f.rule for f in found) == ["program_race_raw", "program_race_war"]
+    # core 1 reads the half core 0 writes, and core 0 reads the half core 1 writes: two write/read races,
+    # each named lower core first
+    assert [f.rule for f in found] == ["program_race_write_read"] * 2
     write, read = _line(kernel, "dst=scratch[rank"), _line(kernel, "src=scratch[other")
+    assert sorted(tuple(loc.lineno for loc in f.lines) for f in found) == sorted([(write, read), (read, write)])
     for f in found:
-        assert {loc.lineno for loc in f.lines} == {write, read}
-        assert set(f.programs) == {(0,), (1,)}
+        assert f.programs == ((0,), (1,))
+        first, second = (loc.lineno for loc in f.lines)
+        verbs = {write: "writes", read: "reads"}
+        assert f"program [0] {verbs[first]} and program [1] {verbs[second]} the same" in f.message
 
 
 def _diverging(same_path: bool):

@@ -54,6 +54,22 @@ def affine_select_0_2_order(x):
     return _out(y)
 
 
+def affine_select_0_2_cmp_keyword(x):
+    """The same, 0.2's order with cmp_op= by keyword (0.3's signature would take cmp_op twice)."""
+    t = _sbuf(x)
+    y = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.affine_select(y, [[-1, x.shape[1]]], 0, 1, t, -9.0, cmp_op=nl.greater_equal)
+    return _out(y)
+
+
+def affine_select_0_2_tile_keywords(x):
+    """The same, 0.2's offset and channel_multiplier by position, the rest by keyword."""
+    t = _sbuf(x)
+    y = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.affine_select(y, [[-1, x.shape[1]]], 0, 1, on_true_tile=t, on_false_value=-9.0, cmp_op=nl.greater_equal)
+    return _out(y)
+
+
 def register_move_imm(x):
     reg = nisa.register_alloc()
     nisa.register_move(reg, imm=42)
@@ -81,7 +97,7 @@ def _reference(kernel, args):
     a = args[0]
     if kernel in (rmw_keyword, rmw_positional, compute_0_2_order):
         return a + args[1]
-    if kernel is affine_select_0_2_order:
+    if kernel in (affine_select_0_2_order, affine_select_0_2_cmp_keyword, affine_select_0_2_tile_keywords):
         p, f = np.indices(a.shape)
         return np.where(p - f >= 0, a, np.float32(-9.0))
     return np.array([[42]], np.int32)
@@ -92,6 +108,10 @@ CASES = [(rmw_keyword, 2, "nisa.dma_copy(t, b, dst_rmw_op=nl.add, unique_indices
          (compute_0_2_order, 2, "nisa.dma_compute(t, [a, b], [1.0, 1.0], nl.add)", "reduce_op, scales=None"),
          (affine_select_0_2_order, 1, "nisa.affine_select(y, [[-1, x.shape[1]]], 0, 1, t, -9.0, nl.greater_equal)",
           "offset=offset"),
+         (affine_select_0_2_cmp_keyword, 1, "nisa.affine_select(y, [[-1, x.shape[1]]], 0, 1, t, -9.0, "
+          "cmp_op=nl.greater_equal)", "offset=offset"),
+         (affine_select_0_2_tile_keywords, 1, "nisa.affine_select(y, [[-1, x.shape[1]]], 0, 1, on_true_tile=t, "
+          "on_false_value=-9.0, cmp_op=nl.greater_equal)", "offset=offset"),
          (register_move_imm, 1, "nisa.register_move(reg, imm=42)", "register_move(dst, src)")]
 
 
@@ -136,6 +156,25 @@ def test_sendrecv_use_gpsimd_dma(rng):
         np.testing.assert_array_equal(nki.jit(sendrecv_gpsimd.spec.func, api_version="0.2")[2](x), x[32:])
     with raises_at(ReleaseTypeError, match="use_gpsimd_dma"):
         nki.jit(sendrecv_gpsimd.spec.func, api_version="0.3")[2](x)
+
+
+def affine_select_neither_release(x):
+    t = _sbuf(x)
+    y = nl.ndarray(x.shape, x.dtype, buffer=nl.sbuf)
+    nisa.affine_select(y, [[-1, x.shape[1]]], 1, t, -9.0, cmp_op=nl.greater_equal, mode=2)
+    return _out(y)
+
+
+def test_affine_select_call_of_neither_release_is_pythons_type_error(args):
+    """As for every other nisa function, a call no release's signature takes is Python's TypeError."""
+    with pytest.raises(TypeError, match=r"nisa.affine_select\(\): got an unexpected keyword argument 'mode'"):
+        nki.jit(affine_select_neither_release)(args[0])
+
+
+def test_affine_select_signature_is_0_3s():
+    import inspect
+    assert list(inspect.signature(nisa.affine_select).parameters) == [
+        "dst", "pattern", "channel_multiplier", "on_true_tile", "on_false_value", "cmp_op", "offset", "name"]
 
 
 def register_move_both(x):

@@ -410,6 +410,27 @@ def test_topk_does_not_exist_before_0_6(rng):
     x = rng.standard_normal((16, 4)).astype(ml_dtypes.bfloat16)
     with pytest.raises(ReleaseError, match="added in NKI 0.6"):
         nki.jit(_topk_kernel(16, 4, 40, 8, True), api_version="0.5")(x)
-    vals, _ = nki.jit(_topk_kernel(16, 4, 40, 8, True), api_version="0.6")(x)
+    vals, _ = nki.jit(_topk_kernel(16, 4, 40, 8, True), api_version="0.7")(x)
     np.testing.assert_array_equal(vals[:8, 0].astype(np.float32),
                                   np.sort(x.astype(np.float32).T.reshape(-1)[:40])[::-1][:8])
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_topk_sorted_keyword_is_0_6s_type_error(rng, strict):
+    """sorted= came with NKI 0.7: under api_version="0.6" (hardware-strict or not) sorted=True is the TypeError
+    0.6's signature gives, naming the release that added it and what to write instead; without sorted=True the
+    0.6 call runs, and every level from 0.7 (or none) takes it."""
+    import opennki as nki
+    from opennki.releases import ReleaseTypeError
+    from tests.raises import raises_at
+    x = rng.standard_normal((16, 4)).astype(ml_dtypes.bfloat16)
+    snake = np.sort(x.astype(np.float32).T.reshape(-1)[:40])
+    with raises_at(ReleaseTypeError, match=r"unexpected keyword argument 'sorted' in NKI 0\.6.*added in NKI 0\.7",
+                   line="nisa.topk(") as info:
+        nki.jit(_topk_kernel(16, 4, 40, 8, True), api_version="0.6", hardware_strict=strict)(x)
+    assert isinstance(info.value, TypeError) and "omit sorted=" in info.value.hint
+    vals, _ = nki.jit(_topk_kernel(16, 4, 40, 8, False), api_version="0.6", hardware_strict=strict)(x)
+    np.testing.assert_array_equal(np.sort(vals[:8, 0].astype(np.float32)), snake[-8:])
+    for level in (None, "0.7"):
+        vals, _ = nki.jit(_topk_kernel(16, 4, 40, 8, True), api_version=level, hardware_strict=strict)(x)
+        np.testing.assert_array_equal(vals[:8, 0].astype(np.float32), snake[::-1][:8])

@@ -34,7 +34,8 @@ def test_program_queries_over_a_2d_grid(rng):
 
 
 def _placement(key):
-    """(program ids, core) of a launch with grid subscript `key`, run on trn2."""
+    """(program ids, core) of a launch with grid subscript `key`, run on trn2, in grid order (the two cores
+    run at once, so their programs start interleaved)."""
     rec = Recorder()
 
     def kernel(x):
@@ -44,7 +45,7 @@ def _placement(key):
     import opennki.legacy as nki
     k = nki.jit(kernel, platform_target="trn2")
     k[key].launch((np.zeros(1, np.float32),), listeners=[rec])
-    return [(e.program, e.core) for e in rec.of_type(ProgramStarted)]
+    return sorted((e.program, e.core) for e in rec.of_type(ProgramStarted))
 
 
 @covers("nc", "spmd_dim")

@@ -21,6 +21,8 @@ from opennki.events import AccessKind, Engine, MemoryKind
 NO_PRODUCER = -1
 # enum members bound once: looking them up on their class is slow in per-operand loops (Python 3.11)
 _READ, _ACCUMULATE = AccessKind.READ, AccessKind.ACCUMULATE
+_HBM = MemoryKind.HBM
+_HBM_VALUE = _HBM.value
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -131,13 +133,20 @@ class Dependency:
 class AccessTracker:
     """See the module docstring. Spaces are (memory kind, core) on chip and the shared HBM."""
 
-    RETIRED_BUCKET_BYTES = {MemoryKind.SBUF: 4096, MemoryKind.PSUM: 2048, MemoryKind.HBM: 1 << 20}
+    # keyed by MemoryKind value: spaces are (kind value, core) on chip and ("hbm",), since hashing an Enum
+    # member runs Python code and every tensor's allocation and release looks its space up
+    RETIRED_BUCKET_BYTES = {MemoryKind.SBUF.value: 4096, MemoryKind.PSUM.value: 2048, MemoryKind.HBM.value: 1 << 20}
 
     def __init__(self):
         self.storages: dict[int, _StorageAccesses] = {}
         self.floor: dict[int, tuple[float, int]] = {}          # storage id -> (time, producer)
         self.live: dict[int, tuple[tuple, int, int, int, tuple]] = {}   # id -> (space, start, end, parts, prog)
         self.retired: dict[tuple, dict[int, list[tuple[int, int, int, float, int]]]] = {}
+
+    @staticmethod
+    def space(kind: MemoryKind, core: int) -> tuple:
+        """The address space of a tensor of `kind` on `core`: each core's SBUF and PSUM, and the shared HBM."""
+        return (kind._value_, core) if kind is not _HBM else (_HBM_VALUE,)
 
     # -- allocation lifetime --------------------------------------------------------------------------
     def allocated(self, storage_id: int, space: tuple, byte_start: int, size_bytes: int, partitions: int,
@@ -179,14 +188,20 @@ class AccessTracker:
         if t <= 0:
             return
         width = self.RETIRED_BUCKET_BYTES[space[0]]
-        buckets = self.retired.setdefault(space, {})
+        buckets = self.retired.get(space)
+        if buckets is None:
+            buckets = self.retired[space] = {}
         item = (start, end, parts, t, prod)
         for b in range(start // width, (end - 1) // width + 1):
-            buckets.setdefault(b, []).append(item)
+            items = buckets.get(b)
+            if items is None:
+                buckets[b] = [item]
+            else:
+                items.append(item)
 
     def program_finished(self, program: tuple) -> None:
         """On-chip tensors of a finished program are retired (the next program's allocator reuses them)."""
-        for sid in [sid for sid, info in self.live.items() if info[4] == program and info[0][0].is_on_chip]:
+        for sid in [sid for sid, info in self.live.items() if info[4] == program and info[0][0] != _HBM_VALUE]:
             self.freed(sid)
 
     @staticmethod

@@ -109,7 +109,7 @@ class CostModel:
         if isinstance(ev, InstructionExecuted):
             self._instruction(ev)
         elif isinstance(ev, TensorAllocated):
-            space = (ev.kind, self.program_core.get(ev.program, 0)) if ev.kind.is_on_chip else (ev.kind,)
+            space = AccessTracker.space(ev.kind, self.program_core.get(ev.program, 0))
             self.deps.allocated(ev.storage_id, space, ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
         elif isinstance(ev, TensorFreed):
             fill = self.pending_fills.pop(ev.storage_id, None)

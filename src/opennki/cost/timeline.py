@@ -21,11 +21,20 @@ class Timeline:
 
     def __init__(self, free: float = 0.0, gaps: tuple = (), last: int = NO_PRODUCER):
         self.free = free
-        self.gaps = gaps          # ((start, end), ...) idle stretches before `free`, oldest first
+        # ((start, end), ...) idle stretches before `free`, oldest first: disjoint and in order (both methods
+        # keep them so), hence the last one ends latest and one comparison tells that none can be used
+        self.gaps = gaps
         self.last = last          # the record that ends at `free`
 
     def fit(self, ready: float, duration: float) -> tuple[float, int | None]:
         """(start, gap index or None) of the earliest placement at or after `ready`."""
+        gaps = self.gaps
+        if not gaps or gaps[-1][1] - ready < duration:     # no gap fits (the last gap ends latest)
+            return (self.free if self.free > ready else ready), None
+        return self._fit_in_gaps(ready, duration)
+
+    def _fit_in_gaps(self, ready: float, duration: float) -> tuple[float, int | None]:
+        """`fit` walking every gap (the plain path)."""
         for i, (g0, g1) in enumerate(self.gaps):
             s = g0 if g0 > ready else ready
             if g1 - s >= duration:
@@ -36,6 +45,16 @@ class Timeline:
         """(new timeline, start, end, record it waited for) after reserving `duration` of work from `ready`
         on, split over the idle gaps it meets and the end: how a DMA engine serving its queues round-robin
         interleaves a transfer with others already placed."""
+        if not self.gaps or self.gaps[-1][1] - ready <= 1e-9:    # every gap ends by `ready`: none is used
+            free = self.free
+            if free > ready:
+                return Timeline(free + duration, self.gaps, record), free, free + duration, self.last
+            gaps = self.gaps + ((free, ready),) if ready > free else self.gaps
+            return Timeline(ready + duration, gaps[-MAX_GAPS:], record), ready, ready + duration, NO_PRODUCER
+        return self._spread_over_gaps(ready, duration, record)
+
+    def _spread_over_gaps(self, ready: float, duration: float, record: int) -> tuple["Timeline", float, float, int]:
+        """`spread` walking every gap (the plain path, which the shortcut for gaps all behind `ready` equals)."""
         left, start, gaps = duration, None, []
         for i, (g0, g1) in enumerate(self.gaps):
             s = g0 if g0 > ready else ready

@@ -286,13 +286,14 @@ _PLAIN_TYPES = frozenset((type(None), bool, int, float, str))
 
 def view_signature(view: TensorView):
     """What an instruction check may read of a tensor operand (`Instruction.signature`); None for a view
-    with run-time indices. Cached on the (immutable) view."""
+    with run-time indices. Cached on the (immutable) view; its shape as a plain tuple (a `Shape`'s
+    Python-level __eq__ would run in every look-up of the simulator's set of checked signatures)."""
     sig = view._sig
     if sig is None:
         if view.dynamic:
             return None
         st = view.storage
-        sig = view._sig = (st.region._value_, st.dtype.name, st.shape, view.coords, view.shape,
+        sig = view._sig = (st.region._value_, st.dtype.name, st.shape, view.coords, tuple(view.shape),
                            view.mask is None)
     return sig
 

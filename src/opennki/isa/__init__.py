@@ -9,6 +9,8 @@ dtype (official samples pass it to `tensor_copy`). Signatures follow NKI 0.6 (SD
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, NkiValidationError  # noqa: F401 (nki.isa.NkiValidationError)
@@ -38,7 +40,7 @@ from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.tensor import TensorView
 from opennki.events import MemoryKind
-from opennki.releases import Change, ReleaseTypeError, added_in, uses_custom_frontend
+from opennki.releases import Change, ReleaseTypeError, added_in, keyword_added_in, uses_custom_frontend
 from opennki.language import NKIObject
 from opennki.sim.program import active, current
 
@@ -420,21 +422,57 @@ def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
                       channel_multiplier=channel_multiplier, name=name), "nisa.iota")
 
 
-def affine_select(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"], offset=0,
-                  name=None):
+def _affine_select_0_3(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"],
+                       offset=0, name=None):
+    """NKI 0.3's signature and later's: `affine_select`'s `__signature__`."""
+
+
+def _affine_select_0_2(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"],
+                       name=None):
+    """NKI 0.2's signature (the SDK 2.27 / 2.28 API stubs), used only to bind a 0.2 call."""
+
+
+_AFFINE_SELECT = inspect.signature(_affine_select_0_3)
+_AFFINE_SELECT_0_2 = inspect.signature(_affine_select_0_2)
+
+
+def _affine_select_arguments(args, kwargs) -> dict:
+    """The call's arguments by 0.3's names (`affine_select`'s docstring says how a 0.2 call is told apart)."""
+    try:
+        call = _AFFINE_SELECT.bind(*args, **kwargs)
+    except TypeError as error:
+        call, unbound = None, error
+    if call is None or (isinstance(call.arguments["on_false_value"], TensorView)
+                        and not isinstance(call.arguments["on_true_tile"], TensorView)):
+        try:
+            old = _AFFINE_SELECT_0_2.bind(*args, **kwargs)
+        except TypeError:
+            if call is None:                     # neither release's signature takes the call
+                raise TypeError(f"nisa.affine_select(): {unbound}") from None
+        else:
+            _old_form(AFFINE_SELECT_ORDER, "nisa.affine_select")
+            call = old
+    call.apply_defaults()
+    return call.arguments
+
+
+def affine_select(*args, **kwargs):
     """dst = on_true_tile where cmp_op(offset + channel_multiplier * p + pattern value, 0), else on_false_value.
 
-    NKI 0.2's positional order `(dst, pattern, offset, channel_multiplier, on_true_tile, on_false_value, cmp_op)`
-    is `AFFINE_SELECT_ORDER`; it is told apart by the tile arriving where 0.3 has `on_false_value`."""
-    if isinstance(on_false_value, TensorView) and not isinstance(on_true_tile, TensorView):
-        _old_form(AFFINE_SELECT_ORDER, "nisa.affine_select")
-        # 0.2's (offset, channel_multiplier, on_true_tile, on_false_value, cmp_op) arrived one place to the right
-        offset, channel_multiplier, on_true_tile, on_false_value, cmp_op = (
-            channel_multiplier, on_true_tile, on_false_value, cmp_op,
-            ALU_OPS["equal"] if isinstance(offset, int) and offset == 0 else offset)
-    return _issue(_pool.AffineSelect(dst=dst, on_true_tile=on_true_tile, on_false_value=on_false_value,
-                              pattern=_pattern(pattern), offset=offset,
-                              channel_multiplier=channel_multiplier, cmp_op=cmp_op, name=name), "nisa.affine_select")
+    The signature (`__signature__`) is NKI 0.3's and later: `(dst, pattern, channel_multiplier, on_true_tile,
+    on_false_value, cmp_op=nl.equal, offset=0, name=None)`. A call in NKI 0.2's order `(dst, pattern, offset,
+    channel_multiplier, on_true_tile, on_false_value, cmp_op=nl.equal, name=None)` is `AFFINE_SELECT_ORDER`, in
+    any mix of positions and keywords 0.2 allowed (`cmp_op=` by keyword too): it is told apart by not binding to
+    0.3's signature (a keyword given twice) or by the tile arriving where 0.3 has `on_false_value`, and then
+    binds to 0.2's."""
+    a = _affine_select_arguments(args, kwargs)
+    return _issue(_pool.AffineSelect(dst=a["dst"], on_true_tile=a["on_true_tile"], on_false_value=a["on_false_value"],
+                                     pattern=_pattern(a["pattern"]), offset=a["offset"],
+                                     channel_multiplier=a["channel_multiplier"], cmp_op=a["cmp_op"], name=a["name"]),
+                  "nisa.affine_select")
+
+
+affine_select.__signature__ = _AFFINE_SELECT
 
 
 def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
@@ -598,7 +636,15 @@ def rand_get_state(dst, engine=engine.gpsimd, name=None):
 
 def topk(val_dst, idx_dst, src, n, sorted=False, name=None):  # noqa: A002 - NKI's parameter name
     """The k largest of each 16-partition group's n bf16 elements (snake layout) and their indices, written
-    in snake layout (k = val_dst's free size); `sorted` (NKI 0.7) puts the largest first."""
-    added_in("0.6", "nisa.topk", current("nisa.topk").options)
+    in snake layout (k = val_dst's free size); `sorted` (NKI 0.7) puts the largest first.
+
+    Under an explicit `api_version="0.6"` a sorted=True call is 0.6's TypeError (the keyword did not exist).
+    [GAP: decision] `sorted=False` passes there: it asks for what 0.6 did, and the published signature's
+    default (False) leaves an explicit False indistinguishable from an omitted one."""
+    options = current("nisa.topk").options
+    added_in("0.6", "nisa.topk", options)
+    if sorted:
+        keyword_added_in("0.7", "nisa.topk", "sorted", options, "omit sorted= (NKI 0.6 writes the k largest "
+                         "unsorted) and order them afterwards")
     return _issue(_pool.Topk(val_dst=val_dst, idx_dst=idx_dst, src=src, n=n, sorted=bool(sorted), name=name),
                   "nisa.topk")

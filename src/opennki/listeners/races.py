@@ -15,12 +15,14 @@ where hardware may not. This listener looks for the accesses whose order the ker
   writing, with no exchange between them that orders the two (`ProgramsMet`: `core_barrier`, `sendrecv`,
   collectives). The order is a happens-before relation, not the order the simulator happened to run
   them in: for programs A and B, an access of A after its k-th exchange with B and an access of B after
-  its k-th exchange with A (and before the next) may run at the same time on hardware.
+  its k-th exchange with A (and before the next) may run at the same time on hardware. Such a pair has
+  no first and second, so it is reported unordered (`program_race_write_write`, `program_race_write_read`),
+  the lower program first: the same finding whatever order the cores were interleaved in.
 
 Accesses are compared per storage (tensor), first by a bounding box (partitions x bytes from the
 allocator's regions, relative to the tensor's address so relocation does not matter), then, when the boxes
 overlap, exactly by element offsets (masks and run-time indices honoured). Each bug is reported once per
-pair of kernel lines. The checker observes and reports (`report()`); it never changes results.
+pair of kernel lines (a race between programs: for the lowest pair of programs that has it). The checker observes and reports (`report()`); it never changes results.
 """
 
 from __future__ import annotations
@@ -223,7 +225,7 @@ class RaceChecker:
 
     def __init__(self):
         self.findings: list[Finding] = []
-        self._reported: set = set()
+        self._reported: dict = {}                          # (rule, lines, storage) -> (programs, finding index)
         self._bases: dict[int, int] = {}                    # storage id -> its current address
         self._direct: set[int] = set()                      # storages the kernel placed itself
         self._created: dict[int, object] = {}               # storage id -> the line that created it
@@ -348,13 +350,23 @@ class RaceChecker:
             found = conflict(other, acc)
             if found is None:
                 continue
-            key = (found[0], other.location, acc.location, acc.operand.region.storage_id)
-            if key in self._reported:
+            rule, first, second, make = found
+            key = (rule, first.location, second.location, acc.operand.region.storage_id)
+            programs = (first.program, second.program)
+            reported = self._reported.get(key)
+            # once per pair of lines: the lowest pair of programs (whichever ran first), so the finding does
+            # not depend on the interleaving
+            if reported is not None and reported[0] <= programs:
                 continue
             common = np.intersect1d(other.offsets(), acc.offsets(), assume_unique=True)
             if common.size:
-                self._reported.add(key)
-                self.findings.append(found[1](other, acc, int(common.size)))
+                finding = make(first, second, int(common.size))
+                if reported is None:
+                    self._reported[key] = (programs, len(self.findings))
+                    self.findings.append(finding)
+                else:
+                    self._reported[key] = (programs, reported[1])
+                    self.findings[reported[1]] = finding
         tensor.add(acc)
 
     # -- the two orders -------------------------------------------------------------------------------------
@@ -371,16 +383,21 @@ class RaceChecker:
                     return None
                 loop = next((f for f in self._loops.get(second.program, ()) if f.loop_id == lid_a), None)
                 rule = "affine_loop_carried_" + _hazard(first, second).lower()
-                return rule, lambda a, b, n: self._loop_finding(rule, loop, it_a, it_b, a, b, n)
+                return rule, first, second, lambda a, b, n: self._loop_finding(rule, loop, it_a, it_b, a, b, n)
         return None
 
     def _program_conflict(self, first: _Access, second: _Access):
+        """Two accesses of different programs with no exchange ordering them. They may happen in either
+        order on hardware, so the finding does not depend on the order the simulator ran them in (the
+        interleaving seed): it names the pair lower program first, as a write/write or write/read race."""
         if first.program == second.program:
             return None
         if first.sync.get(second.program, 0) != second.sync.get(first.program, 0):
             return None
-        rule = "program_race_" + _hazard(first, second).lower()
-        return rule, lambda a, b, n: self._program_finding(rule, a, b, n)
+        if second.program < first.program:
+            first, second = second, first
+        rule = "program_race_write_write" if first.writes and second.writes else "program_race_write_read"
+        return rule, first, second, lambda a, b, n: self._program_finding(rule, a, b, n)
 
     # -- findings -------------------------------------------------------------------------------------------
     def _name(self, acc: _Access) -> str:
@@ -405,11 +422,12 @@ class RaceChecker:
                            "(allocate the tensor inside the loop, or index a different slice per iteration)")
 
     def _program_finding(self, rule, first, second, count) -> Finding:
-        hazard = _hazard(first, second)
+        kind = "write/write" if first.writes and second.writes else "write/read"
         name = self._name(second)
-        message = (f"{hazard} between programs {list(first.program)} and {list(second.program)}: program "
-                   f"{list(second.program)} {_verb(second)} {count} element(s) of {name} that program "
-                   f"{list(first.program)} {_verb(first, past=True)}, with no barrier or exchange between them")
+        message = (f"{kind} race between program {list(first.program)} (line {_lineno(first)}) and program "
+                   f"{list(second.program)} (line {_lineno(second)}): program {list(first.program)} "
+                   f"{_verb(first)} and program {list(second.program)} {_verb(second)} the same {count} "
+                   f"element(s) of {name}, with no barrier or exchange ordering the two")
         return Finding(FindingKind.RACE, rule, message, _lines(first, second),
                        (first.operand.region, second.operand.region), (), (first.program, second.program),
                        why="SPMD programs and LNC cores run at the same time on hardware; the simulator runs "
@@ -430,6 +448,10 @@ def _verb(acc: _Access, past: bool = False) -> str:
     if acc.writes:
         return "wrote" if past else "writes"
     return "read" if past else "reads"
+
+
+def _lineno(acc: _Access):
+    return acc.location.lineno if acc.location is not None else "?"
 
 
 def _lines(first: _Access, second: _Access) -> tuple:

@@ -316,22 +316,34 @@ class Predicate:
 
 # Truth tests whose tested value stays the expression's result: `a and b`, `a or b` and chained comparisons.
 _VALUE_KEEPING_JUMPS = {"JUMP_IF_FALSE_OR_POP": "and", "JUMP_IF_TRUE_OR_POP": "or"}     # Python 3.10, 3.11
+_TESTING_JUMPS = {"POP_JUMP_IF_FALSE": "and", "POP_JUMP_IF_TRUE": "or"}                  # Python 3.12+
 
 
 def _kept_by_boolean_operator(frame) -> str | None:
     """"and" / "or" when the truth test `frame` is running belongs to a Python `and` / `or` (or a chained
     comparison) whose value is the tested object, else None (`if`, `while`, `not`, `bool()`, ...)."""
     ops = [(i.offset, i.opname, i.arg) for i in dis.get_instructions(frame.f_code)]
-    at = next((k for k, op in enumerate(ops) if op[0] == frame.f_lasti), None)
+    return boolean_operator_at(ops, frame.f_lasti)
+
+
+def boolean_operator_at(ops, lasti: int) -> str | None:
+    """`_kept_by_boolean_operator` on a code object's instructions `ops` ((offset, opname, arg), as
+    `dis.get_instructions` lists them) with the truth test running at byte offset `lasti`.
+
+    Python 3.10 / 3.11 test the value in place (`JUMP_IF_FALSE_OR_POP`). Python 3.12 keeps a copy and tests it
+    (`COPY 1`, `POP_JUMP_IF_FALSE`); 3.13 and 3.14 convert the copy first (`COPY 1`, `TO_BOOL`,
+    `POP_JUMP_IF_FALSE`), and the truth test runs in `TO_BOOL`. A jump over more than 255 code units carries an
+    `EXTENDED_ARG` prefix, which is not an instruction of its own here."""
+    ops = [op for op in ops if op[1] != "EXTENDED_ARG"]
+    at = next((k for k, op in enumerate(ops) if op[0] == lasti), None)
     if at is None:
         return None
     name = ops[at][1]
     if name in _VALUE_KEEPING_JUMPS:
         return _VALUE_KEEPING_JUMPS[name]
-    # Python 3.12+: `COPY 1` keeps the value, then `[TO_BOOL] POP_JUMP_IF_FALSE / _TRUE` tests the copy
     jump = ops[at + 1][1] if name == "TO_BOOL" and at + 1 < len(ops) else name
-    if jump in ("POP_JUMP_IF_FALSE", "POP_JUMP_IF_TRUE") and at > 0 and ops[at - 1][1:] == ("COPY", 1):
-        return "and" if jump.endswith("FALSE") else "or"
+    if jump in _TESTING_JUMPS and at > 0 and ops[at - 1][1:] == ("COPY", 1):
+        return _TESTING_JUMPS[jump]
     return None
 
 

@@ -146,8 +146,10 @@ class TensorView:
     def root(cls, storage: Storage):
         n = len(storage.shape)
         view = cls(storage, storage.shape, _identity_map(n), (0,) * n)
-        view._geo = _root_geometry(view.shape)    # the same for every tensor of this shape
-        view._inb = _root_in_bounds(view.shape)
+        # the same for every tensor of this shape; keyed by the storage's plain tuple, since a `Shape` key would
+        # run its Python-level __eq__ in the caches' look-ups
+        view._geo = _root_geometry(storage.shape)
+        view._inb = _root_in_bounds(storage.shape)
         return view
 
     def _derive(self, shape, amap, consts, dynamic=(), mask=None, coords=None):

@@ -11,13 +11,16 @@ started, or one whose wait condition now holds. When no program can run while so
 programs disagree on their collectives; the waiting programs then fail with a KernelError naming them. An
 error in any program aborts the others and is raised to the caller of the launch.
 
-A launch with one program per physical core (LNC=2; `LaunchState.interleave` holds a seeded random
-generator) cooperates from its first instruction and interleaves the cores instruction by instruction, as
-hardware runs them at once: before each instruction (`step`) the generator picks which runnable program goes
-next, and a waiting program hands the baton to a runnable one the generator picks. The order is a function of
-the seed alone (`SimOptions.interleave_seed`), so a run is reproducible; a kernel whose cores are ordered by
-barriers and sendrecv computes the same values in every order. A program that finishes without making a
-call its peers wait at is named with the line of its last instruction.
+A launch spread over several physical cores (LNC=2, legacy `nl.nc` grids; `LaunchState.interleave` holds a
+seeded random generator) cooperates from its first instruction and interleaves the cores instruction by
+instruction, as hardware runs them at once: before each instruction (`step`) the generator picks which core's
+program goes next, and a waiting program hands the baton to one the generator picks. The programs of one core
+run one after another, in grid order, as they do on that core: a core's turn belongs to its first program
+that has neither finished nor waits for others (a program waiting at a collective lets the next program of
+its core start, so a collective over programs of one core can complete). The order is a function of the seed
+alone (`SimOptions.interleave_seed`), so a run is reproducible; a kernel whose cores are ordered by barriers
+and sendrecv computes the same values in every order. A program that finishes without making a call its
+peers wait at is named with the line of its last instruction.
 """
 
 from __future__ import annotations
@@ -61,6 +64,12 @@ class Cooperation:
         self.adopted_ran = 0
         self.meetings: dict[object, dict] = {}      # rendezvous key -> {ids: posted value}
         self.interleave = launch.interleave         # random.Random picking the next program, or None
+        # interleaved: each core's programs in grid order (a core runs them one after another)
+        self.per_core: dict[int, list] = {}
+        if self.interleave is not None:
+            core_of = launch.cores_of or (lambda ids: 0)
+            for ids in self.order:
+                self.per_core.setdefault(core_of(ids), []).append(ids)
         self.last_line: dict[tuple, object] = {}    # ids -> kernel line of its last instruction (interleaved)
         self.context = contextvars.copy_context()   # adopted programs run in a copy of the launch's context
 
@@ -127,8 +136,8 @@ class Cooperation:
         picks the runnable program that runs next (module docstring)."""
         with self.cond:
             self.last_line[ids] = location
-            choices = [i for i in self.order if i == ids or self._runnable(i)]
-            chosen = choices[self.interleave.randrange(len(choices))] if len(choices) > 1 else ids
+            choices = self._turns(ids)
+            chosen = choices[self.interleave.randrange(len(choices))] if len(choices) > 1 else choices[0]
             if chosen == ids:
                 return
             self._hand_to(chosen)
@@ -148,11 +157,28 @@ class Cooperation:
         entry = self.waiting.get(ids)
         return entry is None or entry[0]()
 
+    def _turns(self, running=None) -> list:
+        """Interleaved launches: the program whose turn it is on each core, in core order: the core's first
+        program that has not finished and does not wait for others (`running`, the program asking, counts
+        as runnable). Finished programs leave their core's list."""
+        turns = []
+        for programs in self.per_core.values():
+            while programs and programs[0] in self.finished:
+                programs.pop(0)
+            for ids in programs:
+                if ids == running or self._runnable(ids):
+                    turns.append(ids)
+                    break
+        return turns
+
     def _pass_baton(self, current) -> None:
         """Give the baton to the next runnable program after `current` (caller holds the lock)."""
         n = len(self.order)
         start = self.order.index(current)
         runnable = [ids for ids in (self.order[(start + k) % n] for k in range(1, n + 1)) if self._runnable(ids)]
+        if self.interleave is not None:
+            turns = set(self._turns())
+            runnable = [ids for ids in runnable if ids in turns]
         if runnable:
             pick = self.interleave.randrange(len(runnable)) if self.interleave is not None else 0
             self._hand_to(runnable[pick])

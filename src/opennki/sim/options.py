@@ -37,8 +37,9 @@ class SimOptions:
             between `affine_range` iterations and races between SPMD programs / LNC cores are reported at
             the end of the launch, the first one raised as a RaceError (default from
             `OPENNKI_DETECT_RACES`). Off, nothing is attached and nothing costs.
-        interleave_seed: the cores of a launch with one program per physical core (LNC=2, legacy
-            `kernel[nl.nc(2)]`) run interleaved, one instruction at a time, as on hardware they run at once:
+        interleave_seed: the cores of a launch over two physical cores (LNC=2, legacy `nl.nc(2)` grids;
+            each core's programs one after another) run interleaved, one instruction at a time, as on
+            hardware they run at once:
             before each instruction a random generator seeded with this picks which core runs next, so a race
             between the cores shows its effect as hardware could see it, reproducibly per seed (default from
             `OPENNKI_INTERLEAVE_SEED`, else 0). Shape-only runs exchange no data and keep cores in turn.

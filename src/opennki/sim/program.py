@@ -39,7 +39,7 @@ from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
                                 user_frame)
 
-_TENSOR, _PSUM = Engine.TENSOR, MemoryKind.PSUM     # bound once: class lookups of members are slow (3.11)
+_TENSOR, _PSUM, _HBM = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM     # bound once: class lookups of members are slow (3.11)
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
@@ -515,8 +515,12 @@ class Program:
                 launch.findings.append(finding)
 
     def _event(self, instr, location) -> InstructionExecuted:
-        operands = tuple(operand_record(role, view, access, self.machine.offsets.get(id(view)))
-                         for role, view, access in instr.operands())
+        offsets = self.machine.offsets        # run-time index offsets: none in most instructions
+        if offsets:
+            operands = tuple([operand_record(role, view, access, offsets.get(id(view)))
+                              for role, view, access in instr.operands()])
+        else:
+            operands = tuple([operand_record(role, view, access) for role, view, access in instr.operands()])
         mask = None
         if instr.mask is not None and instr.output is not None:
             mask = Machine.effective_mask(instr.output, instr.mask)
@@ -663,16 +667,30 @@ _new_instruction_event = positional_maker(InstructionExecuted)
 
 def region_of(view: TensorView) -> Region:
     st = view.storage
-    p0, pc, b0, b1 = view.extent()
-    address = st.placement.address
-    if view.is_on_chip:
-        return _new_region(st.kind, st.id, st.placement.partition + max(p0, 0), pc, address + b0, address + b1)
+    p0, pc, b0, b1 = view._extent or view._extents()
+    placement = st.placement
+    address = placement.address
+    if st.kind is not _HBM:
+        return _new_region(st.kind, st.id, placement.partition + max(p0, 0), pc, address + b0, address + b1)
     return _new_region(st.kind, st.id, 0, 1, address + b0, address + b1)
 
 
 def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None) -> Operand:
+    """The event record of one operand. Every event of a shape-only estimate builds these, so the view's
+    cached geometry is read directly instead of through its properties (`partitions` is dim 0 on chip and 1
+    in HBM, `free_size` as `TensorView.free_size` gives it). The shape is a plain tuple: the view's `Shape`
+    also equals lists, for kernels, and its Python-level `__eq__` would run in every look-up of the cost
+    model's per-signature caches."""
     st = view.storage
-    direct = not view.dynamic
-    return _new_operand(role, access, region_of(view), view.shape, st.dtype.name, st.dtype.itemsize,
-                        view.partitions, view.free_size, view.strides if direct else None,
-                        view.offset if direct else None, st.name, st.shape, offsets)
+    dtype = st.dtype
+    shape = tuple(view.shape)
+    if view.dynamic:
+        strides = offset = None
+    else:
+        _, strides, offset = view._geo or view._geometry()
+    free = view._free
+    if free is None:
+        free = view.free_size
+    return _new_operand(role, access, region_of(view), shape, dtype.name, dtype.itemsize,
+                        shape[0] if st.kind is not _HBM else 1, free, strides, offset, st.name, st.shape,
+                        offsets)

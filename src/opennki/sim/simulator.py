@@ -88,9 +88,9 @@ class Simulator:
             generation: the kernel's `Generation` (opennki.releases) when the front door knows it; selects generation-specific
                 language rules (e.g. legacy kernel parameters are immutable unless `nt.mutable_tensor`).
 
-        Programs run one after the other in grid order, except that a launch with one program per physical
-        core (LNC=2) runs its cores interleaved instruction by instruction (`SimOptions.interleave_seed`,
-        sim/cooperative.py). A collective (`nl.all_reduce`) needs every program
+        Programs run one after the other in grid order, except that a launch over several physical cores
+        (LNC=2, `nl.nc` grids) runs its cores interleaved instruction by instruction, each core's programs
+        one after another (`SimOptions.interleave_seed`, sim/cooperative.py). A collective (`nl.all_reduce`) needs every program
         of its group at once: the first one switches the launch to cooperating threads (sim/cooperative.py),
         which adopt the programs not started yet; the loop below then skips them and waits for them at the end.
         """
@@ -124,7 +124,7 @@ class Simulator:
         launch.cores_of = cores_of
         launch.before_program = before_program
         cores = len({cores_of(ids) for ids in _grid_points(grid)}) if cores_of else 1
-        if cores > 1 and cores == math.prod(grid) and not self.options.shape_only:
+        if cores > 1 and not self.options.shape_only:
             launch.interleave = random.Random(self.options.interleave_seed)    # sim/cooperative.py
         self.emit(LaunchStarted(name, grid, self.hw.name, cores, self.options.shape_only))
         result, ran = None, 0
