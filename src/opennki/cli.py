@@ -29,6 +29,7 @@ import sys
 from pathlib import Path
 
 from opennki import compat
+from opennki.environment import put
 from opennki.hw import TARGET_ENV, get_target
 
 COMMANDS = {
@@ -180,7 +181,7 @@ def main(argv=None) -> int:
             return 2
     if getattr(options, "target", None):
         get_target(options.target)                        # validate before running anything
-        os.environ[TARGET_ENV] = options.target
+        put("target", options.target)                       # for the script and what it starts
     was_installed = compat.installed()
     compat.install(force=options.force)
     try:

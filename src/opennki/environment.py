@@ -10,7 +10,9 @@ field declares:
   * number: a non-negative integer; unset, empty or anything else gives the default;
   * words: the value split on whitespace.
 Options a call can also give (`SimOptions` fields, `jit(...)` keywords) take their defaults from here
-(`SimOptions` names the field it reads). To add a setting, add one field with `_variable(...)`.
+(`SimOptions` names the field it reads). To add a setting, add one field with `_variable(...)`. The one
+writer, `put(name, value)`, sets a setting's variable to the text the parser reads back as `value` (the
+command line sets the target so for the script it runs and the processes that script starts).
 """
 
 from __future__ import annotations
@@ -109,9 +111,28 @@ def setting(name: str, environ=None):
     return parse(name, env.get(VARIABLES[name]))
 
 
+def put(name: str, value, environ=None) -> None:
+    """Set setting `name` to `value` in `environ` (default: the process environment), written as the text
+    `parse` reads back as `value` (a flag as 1 / 0, words joined by spaces); None unsets it."""
+    env = os.environ if environ is None else environ
+    variable, kind = VARIABLES[name], FIELDS[name].metadata["kind"]
+    if value is None:
+        env.pop(variable, None)
+        return
+    if kind == "flag":
+        text = "1" if value else "0"
+    elif kind == "words":
+        text = " ".join(value)
+    else:
+        text = str(value)
+    if parse(name, text) != value:
+        raise ValueError(f"{variable} cannot hold {value!r}: it would read back as {parse(name, text)!r}")
+    env[variable] = text
+
+
 def environment(environ=None) -> Environment:
     """Every setting, read now."""
     return Environment(**{name: setting(name, environ) for name in FIELDS})
 
 
-__all__ = ["Environment", "environment", "setting", "parse", "VARIABLES", "FALSE_WORDS"]
+__all__ = ["Environment", "environment", "setting", "parse", "put", "VARIABLES", "FALSE_WORDS"]

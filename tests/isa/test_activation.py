@@ -221,7 +221,7 @@ REJECTS = [
     ("op_not_an_activation", _reject_not_activation, "trn3", KernelError, "not an activation"),
     ("data_in_hbm", _reject_hbm_data, "trn3", MemoryKindError, "SBUF/PSUM"),
     ("reduce_res_partitions", _reject_reduce_res_partitions, "trn3", ShapeError, "same number of partitions"),
-    ("reciprocal_bias_on_v2", _reject_reciprocal_bias_v2, "trn1", KernelError, "no bias on NeuronCore-v2"),
+    ("reciprocal_bias_on_v2", _reject_reciprocal_bias_v2, "trn1", KernelError, r"reciprocal\) with a bias needs NeuronCore-v3 \(trn2\)"),
     ("bias_not_a_column", _reject_bias_shape, "trn3", ShapeError, r"\[P, 1\]"),
 ]
 

@@ -96,3 +96,27 @@ def test_int64_is_the_nki_0_7_scalar_width():
 
 def test_poison_values():
     assert np.isnan(dt.poison_value(dt.bfloat16)) and dt.poison_value(dt.int16) == 4
+
+
+def test_quiet_fp_is_errstate_ignore_and_restores_the_callers_state():
+    import warnings
+
+    from opennki.machine.dtypes import quiet_fp
+
+    big = np.full(4, 3e38, np.float32)
+    with np.errstate(all="raise"):
+        outer = np.geterr()
+        with quiet_fp():
+            assert set(np.geterr().values()) == {"ignore"}
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                with quiet_fp():                          # nested: each level restores its own
+                    assert np.isinf(big + big).all() and np.isnan(np.zeros(1) / 0).all()
+                assert np.isinf(big * big).all()
+        assert np.geterr() == outer                       # the caller's state is back
+        with pytest.raises(FloatingPointError):
+            big + big
+        with pytest.raises(FloatingPointError):           # also after an exception inside the block
+            with quiet_fp():
+                raise FloatingPointError("raised inside")
+        assert np.geterr() == outer

@@ -25,6 +25,7 @@ import operator
 import warnings
 
 from opennki.errors import KernelError, user_location
+from opennki.instructions.base import require
 
 MAX_CORES_PER_LOGICAL_CORE = 2   # LNC is 1 or 2 on every NeuronCore generation (spec/hardware.md §1)
 
@@ -180,10 +181,8 @@ def resolve_grid(key, target=None):
     if target is not None and cores_of.cores > 1:
         from opennki.hw import get_target
         hw = target if hasattr(target, "capabilities") else get_target(target)
-        if not hw.capabilities.lnc2:
-            raise KernelError(f"SPMD grids spread over several NeuronCores (nl.nc) need trn2 or newer; target "
-                              f"{hw.name} has one core per logical core", got=key,
-                              code="err_multi_cores_spmd_not_supported")
+        require(hw, "lnc2", "an SPMD grid spread over several NeuronCores (nl.nc)",
+                code="err_multi_cores_spmd_not_supported")
     return tuple(sizes), cores_of
 
 

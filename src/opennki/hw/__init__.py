@@ -8,7 +8,7 @@ defaults to trn3 when no device is present (spec/entrypoints.md §2.5); opennki 
 from __future__ import annotations
 
 from opennki.environment import VARIABLES, setting
-from opennki.hw.config import HwConfig, MemorySpec, TileLimits
+from opennki.hw.config import Capabilities, HwConfig, MemorySpec, TileLimits
 from opennki.hw.trn1 import TRN1
 from opennki.hw.trn2 import TRN2
 from opennki.hw.trn3 import TRN3
@@ -34,5 +34,12 @@ def get_target(name: str | HwConfig | None = None) -> HwConfig:
     return TARGETS[key]
 
 
-__all__ = ["HwConfig", "MemorySpec", "TileLimits", "TARGETS", "DEFAULT_TARGET", "TARGET_ENV", "get_target",
+def first_with(capability: str) -> str:
+    """How a message names the first NeuronCore generation with `capability` (a `Capabilities` field), from
+    its data: `NeuronCore-v3 (trn2)`."""
+    since = Capabilities.since(capability)
+    return f"NeuronCore-v{since} ({next(t.name for t in TARGETS.values() if t.nc_version == since)})"
+
+
+__all__ = ["HwConfig", "MemorySpec", "TileLimits", "TARGETS", "DEFAULT_TARGET", "TARGET_ENV", "get_target", "first_with",
            "TRN1", "TRN2", "TRN3"]

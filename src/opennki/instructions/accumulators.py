@@ -28,6 +28,7 @@ import numpy as np
 from opennki.errors import KernelError, expect
 from opennki.instructions.enums import reduce_cmd, reduce_cmd_of
 from opennki.instructions.ops import AluOp
+from opennki.machine.dtypes import quiet_fp
 
 FOLDING = (reduce_cmd.reduce, reduce_cmd.reset_reduce, reduce_cmd.load_reduce)
 
@@ -37,7 +38,7 @@ def partial(op: AluOp, values: np.ndarray, active: np.ndarray | None) -> np.ndar
     accumulator folds them (masked-off elements count as the identity)."""
     if active is not None:
         values = np.where(active.reshape(values.shape), values, np.float32(op.identity))
-    with np.errstate(all="ignore"):
+    with quiet_fp():
         if op.name == "subtract":
             return values.sum(axis=1, dtype=np.float32)
         return np.asarray(op.reduce(values, 1), dtype=np.float32)
@@ -58,7 +59,7 @@ def step(regs: np.ndarray, P: int, cmd: reduce_cmd, op: AluOp, contribution: np.
     elif cmd is reduce_cmd.load_reduce:
         new = np.asarray(init, np.float32).reshape(P)
     if cmd in FOLDING:
-        with np.errstate(all="ignore"):
+        with quiet_fp():
             fold = np.subtract if op.name == "subtract" else op.fn
             new = np.asarray(fold(new, contribution), np.float32)
     _assign(regs, P, new, lanes)

@@ -31,6 +31,7 @@ import numpy as np
 
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
+from opennki.hw import first_with
 from opennki.instructions.enums import chosen_engine
 from opennki.instructions.ops import SIMULATION_ONLY_OPS, ActivationFn, AluOp, op_name
 from opennki.machine.dtypes import SCALAR_TYPES, DataType
@@ -52,6 +53,9 @@ def instruction(cls):
     cls._operand_names = frozenset(f.name for f in cls._operand_field_list)
     cls._key_fields = tuple(f.name for f in cls._operand_field_list) + cls._param_fields
     cls._key_places = {name: 2 + i for i, name in enumerate(cls._key_fields)}    # in `signature()`
+    cls._operand_rules = tuple((f.name, f.metadata["access"] is not AccessKind.READ, bool(f.metadata["optional"]),
+                                bool(f.metadata["immediate"]), f.type in ("tuple", tuple))
+                               for f in cls._operand_field_list)      # what check_operand_types reads
     cls.__init__ = _dict_init(cls)
     if cls.opcode in REGISTRY:
         raise RuntimeError(f"instruction {cls.opcode} defined twice")
@@ -124,6 +128,7 @@ class Instruction:
     _operand_names: ClassVar[frozenset] = frozenset()
     _key_fields: ClassVar[tuple] = ()
     _key_places: ClassVar[dict] = {}
+    _operand_rules: ClassVar[tuple] = ()
 
     @classmethod
     def api_name(cls) -> str:
@@ -379,25 +384,24 @@ def check_operand_types(instr, fields=None) -> None:
 
     `fields`: only these operand fields (a retargeted instruction, whose other fields and mask passed when it
     was deferred: its result moves to a destination of the same shape, so the mask still fits)."""
-    for f in instr._operand_field_list:
-        if fields is not None and f.name not in fields:
+    for name, writes, optional, immediate, tuple_ok in instr._operand_rules:
+        if fields is not None and name not in fields:
             continue
-        value = getattr(instr, f.name)
+        value = getattr(instr, name)
         if isinstance(value, TensorView):
-            if f.metadata["access"] is not AccessKind.READ:
-                check_writable(value, f.name)
+            if writes:
+                st = value.storage.base or value.storage
+                if st.read_only:
+                    check_writable(value, name)
             continue
-        meta = f.metadata
-        if value is None and meta.get("optional"):
+        if value is None and optional:
             continue
-        if meta.get("immediate") and isinstance(value, SCALAR_TYPES):
+        if immediate and isinstance(value, SCALAR_TYPES):
             continue
-        if isinstance(value, (tuple, list)) and f.type in ("tuple", tuple) and \
-                all(isinstance(v, TensorView) for v in value):
+        if isinstance(value, (tuple, list)) and tuple_ok and all(isinstance(v, TensorView) for v in value):
             continue
-        wanted = "a tensor" + (" or a scalar" if meta.get("immediate") else "") + \
-            (" (or None)" if meta.get("optional") else "")
-        raise DtypeError(f"operand '{f.name}' must be {wanted}", expected=wanted, got=describe(value),
+        wanted = "a tensor" + (" or a scalar" if immediate else "") + (" (or None)" if optional else "")
+        raise DtypeError(f"operand '{name}' must be {wanted}", expected=wanted, got=describe(value),
                          code="err_invalid_operand_type")
     mask = instr.mask
     if mask is not None and fields is None:
@@ -559,12 +563,13 @@ def flat(a: np.ndarray) -> np.ndarray:
 def require(ctx, capability: str, what: str, *, error=KernelError, code: str | None = None,
             hint: str = "select a newer target (NEURON_PLATFORM_TARGET_OVERRIDE or target=)") -> None:
     """`what` needs the target capability `capability` (a field of `hw.capabilities`), else an `error`
-    (KernelError unless the rule says otherwise) naming the first NeuronCore generation that has it (v2 =
-    trn1, v3 = trn2, v4 = trn3), from the capability's data: no message spells a generation itself."""
+    (KernelError unless the rule says otherwise) naming the first NeuronCore generation that has it
+    (`hw.first_with`: `NeuronCore-v3 (trn2)`), from the capability's data: no message spells a generation
+    itself."""
     hw = getattr(ctx, "hw", ctx)
     if not getattr(hw.capabilities, capability):
         since = type(hw.capabilities).since(capability)
-        raise error(f"{what} needs NeuronCore-v{since} or newer", expected=f"NeuronCore-v{since}+",
+        raise error(f"{what} needs {first_with(capability)} or newer", expected=f"NeuronCore-v{since}+",
                     got=f"{hw.name} (NeuronCore-v{hw.nc_version})", code=code, hint=hint)
 
 

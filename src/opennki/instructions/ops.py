@@ -22,6 +22,7 @@ from typing import Callable
 import numpy as np
 
 from opennki.errors import KernelError
+from opennki.machine.dtypes import quiet_fp
 
 ARITH, BITVEC = "arith", "bitvec"
 
@@ -292,7 +293,7 @@ def _silu_dx(x):
 
 def _safe(fn):
     def wrapped(x):
-        with np.errstate(all="ignore"):
+        with quiet_fp():
             return fn(x)
     return wrapped
 

@@ -58,7 +58,7 @@ class Activation(Instruction):
             instruction (the fp32 sum of the activated values, before rounding into dst).
     Raises:
         DtypeError: scale tensor not fp32, bias not fp32/fp16/bf16, scalar bias before NeuronCore-v3.
-        KernelError: reduce_op other than add; `reciprocal` with a bias on NeuronCore-v2.
+        KernelError: reduce_op other than add; `reciprocal` with a bias without `activation_reciprocal_bias`.
     """
 
     opcode = "activation"
@@ -102,8 +102,9 @@ class Activation(Instruction):
             else:
                 require(ctx, "scalar_engine_bias_immediate", "a scalar bias", error=DtypeError,
                         code="err_activation_bias_invalid_type", hint="pass a [P, 1] tile")
-            expect(not (fn.name == "reciprocal" and not ctx.hw.capabilities.activation_reciprocal_bias),
-                   "activation(op=reciprocal) takes no bias on NeuronCore-v2", got="bias", error=KernelError)
+            if fn.name == "reciprocal":
+                require(ctx, "activation_reciprocal_bias", "activation(op=reciprocal) with a bias",
+                        hint="add the bias with a tensor_scalar before the activation")
         if self.reduce_op is not None:
             expect(alu(self.reduce_op).name == "add", f"{self.opcode} reduce_op must be add",
                    got=alu(self.reduce_op).name, error=KernelError)

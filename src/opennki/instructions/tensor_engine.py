@@ -13,6 +13,7 @@ import numpy as np
 
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
+from opennki.hw import first_with
 from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_on_chip, check_partitions,
                                        flat, instruction, operand, require)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
@@ -115,7 +116,8 @@ class NcMatmul(Instruction):
         bf16 = hw.capabilities.psum_bf16_matmul
         if dst_dtype != "float32" and not (dst_dtype == "bfloat16" and bf16):
             allowed = ("float32",) + (("bfloat16",) if bf16 else ())
-            raise DtypeError("nc_matmul results are fp32 in PSUM" + (" (or bf16 on NeuronCore-v4)" if bf16 else ""),
+            raise DtypeError("nc_matmul results are fp32 in PSUM"
+                             + (f" (or bf16 from {first_with('psum_bf16_matmul')} on)" if bf16 else ""),
                              expected="/".join(allowed), got=dst_dtype)
         s, mv = self.stationary.dtype.name, self.moving.dtype.name
         expect((s in _FP32_LIKE) == (mv in _FP32_LIKE), "fp32/tf32 operands can only be paired with "

@@ -15,6 +15,7 @@ import numpy as np
 from opennki.errors import DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, expect
 from opennki.machine.machine import Machine
 from opennki.events import Engine, MemoryKind
+from opennki.hw import first_with
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
                                        check_on_chip, check_partitions, check_same_free, check_same_partitions,
                                        flat, instruction, is_tensor, operand, operand_f32, read_operand,
@@ -22,7 +23,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, c
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
-from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, to_float32
+from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_fp, to_float32
 
 _INT32 = ("int32", "uint32")
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
@@ -75,7 +76,7 @@ def _wrap_int(values: np.ndarray, dtype_name: str) -> np.ndarray:
 
 def apply(op, x, operand, reverse: bool):
     """One ALU stage: op(x, operand), or op(operand, x) when reversed; unary ops ignore the operand."""
-    with np.errstate(all="ignore"):
+    with quiet_fp():
         if op.arity == 1:
             return op.fn(x)
         return op.fn(operand, x) if reverse else op.fn(x, operand)
@@ -204,8 +205,8 @@ class TensorScalar(Instruction):
                    error=DtypeError)
         if ex is Engine.SCALAR and not ctx.hw.capabilities.scalar_engine_any_tensor_scalar:
             pair = (op0.name, op1.name if op1 is not None else None)
-            expect(pair in _ACT_PAIRS, "the Scalar Engine runs tensor_scalar only as (multiply, add), "
-                   "(multiply, -) or (add, -) before NeuronCore-v4", got=pair, error=KernelError)
+            expect(pair in _ACT_PAIRS, "the Scalar Engine runs tensor_scalar only as (multiply, add), (multiply, -) "
+                   f"or (add, -) before {first_with('scalar_engine_any_tensor_scalar')}", got=pair, error=KernelError)
         if ex is Engine.GPSIMD and ctx.options.hardware_strict:
             expect(op0.name == "rsqrt" and op1 is None, "tensor_scalar on GpSimd is documented for rsqrt only",
                    got=pair_names(op0, op1), error=HardwareUnsupportedError)
@@ -271,7 +272,7 @@ def reduce_along(op, x: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     rest = [a for a in range(x.ndim) if a not in axes]
     moved = np.transpose(x, rest + list(axes))
     merged = moved.reshape(moved.shape[:len(rest)] + (-1,))
-    with np.errstate(all="ignore"):
+    with quiet_fp():
         return op.reduce(merged, -1)
 
 

@@ -99,8 +99,10 @@ class NkiInstruction(NKIObject):
 _DEVICE_LOOPS = ("dynamic_range", "fori_loop", "while_loop")
 
 
-def _issue(instr, api: str) -> NkiInstruction:
-    core.issue(instr, api)
+def _issue(instr, api: str | None = None) -> NkiInstruction:
+    """Issue `instr` under its public name (`Instruction.api_name()`, or `api`, the name of the facade
+    function that issued an instruction of another opcode) and return its handle."""
+    core.issue(instr, api or instr.api_name())
     return NkiInstruction(instr)
 
 
@@ -140,47 +142,47 @@ def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engin
             oob_mode, dge_mode if isinstance(dge_mode, _enums.oob_mode) else _enums.oob_mode.error,
             engine if isinstance(engine, _enums.dge_mode) else _enums.dge_mode.unknown, _enums.engine.unknown)
     if isinstance(src, TensorView) and src.kind is MemoryKind.PSUM:
-        _old_form(DMA_COPY_FROM_PSUM, "nisa.dma_copy")
+        _old_form(DMA_COPY_FROM_PSUM, _dma.DmaCopy.api_name())
     if dst_rmw_op is not None or unique_indices is not None:
-        _old_form(DMA_COPY_RMW, "nisa.dma_copy")
+        _old_form(DMA_COPY_RMW, _dma.DmaCopy.api_name())
         if dst_rmw_op is not None:
             return _issue(_dma.DmaCompute(dst=dst, srcs=(src, dst), reduce_op=dst_rmw_op, scales=None,
                                           unique_indices=True if unique_indices is None else unique_indices,
-                                          oob_mode=oob_mode, name=name), "nisa.dma_copy")
+                                          oob_mode=oob_mode, name=name), _dma.DmaCopy.api_name())
     return _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=_dge_mode(dge_mode), engine=engine,
-                        priority=priority, name=name), "nisa.dma_copy")
+                               priority=priority, name=name))
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
     """dst = sum of srcs by the DMA engines (fp32); a source that is dst makes it a read-add-write. NKI 0.2's
     positional order `(dst, srcs, scales, reduce_op)` is `DMA_COMPUTE_ORDER`."""
     if _is_operator(scales) and not _is_operator(reduce_op):
-        _old_form(DMA_COMPUTE_ORDER, "nisa.dma_compute")
+        _old_form(DMA_COMPUTE_ORDER, _dma.DmaCompute.api_name())
         reduce_op, scales = scales, reduce_op
-    return _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs) if isinstance(srcs, (tuple, list)) else srcs, reduce_op=reduce_op, scales=scales,
-                           unique_indices=unique_indices, oob_mode=oob_mode, name=name), "nisa.dma_compute")
+    return _issue(_dma.DmaCompute(dst=dst, srcs=tuple(srcs) if isinstance(srcs, (tuple, list)) else srcs,
+                                  reduce_op=reduce_op, scales=scales, unique_indices=unique_indices,
+                                  oob_mode=oob_mode, name=name))
 
 
 def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown, oob_mode=oob_mode.error,
                   name=None):
     """dst = src with its axes permuted ((1,0), (2,1,0) or (3,1,2,0)) by DMA, into SBUF."""
     return _issue(_dma.DmaTranspose(dst=dst, src=src, axes=axes, priority=priority, dge_mode=_dge_mode(dge_mode),
-                             oob_mode=oob_mode, name=name), "nisa.dma_transpose")
+                                    oob_mode=oob_mode, name=name))
 
 
 # ------------------------------------------------------------------------------------ Vector: element-wise
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     """dst = op(data1, data2), element-wise."""
-    return _issue(_dve.TensorTensor(dst=dst, data1=data1, data2=data2, op=op, engine=engine, name=name),
-           "nisa.tensor_tensor")
+    return _issue(_dve.TensorTensor(dst=dst, data1=data1, data2=data2, op=op, engine=engine, name=name))
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=engine.unknown, name=None):
     """dst = op1(op0(data, operand0), operand1); operands are scalars or [P, 1] columns."""
     return _issue(_dve.TensorScalar(dst=dst, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
-                             operand1=operand1, reverse1=reverse1, engine=engine, name=name), "nisa.tensor_scalar")
+                                    operand1=operand1, reverse1=reverse1, engine=engine, name=name))
 
 
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
@@ -189,20 +191,20 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     `reduce_op` also reduces the result into the DVE accumulators (`reduce_cmd`) and `reduce_res`; its default
     (Ellipsis, as in the 2.33 signature) means no reduction."""
     return _issue(_acc.ScalarTensorTensor(dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
-                                   reverse0=reverse0, reverse1=reverse1,
-                                   reduce_op=None if reduce_op is Ellipsis else reduce_op, reduce_res=reduce_res,
-                                   reduce_cmd=reduce_cmd, name=name), "nisa.scalar_tensor_tensor")
+                                          reverse0=reverse0, reverse1=reverse1,
+                                          reduce_op=None if reduce_op is Ellipsis else reduce_op, reduce_res=reduce_res,
+                                          reduce_cmd=reduce_cmd, name=name))
 
 
 def reciprocal(dst, data, name=None):
     """dst = 1 / data (Vector Engine, fp32)."""
-    return _issue(_dve.Reciprocal(dst=dst, data=data, name=name), "nisa.reciprocal")
+    return _issue(_dve.Reciprocal(dst=dst, data=data, name=name))
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
     """dst = src (bit-exact for equal dtypes)."""
-    _check_dtype_kw(dst, dtype, "nisa.tensor_copy")
-    return _issue(_dve.TensorCopy(dst=dst, src=src, engine=engine, name=name), "nisa.tensor_copy")
+    _check_dtype_kw(dst, dtype, _dve.TensorCopy.api_name())
+    return _issue(_dve.TensorCopy(dst=dst, src=src, engine=engine, name=name))
 
 
 DYNAMIC_COPY = Change("nisa.tensor_copy_dynamic_src / tensor_copy_dynamic_dst", "nisa.tensor_copy with .ap(...) and "
@@ -247,116 +249,114 @@ def _is_operator(x) -> bool:
 
 def tensor_copy_dynamic_src(dst, src, engine=engine.unknown, name=None):
     """dst = src, where src's free-dim index carries a run-time offset (NKI 0.2; `DYNAMIC_COPY`)."""
-    DYNAMIC_COPY.apply(current("nisa.tensor_copy_dynamic_src").options)
-    return _issue(_move.TensorCopyDynamicSrc(dst=dst, src=src, engine=engine, name=name), "nisa.tensor_copy_dynamic_src")
+    DYNAMIC_COPY.apply(current(_move.TensorCopyDynamicSrc.api_name()).options)
+    return _issue(_move.TensorCopyDynamicSrc(dst=dst, src=src, engine=engine, name=name))
 
 
 def tensor_copy_dynamic_dst(dst, src, engine=engine.unknown, name=None):
     """dst = src, where dst's free-dim index carries a run-time offset (NKI 0.2; `DYNAMIC_COPY`)."""
-    DYNAMIC_COPY.apply(current("nisa.tensor_copy_dynamic_dst").options)
-    return _issue(_move.TensorCopyDynamicDst(dst=dst, src=src, engine=engine, name=name), "nisa.tensor_copy_dynamic_dst")
+    DYNAMIC_COPY.apply(current(_move.TensorCopyDynamicDst.api_name()).options)
+    return _issue(_move.TensorCopyDynamicDst(dst=dst, src=src, engine=engine, name=name))
 
 
 def tensor_copy_predicated(dst, src, predicate, reverse_pred=False, name=None):
     """dst = src where predicate is nonzero; other dst elements keep their contents."""
-    return _issue(_move.TensorCopyPredicated(dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred, name=name),
-           "nisa.tensor_copy_predicated")
+    return _issue(_move.TensorCopyPredicated(dst=dst, src=src, predicate=predicate, reverse_pred=reverse_pred,
+                                             name=name))
 
 
 def memset(dst, value, engine=engine.unknown, name=None):
     """dst = value everywhere (a float into an integer dst: `MEMSET_CAST`, cast as NKI 0.2 did)."""
     if (isinstance(dst, TensorView) and dst.dtype.is_int and isinstance(value, (float, np.floating))):
-        MEMSET_CAST.apply(current("nisa.memset").options)
-    return _issue(_dve.Memset(dst=dst, value=value, engine=engine, name=name), "nisa.memset")
+        MEMSET_CAST.apply(current(_dve.Memset.api_name()).options)
+    return _issue(_dve.Memset(dst=dst, value=value, engine=engine, name=name))
 
 
 def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
     """dst[q + i] = src[q + shuffle_mask[i]] in every 32-partition quadrant (255 keeps dst)."""
-    return _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"), name=name),
-           "nisa.nc_stream_shuffle")
+    return _issue(_move.NcStreamShuffle(dst=dst, src=src, shuffle_mask=_args.as_ints(shuffle_mask, "shuffle_mask"),
+                                        name=name))
 
 
 # -------------------------------------------------------------------------------------- Vector: reductions
 
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     """dst = reduce(op, data, axis) over trailing free axes."""
-    return _issue(_dve.TensorReduce(dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims, name=name),
-           "nisa.tensor_reduce")
+    return _issue(_dve.TensorReduce(dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims, name=name))
 
 
 def tensor_partition_reduce(dst, op, data, name=None):
     """dst[1, F...] = reduce(op, data) across partitions (GpSimd)."""
-    return _issue(_pool.TensorPartitionReduce(dst=dst, op=op, data=data, name=name), "nisa.tensor_partition_reduce")
+    return _issue(_pool.TensorPartitionReduce(dst=dst, op=op, data=data, name=name))
 
 
 def tensor_tensor_scan(dst, data0, data1, initial, op0, op1, reverse0=False, reverse1=False, name=None):
     """dst[i] = state = op1(op0(data0[i], state), data1[i]) along each partition's free elements."""
     return _issue(_acc.TensorTensorScan(dst=dst, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
-                                 reverse0=reverse0, reverse1=reverse1, name=name), "nisa.tensor_tensor_scan")
+                                        reverse0=reverse0, reverse1=reverse1, name=name))
 
 
 def tensor_scalar_reduce(dst, data, op0, operand0, reduce_op, reduce_res=None, reverse0=False,
                          reduce_cmd=reduce_cmd.reset_reduce, reduce_init=None, reduce_res_negate=False, name=None):
     """dst = op0(data, operand0), reduced with reduce_op into the Vector Engine accumulators (and reduce_res)."""
     return _issue(_acc.TensorScalarReduce(dst=dst, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
-                                   reduce_res=reduce_res, reverse0=reverse0, reduce_cmd=reduce_cmd,
-                                   reduce_init=reduce_init, reduce_res_negate=reduce_res_negate, name=name),
-           "nisa.tensor_scalar_reduce")
+                                          reduce_res=reduce_res, reverse0=reverse0, reduce_cmd=reduce_cmd,
+                                          reduce_init=reduce_init, reduce_res_negate=reduce_res_negate, name=name))
 
 
 def exponential(dst, src, max_value=0.0, reduce_res=None, reduce_cmd=reduce_cmd.idle, reduce_init=0.0, name=None):
     """dst = exp(src - max_value) on the Vector Engine (NeuronCore-v4), summed into the accumulators."""
     return _issue(_acc.Exponential(dst=dst, src=src, max_value=max_value, reduce_res=reduce_res, reduce_cmd=reduce_cmd,
-                            reduce_init=reduce_init, name=name), "nisa.exponential")
+                                   reduce_init=reduce_init, name=name))
 
 
 def tensor_scalar_cumulative(dst, src, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, name=None):
     """dst[i] = acc = op1(op0(src[i], imm0), acc) through the Vector Engine accumulator."""
     return _issue(_acc.TensorScalarCumulative(dst=dst, src=src, op0=op0, op1=op1, imm0=imm0, imm1=imm1,
-                                       reduce_cmd=reduce_cmd, name=name), "nisa.tensor_scalar_cumulative")
+                                              reduce_cmd=reduce_cmd, name=name))
 
 
 def range_select(dst, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd=reduce_cmd.reset_reduce,
                  reduce_res=None, reduce_op=ALU_OPS["maximum"], range_start=0, on_false_value=_acc.FP32_MIN, name=None):
     """dst = on_true_tile where bound comparisons of range_start + index hold, else fp32.min; max-reduced
     into the accumulators (NeuronCore-v3+)."""
-    return _issue(_acc.RangeSelect(dst=dst, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1, bound0=bound0,
-                            bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res, reduce_op=reduce_op,
-                            range_start=range_start, on_false_value=on_false_value, name=name), "nisa.range_select")
+    return _issue(_acc.RangeSelect(dst=dst, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1,
+                                   bound0=bound0, bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res,
+                                   reduce_op=reduce_op, range_start=range_start, on_false_value=on_false_value,
+                                   name=name))
 
 
 def select_reduce(dst, predicate, on_true, on_false, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                   reduce_op=ALU_OPS["maximum"], reverse_pred=False, name=None):
     """dst = where(predicate, on_true, on_false), max-reduced into the accumulators."""
-    return _issue(_acc.SelectReduce(dst=dst, predicate=predicate, on_true=on_true, on_false=on_false, reduce_res=reduce_res,
-                             reduce_cmd=reduce_cmd, reduce_op=reduce_op, reverse_pred=reverse_pred, name=name),
-           "nisa.select_reduce")
+    return _issue(_acc.SelectReduce(dst=dst, predicate=predicate, on_true=on_true, on_false=on_false,
+                                    reduce_res=reduce_res, reduce_cmd=reduce_cmd, reduce_op=reduce_op,
+                                    reverse_pred=reverse_pred, name=name))
 
 
 def bn_stats(dst, data, name=None):
     """dst[P, 6] = batch-norm statistics of data's free elements."""
-    return _issue(_stats.BnStats(dst=dst, data=data, name=name), "nisa.bn_stats")
+    return _issue(_stats.BnStats(dst=dst, data=data, name=name))
 
 
 def bn_aggr(dst, data, name=None):
     """dst[P, 2] = (mean, variance) aggregated from bn_stats outputs."""
-    return _issue(_stats.BnAggr(dst=dst, data=data, name=name), "nisa.bn_aggr")
+    return _issue(_stats.BnAggr(dst=dst, data=data, name=name))
 
 
 def max8(dst, src, name=None):
     """dst[P, 8] = the 8 largest values of each partition, descending."""
-    return _issue(_stats.Max8(dst=dst, src=src, name=name), "nisa.max8")
+    return _issue(_stats.Max8(dst=dst, src=src, name=name))
 
 
 def nc_find_index8(dst, data, vals, name=None):
     """dst[P, 8] = index of each of the 8 vals in data (all ones if absent)."""
-    return _issue(_stats.NcFindIndex8(dst=dst, data=data, vals=vals, name=name), "nisa.nc_find_index8")
+    return _issue(_stats.NcFindIndex8(dst=dst, data=data, vals=vals, name=name))
 
 
 def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
     """dst = data with the first occurrence of each of the 8 vals replaced by imm."""
-    return _issue(_stats.NcMatchReplace8(dst=dst, data=data, vals=vals, imm=imm, dst_idx=dst_idx, name=name),
-           "nisa.nc_match_replace8")
+    return _issue(_stats.NcMatchReplace8(dst=dst, data=data, vals=vals, imm=imm, dst_idx=dst_idx, name=name))
 
 
 # ---------------------------------------------------------------------------------------------- Scalar
@@ -364,25 +364,25 @@ def nc_match_replace8(dst, data, vals, imm, dst_idx=None, name=None):
 def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=None, reduce_cmd=reduce_cmd.idle,
                engine=engine.scalar, name=None):
     """dst = op(data * scale + bias) on the Scalar Engine (NKI 0.7: or `engine=gpsimd` on NeuronCore-v4+)."""
-    check_activation_op(op, "nisa.activation")
+    check_activation_op(op, _act.Activation.api_name())
     return _issue(_act.Activation(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                           reduce_res=reduce_res, reduce_cmd=reduce_cmd, engine=engine, name=name), "nisa.activation")
+                                  reduce_res=reduce_res, reduce_cmd=reduce_cmd, engine=engine, name=name))
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
     """dst = op(data * scale + bias); its sum over the free dims goes to reduce_res [P, 1]."""
-    check_activation_op(op, "nisa.activation_reduce")
+    check_activation_op(op, _act.ActivationReduce.api_name())
     return _issue(_act.ActivationReduce(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                 reduce_res=reduce_res, name=name), "nisa.activation_reduce")
+                                        reduce_res=reduce_res, name=name))
 
 
 def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=False, reverse1=False, reduce_op=None,
               reduce_res=None, reduce_cmd=reduce_cmd.idle, engine=engine.scalar, name=None):
     """dst = op(op1(op0(data, imm0), imm1)) on the Scalar Engine (NeuronCore-v4; NKI 0.7: or GpSimd),
     optionally reduced (Scalar Engine only)."""
-    return _issue(_act.Activate2(dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1, relu_param=relu_param,
-                          reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op, reduce_res=reduce_res,
-                          reduce_cmd=reduce_cmd, engine=engine, name=name), "nisa.activate2")
+    return _issue(_act.Activate2(dst=dst, op=op, data=data, imm0=imm0, imm1=imm1, op0=op0, op1=op1,
+                                 relu_param=relu_param, reverse0=reverse0, reverse1=reverse1, reduce_op=reduce_op,
+                                 reduce_res=reduce_res, reduce_cmd=reduce_cmd, engine=engine, name=name))
 
 
 # ---------------------------------------------------------------------------------------------- Tensor
@@ -390,28 +390,29 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
     """dst (+)= stationary.T @ moving on the Tensor Engine (fp32 accumulation in PSUM)."""
-    return _issue(_pe.NcMatmul(dst=dst, stationary=stationary, moving=moving, is_stationary_onezero=is_stationary_onezero,
-                        is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, accumulate=accumulate,
-                        tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
-                        perf_mode=perf_mode, name=name), "nisa.nc_matmul")
+    return _issue(_pe.NcMatmul(dst=dst, stationary=stationary, moving=moving,
+                               is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
+                               is_transpose=is_transpose, accumulate=accumulate,
+                               tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
+                               perf_mode=perf_mode, name=name))
 
 
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
                  accumulate=None, name=None):
     """dst (+)= MX-scaled stationary.T @ moving (packed fp8/fp4 x4 operands, NeuronCore-v4)."""
     return _issue(_mx.NcMatmulMx(dst=dst, stationary=stationary, moving=moving, stationary_scale=stationary_scale,
-                          moving_scale=moving_scale, tile_position=tile_position, tile_size=tile_size,
-                          accumulate=accumulate, name=name), "nisa.nc_matmul_mx")
+                                 moving_scale=moving_scale, tile_position=tile_position, tile_size=tile_size,
+                                 accumulate=accumulate, name=name))
 
 
 def quantize_mx(dst, src, dst_scale, name=None):
     """dst (fp8 x4) and dst_scale = MX quantization of src (fp16/bf16) in groups of 8 partitions x 4 values."""
-    return _issue(_mx.QuantizeMx(dst=dst, src=src, dst_scale=dst_scale, name=name), "nisa.quantize_mx")
+    return _issue(_mx.QuantizeMx(dst=dst, src=src, dst_scale=dst_scale, name=name))
 
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
     """dst = data.T on the Tensor Engine (to PSUM) or Vector Engine (<= 32 x 32)."""
-    return _issue(_pe.NcTranspose(dst=dst, data=data, engine=engine, name=name), "nisa.nc_transpose")
+    return _issue(_pe.NcTranspose(dst=dst, data=data, engine=engine, name=name))
 
 
 # --------------------------------------------------------------------------------------------- GpSimd
@@ -419,7 +420,7 @@ def nc_transpose(dst, data, engine=engine.unknown, name=None):
 def iota(dst, pattern, offset=0, channel_multiplier=0, name=None):
     """dst[p, f] = offset + channel_multiplier * p + pattern value at f (integer arithmetic)."""
     return _issue(_pool.Iota(dst=dst, pattern=_pattern(pattern), offset=offset,
-                      channel_multiplier=channel_multiplier, name=name), "nisa.iota")
+                             channel_multiplier=channel_multiplier, name=name))
 
 
 def _affine_select_0_3(dst, pattern, channel_multiplier, on_true_tile, on_false_value, cmp_op=ALU_OPS["equal"],
@@ -448,9 +449,9 @@ def _affine_select_arguments(args, kwargs) -> dict:
             old = _AFFINE_SELECT_0_2.bind(*args, **kwargs)
         except TypeError:
             if call is None:                     # neither release's signature takes the call
-                raise TypeError(f"nisa.affine_select(): {unbound}") from None
+                raise TypeError(f"{_pool.AffineSelect.api_name()}(): {unbound}") from None
         else:
-            _old_form(AFFINE_SELECT_ORDER, "nisa.affine_select")
+            _old_form(AFFINE_SELECT_ORDER, _pool.AffineSelect.api_name())
             call = old
     call.apply_defaults()
     return call.arguments
@@ -468,8 +469,7 @@ def affine_select(*args, **kwargs):
     a = _affine_select_arguments(args, kwargs)
     return _issue(_pool.AffineSelect(dst=a["dst"], on_true_tile=a["on_true_tile"], on_false_value=a["on_false_value"],
                                      pattern=_pattern(a["pattern"]), offset=a["offset"],
-                                     channel_multiplier=a["channel_multiplier"], cmp_op=a["cmp_op"], name=a["name"]),
-                  "nisa.affine_select")
+                                     channel_multiplier=a["channel_multiplier"], cmp_op=a["cmp_op"], name=a["name"]))
 
 
 affine_select.__signature__ = _AFFINE_SELECT
@@ -478,23 +478,23 @@ affine_select.__signature__ = _AFFINE_SELECT
 def local_gather(dst, src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, name=None):
     """Gather within each GpSimd core (16 partitions) at the core's uint16 element offsets."""
     return _issue(_pool.LocalGather(dst=dst, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
-                             num_valid_indices=num_valid_indices, name=name), "nisa.local_gather")
+                                    num_valid_indices=num_valid_indices, name=name))
 
 
 def nc_n_gather(dst, data, indices, name=None):
     """dst[p, j] = data[p, indices[p, j]] over each partition's flattened free elements."""
-    return _issue(_pool.NcNGather(dst=dst, data=data, indices=indices, name=name), "nisa.nc_n_gather")
+    return _issue(_pool.NcNGather(dst=dst, data=data, indices=indices, name=name))
 
 
 def nonzero_with_count(dst, src, index_offset=0, padding_val=-1, name=None):
     """dst[p] = indices of src[p]'s nonzero elements, padding, then their count (one partition per core)."""
-    return _issue(_pool.NonzeroWithCount(dst=dst, src=src, index_offset=index_offset, padding_val=padding_val, name=name),
-           "nisa.nonzero_with_count")
+    return _issue(_pool.NonzeroWithCount(dst=dst, src=src, index_offset=index_offset, padding_val=padding_val,
+                                         name=name))
 
 
 def sequence_bounds(dst, segment_ids, name=None):
     """dst[1, 2, n] = (start, end) of the run of equal segment ids each element belongs to."""
-    return _issue(_pool.SequenceBounds(dst=dst, segment_ids=segment_ids, name=name), "nisa.sequence_bounds")
+    return _issue(_pool.SequenceBounds(dst=dst, segment_ids=segment_ids, name=name))
 
 
 # ------------------------------------------------------------------------------- cross-core (LNC=2)
@@ -504,7 +504,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
     """dst = the src of core recv_from_rank, while this core's src goes to core send_to_rank (NeuronCore-v3+,
     LNC=2); the calls of the cores with one pipe_id complete together: neither core goes on before both
     transfers are done (so each may reuse its src afterwards)."""
-    api = "nisa.sendrecv"
+    api = _lnc.SendRecv.api_name()
     if use_gpsimd_dma is not None:              # NKI 0.2's boolean (SENDRECV_GPSIMD_DMA)
         _old_form(SENDRECV_GPSIMD_DMA, api)
         dma_engine = _enums.dma_engine.gpsimd_dma if use_gpsimd_dma else _enums.dma_engine.dma
@@ -517,7 +517,7 @@ def sendrecv(src, dst, send_to_rank, recv_from_rank, pipe_id, dma_engine=dma_eng
 def core_barrier(data, cores, engine=engine.gpsimd, name=None):
     """No core of `cores` (ranks of an LNC=2 launch) goes on before all of them arrived (NeuronCore-v3+);
     `data` is the shared HBM tensor the barrier guards."""
-    api = "nisa.core_barrier"
+    api = _lnc.CoreBarrier.api_name()
     ranks = (cores,) if isinstance(cores, int) else tuple(cores) if isinstance(cores, (tuple, list)) else cores
     instr = _lnc.CoreBarrier(data=data, cores=ranks, engine=engine, name=name)
     instr.issue_on(current(api), api)
@@ -529,7 +529,7 @@ def core_barrier(data, cores, engine=engine.gpsimd, name=None):
 def register_alloc(x=None) -> VirtualRegister:
     """A new register holding the integer immediate `x` (None: no value yet). A 1-element tensor `x` loads
     the register from it (SDK 2.28 release notes; NKI Library MoE kernels allocate so)."""
-    api = "nisa.register_alloc"
+    api = _reg.RegisterAlloc.api_name()
     reg = VirtualRegister(current(api).machine)
     if isinstance(x, TensorView):
         _issue(_reg.RegisterAlloc(register=reg), api)
@@ -553,7 +553,7 @@ def _scalar_api(api: str):
 
 def scalar_load(src, name=None) -> NkiScalar:
     """An NkiScalar holding the one element of src (a 1x1 nl.int32 / nl.int64 tensor in SBUF or HBM)."""
-    api = "nisa.scalar_load"
+    api = _scalars.ScalarLoad.api_name()
     prog = _scalar_api(api)
     dtype = getattr(src, "dtype", None)
     result = NkiScalar(prog.machine, dtype if dtype is not None and dtype.kind == "int" else "int32",
@@ -564,7 +564,7 @@ def scalar_load(src, name=None) -> NkiScalar:
 
 def scalar_store(dst, value, name=None) -> None:
     """dst (a 1x1 tensor of value's width) = value, an NkiScalar."""
-    api = "nisa.scalar_store"
+    api = _scalars.ScalarStore.api_name()
     _scalar_api(api)
     return _issue(_scalars.ScalarStore(dst=dst, value=value, name=name), api)
 
@@ -573,63 +573,64 @@ def scalar_alu(data1, data2, op, name=None):
     """data1 op data2 for NkiScalars / Python ints (see opennki.instructions.scalars): the operators of
     NkiScalar call this."""
     if isinstance(data1, NkiScalar) or isinstance(data2, NkiScalar):
-        _scalar_api("nisa.scalar_alu")
+        _scalar_api(_scalars.ScalarAlu.api_name())
     return _scalars.scalar_alu(data1, data2, op, name=name)
 
 
 def register_move(dst, src=None, name=None, *, imm=None):
     """dst = src, an integer immediate or another register (NKI 0.2's `imm=`: `REGISTER_MOVE_IMM`)."""
+    api = _reg.RegisterMove.api_name()
     if imm is not None:
-        _old_form(REGISTER_MOVE_IMM, "nisa.register_move")
+        _old_form(REGISTER_MOVE_IMM, api)
         if src is not None:
-            raise KernelError("nisa.register_move takes src or (NKI 0.2) imm, not both", instruction="nisa.register_move")
+            raise KernelError(f"{api} takes src or (NKI 0.2) imm, not both", instruction=api)
         src = imm
     elif src is None:
-        raise KernelError("nisa.register_move needs src: an integer or a register", instruction="nisa.register_move")
-    return _issue(_reg.RegisterMove(register=dst, src=src, name=name), "nisa.register_move")
+        raise KernelError(f"{api} needs src: an integer or a register", instruction=api)
+    return _issue(_reg.RegisterMove(register=dst, src=src, name=name))
 
 
 def register_load(dst, src, name=None):
     """dst = the one element of src, a 1-element HBM or SBUF tensor."""
-    return _issue(_reg.RegisterLoad(register=dst, src=src, name=name), "nisa.register_load")
+    return _issue(_reg.RegisterLoad(register=dst, src=src, name=name))
 
 
 def register_store(dst, src, name=None):
     """dst, a 1-element HBM or SBUF tensor, = the value of register src."""
-    return _issue(_reg.RegisterStore(dst=dst, register=src, name=name), "nisa.register_store")
+    return _issue(_reg.RegisterStore(dst=dst, register=src, name=name))
 
 
 # ------------------------------------------------------------------------------------------ randomness
 
 def dropout(dst, data, prob, name=None):
     """dst = data with each element zeroed with probability prob (no rescaling)."""
-    return _issue(_rng.Dropout(dst=dst, data=data, prob=prob, name=name), "nisa.dropout")
+    return _issue(_rng.Dropout(dst=dst, data=data, prob=prob, name=name))
 
 
 def rng(dst, engine=engine.vector, name=None):
     """dst = random bits (integer dst)."""
-    return _issue(_rng.Rng(dst=dst, engine=engine, name=name), "nisa.rng")
+    return _issue(_rng.Rng(dst=dst, engine=engine, name=name))
 
 
 def rand2(dst, min, max, name=None):  # noqa: A002 - NKI's parameter names
     """dst = uniform values in [min, max] (NeuronCore-v4)."""
-    return _issue(_rng.Rand2(dst=dst, min=min, max=max, name=name), "nisa.rand2")
+    return _issue(_rng.Rand2(dst=dst, min=min, max=max, name=name))
 
 
 def set_rng_seed(src_seeds, name=None):
     """Seed the random generator from a [1, 1] 32-bit tile."""
-    return _issue(_rng.SetRngSeed(src_seeds=src_seeds, name=name), "nisa.set_rng_seed")
+    return _issue(_rng.SetRngSeed(src_seeds=src_seeds, name=name))
 
 
 def rand_set_state(src_seeds, engine=engine.gpsimd, name=None):
     """Set the random generator's per-lane state from src_seeds [P, 6] (GpSimd) / [P, 24] (Vector Engine,
     NeuronCore-v4) uint32 in SBUF; a state `rand_get_state` read continues the stream where it was read."""
-    return _issue(_rng.RandSetState(src_seeds=src_seeds, engine=engine, name=name), "nisa.rand_set_state")
+    return _issue(_rng.RandSetState(src_seeds=src_seeds, engine=engine, name=name))
 
 
 def rand_get_state(dst, engine=engine.gpsimd, name=None):
     """dst [P, 6] (GpSimd) / [P, 24] (Vector Engine) uint32 = the random generator's per-lane state."""
-    return _issue(_rng.RandGetState(dst=dst, engine=engine, name=name), "nisa.rand_get_state")
+    return _issue(_rng.RandGetState(dst=dst, engine=engine, name=name))
 
 
 # ---------------------------------------------------------------------------------------------- top-k
@@ -641,10 +642,10 @@ def topk(val_dst, idx_dst, src, n, sorted=False, name=None):  # noqa: A002 - NKI
     Under an explicit `api_version="0.6"` a sorted=True call is 0.6's TypeError (the keyword did not exist).
     [GAP: decision] `sorted=False` passes there: it asks for what 0.6 did, and the published signature's
     default (False) leaves an explicit False indistinguishable from an omitted one."""
-    options = current("nisa.topk").options
-    added_in("0.6", "nisa.topk", options)
+    api = _pool.Topk.api_name()
+    options = current(api).options
+    added_in("0.6", api, options)
     if sorted:
-        keyword_added_in("0.7", "nisa.topk", "sorted", options, "omit sorted= (NKI 0.6 writes the k largest "
-                         "unsorted) and order them afterwards")
-    return _issue(_pool.Topk(val_dst=val_dst, idx_dst=idx_dst, src=src, n=n, sorted=bool(sorted), name=name),
-                  "nisa.topk")
+        keyword_added_in("0.7", api, "sorted", options, "omit sorted= (NKI 0.6 writes the k largest unsorted) and "
+                         "order them afterwards")
+    return _issue(_pool.Topk(val_dst=val_dst, idx_dst=idx_dst, src=src, n=n, sorted=bool(sorted), name=name))

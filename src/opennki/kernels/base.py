@@ -27,6 +27,7 @@ from opennki.environment import VARIABLES, setting
 from opennki.errors import KernelError, OpenNKIError, SourceLocation, public_error
 from opennki.events import InstructionExecuted
 from opennki.hw import get_target
+from opennki.instructions.base import require
 from opennki.kernels import arguments
 from opennki.kernels.frameworks import to_shape_spec
 from opennki.kernels.program import (TracedProgram, instruction_json, mutated_inputs, output_infos,
@@ -143,9 +144,7 @@ def resolve(spec: LaunchSpec, hw, options=None) -> Grid:
         if lnc != 2:
             raise KernelError(f"LNC={lnc} is not supported on current architecture {hw.name}; use 1 or 2",
                               got=lnc)
-        if not hw.capabilities.lnc2:
-            raise KernelError(f"LNC=2 needs trn2 or newer; target {hw.name} has one physical core per logical "
-                              "core", got=lnc)
+        require(hw, "lnc2", "LNC=2 (two physical cores per logical core)")
         sizes, cores_of = resolve_grid(nc(2), hw)
         return Grid(sizes, cores_of)
     if key is None:
@@ -301,7 +300,7 @@ def _is_tensor_like(v) -> bool:
 # ------------------------------------------------------------------------------------------------ kernels
 
 # decorator keywords that set a SimOptions field of the same name
-_CHECK_SWITCHES = {"hardware_strict": bool, "detect_races": bool, "uninitialized": str, "interleave_seed": int}
+CHECK_SWITCHES = {"hardware_strict": bool, "detect_races": bool, "uninitialized": str, "interleave_seed": int}
 
 
 class TraceKernel:
@@ -329,7 +328,7 @@ class TraceKernel:
         `detect_races=`, `uninitialized=`, `interleave_seed=`) and `api_version=` (if given) over the environment's defaults, then
         `changes`."""
         base = self.spec.options or SimOptions()
-        for name, convert in _CHECK_SWITCHES.items():
+        for name, convert in CHECK_SWITCHES.items():
             value = self.spec.config.get(name)
             if value is not None:
                 changes.setdefault(name, convert(value))

@@ -84,6 +84,22 @@ class Observer:
         return False
 
 
+class Observers(list):
+    """A program's observers (`Program.observers`), with the ones that override each per-instruction hook
+    kept apart (`checking`, `executing`): the issue path calls only those, not every observer's no-op for
+    every instruction. Observers are only ever appended."""
+
+    def __init__(self):
+        super().__init__()
+        self.checking: tuple = ()
+        self.executing: tuple = ()
+
+    def append(self, observer) -> None:
+        super().append(observer)
+        self.checking = tuple(o for o in self if type(o).check is not Observer.check)
+        self.executing = tuple(o for o in self if type(o).executed is not Observer.executed)
+
+
 @dataclasses.dataclass
 class Deferred:
     """A checked instruction waiting for its result tile to be consumed. `use`: what the kernel statement
@@ -144,7 +160,7 @@ class Program:
         # Language-layer rule checkers (see PROGRAM_SETUP): objects with optional `check(prog, instr)` (after
         # the instruction's own check), `executed(prog, instr, location)` (after it ran) and
         # `finished(prog, result)` (after the kernel body returned).
-        self.observers: list = []
+        self.observers = Observers()
         self.state: dict = {}   # language-layer per-program state, keyed by the owning module's name
         self._token = None
         for setup in PROGRAM_SETUP:
@@ -376,7 +392,7 @@ class Program:
             if not checked:
                 self.check_instruction(instr)
             check_static_bounds(instr, moved)
-            for observer in self.observers:
+            for observer in self.observers.checking:
                 observer.check(self, instr)
             self._place_operands(instr, unplaced)
         except OpenNKIError as e:
@@ -485,7 +501,7 @@ class Program:
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
                     self._uninitialized_reads(location, api or f"nisa.{instr.opcode}")
-                for observer in self.observers:
+                for observer in self.observers.executing:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
@@ -637,7 +653,7 @@ def check_static_bounds(instr, fields=None) -> None:
     compiler does), honouring the mask on every operand it can be laid over (Machine.effective_mask).
     `fields`: only the operands of these fields (their run-time index tiles included)."""
     for role, view, _ in instr.operands():
-        if view.dynamic or view.in_bounds():
+        if view._inb or view.dynamic or view.in_bounds():      # `_inb`: the cached answer of in_bounds()
             continue
         if fields is not None and role.partition("[")[0].removeprefix("index:") not in fields:
             continue
