@@ -301,3 +301,26 @@ def test_no_reorder_keeps_a_matmul_behind_the_earlier_group():
     args = (spec((128, 128), "bfloat16"), spec((128, 512), "bfloat16"))
     *_, mm1, mm2, mm3 = estimate(lambda a, b: _two_accumulation_groups(a, b, True), args, target="trn1").records
     assert mm2.start == pytest.approx(mm1.end) and mm3.start == pytest.approx(mm2.end)
+
+
+def test_critical_path_goes_on_through_the_engine_before_an_instruction_placed_at_an_idle_stretchs_start():
+    def gap_start(a):
+        x = nl.ndarray((128, 1024), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=x, value=1.0, engine=nisa.gpsimd_engine)
+        y = nl.ndarray((128, 1024), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=y, op=nl.exp, data=x)                      # A
+        big = nl.ndarray((128, 4096), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=big, src=a)
+        z = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=z, op=nl.exp, data=big[:, 0:64])           # B: waits for the load
+        w = nl.ndarray((128, 1024), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=w, op=nl.exp, data=x)                      # C: ready early, in the stretch after A
+        o = nl.ndarray((128, 1024), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.reciprocal(dst=o, data=w)                                 # D: 8N Vector cycles, ends last
+        return a
+    r = estimate(gap_start, (spec((128, 4096)),), target="trn2")
+    fill, act_a, load, act_b, act_c, recip = r.records
+    assert act_c.start == act_a.end and act_c.end < act_b.start           # out of program order, at A's end
+    assert act_c.pred == -1 and recip.pred == act_c.index
+    # C waited for its engine (A), not for a dependence: the path goes on through A to the fill A read
+    assert [rec.index for rec in r.critical_path] == [fill.index, act_a.index, act_c.index, recip.index]
