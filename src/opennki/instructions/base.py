@@ -336,6 +336,8 @@ def _keyer_for(kind):
         return lambda v: (kind, v.item())
     if issubclass(kind, (np.ufunc, DataType)):          # never mutated; the key holds them, so ids stay unique
         return lambda v: v
+    if kind in (AluOp, ActivationFn):                  # their NKI name is their `name` field
+        return lambda v: (kind, v.name)
     if issubclass(kind, tuple(OPERATOR_TYPES)):
         return lambda v: (kind, v.nki_name)
     return lambda v: None
