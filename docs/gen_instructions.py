@@ -21,10 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "opennki"
 
-# (generation, facade file, the name kernels import it as)
-FACADES = (("new", "isa/__init__.py", "nisa"), ("new", "language/__init__.py", "nl"),
-           ("new", "collectives.py", "nki.collectives"),
-           ("legacy", "legacy/isa/__init__.py", "nisa"), ("legacy", "legacy/language.py", "nl"))
+# (generation: a `Generation` member's name, facade file, the name kernels import it as)
+FACADES = (("NEW", "isa/__init__.py", "nisa"), ("NEW", "language/__init__.py", "nl"),
+           ("NEW", "collectives.py", "nki.collectives"),
+           ("LEGACY", "legacy/isa/__init__.py", "nisa"), ("LEGACY", "legacy/language.py", "nl"))
 COMPOSITIONS = "_src"
 
 
@@ -62,12 +62,13 @@ def table() -> str:
     sys.path.insert(0, str(SRC.parent))
     from opennki.cost.rules import RULES
     from opennki.instructions.base import REGISTRY
+    from opennki.releases import Generation
 
     classes = {cls.__name__: opcode for opcode, cls in REGISTRY.items()}
-    doors: dict[str, dict[str, set[str]]] = {"new": {}, "legacy": {}}
+    doors: dict[Generation, dict[str, set[str]]] = {g: {} for g in Generation}
     for gen, rel, alias in FACADES:
         for cls, fns in _builders(SRC / rel, set(classes)).items():
-            doors[gen].setdefault(cls, set()).update(f"{alias}.{f}" for f in fns)
+            doors[Generation[gen]].setdefault(cls, set()).update(f"{alias}.{f}" for f in fns)
     composed: dict[str, set[str]] = {}
     for path in sorted((SRC / COMPOSITIONS).glob("*.py")):
         for cls, fns in _builders(path, set(classes)).items():
@@ -82,8 +83,8 @@ def table() -> str:
              "|---|---|---|---|---|---|---|"]
     for opcode in sorted(REGISTRY):
         cls = REGISTRY[opcode]
-        new = sorted(doors["new"].get(cls.__name__, ()))
-        legacy = sorted(doors["legacy"].get(cls.__name__, ()))
+        new = sorted(doors[Generation.NEW].get(cls.__name__, ()))
+        legacy = sorted(doors[Generation.LEGACY].get(cls.__name__, ()))
         rule = RULES.get(opcode)
         tests = _tests({n.rpartition(".")[2] for n in new + legacy if n.startswith("nisa.")} | {opcode})
         cells = [f"`{opcode}`", ", ".join(f"`{n}`" for n in new), ", ".join(f"`{n}`" for n in legacy),
