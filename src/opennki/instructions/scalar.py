@@ -62,6 +62,7 @@ class Activation(Instruction):
     """
 
     opcode = "activation"
+    result_like = "data"
     default_engine = Engine.SCALAR
 
     dst: object = operand(WRITE)

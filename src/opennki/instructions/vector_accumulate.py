@@ -190,6 +190,7 @@ class TensorScalarReduce(Instruction):
     """
 
     opcode = "tensor_scalar_reduce"
+    result_like = "data"
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -306,6 +307,7 @@ class RangeSelect(Instruction):
     """
 
     opcode = "range_select"
+    result_like = "on_true_tile"
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
