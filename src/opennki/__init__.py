@@ -15,7 +15,7 @@ from opennki import collectives, compiler, isa, language, perf, typing  # noqa: 
 from opennki.compile import AUTO, Kernel, kernel_spec
 from opennki.errors import KernelError, OpenNKIError  # noqa: F401  (opennki.KernelError)
 from opennki.kernel import run_kernel, unwrap  # noqa: F401
-from opennki.kernels.base import Generation
+from opennki.kernels.base import CHECK_SWITCHES, Generation
 from opennki.kernels.standalone import SimulateKernel, provide_services
 from opennki.releases import Change
 from opennki.sim import SimOptions, Simulator
@@ -78,14 +78,20 @@ def profile(func=None, **kwargs):
     return _decorator("profile", func, kwargs)
 
 
-def simulate(kernel, api_version=None):
+def simulate(kernel, api_version=None, **checks):
     """`nki.simulate(kernel)(*args)`: run on the CPU simulator. NumPy arrays in -> NumPy out; torch tensors
     in -> torch tensors out (JAX arrays likewise); inputs the kernel modifies are written back. `kernel` may be
-    a jit kernel, `kernel[2]` (LNC=2) or a plain function. `api_version=` (opennki extension): as for jit."""
-    if api_version is not None:
+    a jit kernel, `kernel[2]` (LNC=2) or a plain function. opennki extensions, as for jit: `api_version=` and
+    the check switches `detect_races=`, `uninitialized=`, `interleave_seed=`, `hardware_strict=` (each a
+    `SimOptions` field; given here, it overrides the jit decorator's)."""
+    unknown = set(checks) - set(CHECK_SWITCHES)
+    if unknown:
+        raise TypeError(f"nki.simulate() got unexpected keyword arguments {sorted(unknown)}")
+    config = {k: v for k, v in dict(checks, api_version=api_version).items() if v is not None}
+    if config:
         spec = kernel_spec(kernel, Generation.NEW)
         kernel = Kernel(spec.func, spec=type(spec)(spec.func, Generation.NEW, spec.grid_key, spec.target, spec.options,
-                                                   spec.listeners, dict(spec.config, api_version=api_version)))
+                                                   spec.listeners, dict(spec.config, **config)))
     if isinstance(kernel, Kernel):
         return kernel.resolve(SimulateKernel)
     return SimulateKernel(kernel_spec(kernel, Generation.NEW))

@@ -77,6 +77,37 @@ def test_text_report_shows_hot_spots_by_kernel_line():
     assert "lnl.exp(lnl.subtract(x, m))" in text          # the kernel line's source
 
 
+@pytest.mark.parametrize("parallel", [True, False])
+def test_the_text_report_lists_the_checks_findings(parallel, tmp_path, rng):
+    import inspect
+
+    import opennki.legacy.language as nl
+    from tests.checks.test_races import _prefix_sum      # the race checker's loop-carried RAW kernel
+
+    kernel = _prefix_sum(nl.affine_range if parallel else nl.sequential_range)
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    nki.profile(working_directory=str(tmp_path), save_trace_name="p.ntff")(kernel)(x)
+    text = (tmp_path / "p.txt").read_text()
+    section = text[text.index("\nFindings"):]
+    if not parallel:
+        assert section.strip() == "Findings: none (the race checker and the lint found nothing)."
+        return
+    lines, start = inspect.getsourcelines(kernel)
+    read = start + next(i for i, s in enumerate(lines) if "nl.add(prev" in s)
+    assert section.startswith("\nFindings (1):\n  race: [affine_loop_carried_raw] RAW between iterations 1 and 2")
+    assert section.count(f"test_races.py:{read})") == 2          # both iterations' accesses are that line
+    assert "nl.add(prev, nl.load(x[i]))" in section
+    assert "regions: sbuf partitions 0-16 bytes" in section and "iterations: 1, 2" in section
+    assert "programs:" not in section                  # one program: no grid to name
+    assert "why: NKI's compiler treats affine_range iterations as independent" in section
+    assert "fix: use nl.sequential_range for this loop" in section
+
+
+def test_an_unchecked_estimate_says_so_in_the_text_report():
+    text = format_report(estimate(K.softmax_rows, (spec((256, 512)),), target="trn2"))
+    assert text.endswith("Findings: the checks did not run with this estimate.")
+
+
 @pytest.mark.parametrize("kernel, args, kind", [
     (K.narrow_loads, (spec((128, 512)),), "small_dma"),
     (K.tiled_matmul, (spec((256, 128)), spec((256, 512))), "fp32_matmul"),

@@ -300,7 +300,7 @@ def _is_tensor_like(v) -> bool:
 # ------------------------------------------------------------------------------------------------ kernels
 
 # decorator keywords that set a SimOptions field of the same name
-_CHECK_SWITCHES = {"hardware_strict": bool, "detect_races": bool, "uninitialized": str, "interleave_seed": int}
+CHECK_SWITCHES = {"hardware_strict": bool, "detect_races": bool, "uninitialized": str, "interleave_seed": int}
 
 
 class TraceKernel:
@@ -328,7 +328,7 @@ class TraceKernel:
         `detect_races=`, `uninitialized=`, `interleave_seed=`) and `api_version=` (if given) over the environment's defaults, then
         `changes`."""
         base = self.spec.options or SimOptions()
-        for name, convert in _CHECK_SWITCHES.items():
+        for name, convert in CHECK_SWITCHES.items():
             value = self.spec.config.get(name)
             if value is not None:
                 changes.setdefault(name, convert(value))

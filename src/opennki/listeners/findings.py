@@ -94,6 +94,14 @@ class Finding:
         for loc in self.lines:
             source = loc.source
             parts.append(f"  at {loc.function} ({loc.filename}:{loc.lineno})" + (f"\n      {source}" if source else ""))
+        if self.regions:
+            parts.append("  regions: " + "; ".join(
+                f"{r.kind.value} partitions {r.partition_start}-{r.partition_start + r.partition_count} "
+                f"bytes {r.byte_start}-{r.byte_end}" for r in self.regions))
+        if self.iterations:
+            parts.append("  iterations: " + ", ".join(str(i) for i in self.iterations))
+        if any(self.programs):          # () is the one program of a launch without a grid
+            parts.append("  programs: " + ", ".join(str(list(p)) for p in self.programs))
         if self.why:
             parts.append(f"  why: {self.why}")
         if self.fix:

@@ -4,7 +4,7 @@ result types and the trace's region format.
 `hints(result)` returns findings as data (`Hint`: kind, message, kernel lines); `critical_dependencies(result)`
 the dependences that gate the critical path; `format_report(result)` is the human-readable text: totals,
 per-engine utilisation, the top hot spots by kernel line (busy time and time on the critical path, with the
-source text), the dependences that make the critical path, and the hints.
+source text), the dependences that make the critical path, the hints and the checks' findings.
 """
 
 from __future__ import annotations
@@ -167,7 +167,22 @@ def format_report(result, top: int = 10) -> str:
         out.append(f"  - {h.kind}: {h.message}{where}")
     out += ["", f"DMA: {result.dma_count} transfers, {format_bytes(result.dma_bytes)}; "
                 f"HBM read {format_bytes(result.hbm_read_bytes)}, write {format_bytes(result.hbm_write_bytes)}"]
+    out += ["", *_findings_section(result.findings)]
     return "\n".join(out)
+
+
+def _findings_section(findings) -> list[str]:
+    """The checks' findings (`CostResult.findings`, set when the estimate ran with `checks=True`, as profiles
+    do), each as `Finding.format` gives it: kind, rule, message, lines, regions, iterations or programs, why
+    it matters and the fix."""
+    if findings is None:
+        return ["Findings: the checks did not run with this estimate."]
+    if not findings:
+        return ["Findings: none (the race checker and the lint found nothing)."]
+    out = [f"Findings ({len(findings)}):"]
+    for f in findings:
+        out += ["  " + line for line in f.format().splitlines()]
+    return out
 
 
 def _spill_hint(result, memory: str, what: str, advice: str) -> list:
