@@ -1,6 +1,7 @@
 """What the checks cost: each bundled example, and a loop-heavy kernel, simulated plainly and with every
 check on (`opennki.checks.checking()`: race checker, element-level uninitialised-read tracking, and the lint
-of each kernel at the end; an LNC=2 kernel's cores run interleaved either way), in CPU seconds (best of several repeats, one BLAS thread). The ratio `x` is the
+of each kernel at the end; the cores of an LNC=2 kernel and of a legacy grid over two cores run
+interleaved either way), in CPU seconds (best of several repeats, one BLAS thread). The ratio `x` is the
 simulation with the checks over the plain one; the lint, a one-time static pass per kernel, is timed on
 its own and left out of it. The target is at most 2x. With the checks off nothing is attached, so the
 plain figure is the simulator's own.
@@ -76,6 +77,19 @@ def two_cores(x):
     return out
 
 
+@nki.jit
+def grid_over_cores(x):
+    """A legacy grid of eight programs over two cores (`nl.nc(2) * 4`: four programs per core, the cores
+    interleaved): each program scales its own rows of x in 32 column blocks into shared HBM, so the race
+    checker compares every program's accesses with the other programs'."""
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    for j in nl.affine_range(32):
+        t = nl.load(x[i, :, nl.ds(j * 8, 8)])
+        nl.store(out[i, :, nl.ds(j * 8, 8)], value=nl.multiply(t, 2.0))
+    return out
+
+
 def _cpu(fn, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -102,6 +116,9 @@ def measure(repeats: int) -> dict:
     cases["many_iterations"] = (many_iterations, lambda: many_iterations(x))
     y = np.random.default_rng(0).standard_normal((128, 64 * 8)).astype(np.float32)
     cases["two_cores"] = (two_cores, lambda: two_cores[2](y))
+    z = np.random.default_rng(0).standard_normal((8, 128, 32 * 8)).astype(np.float32)
+    grid = nki.jit(grid_over_cores, platform_target="trn2")[nl.nc(2) * 4]
+    cases["grid_over_cores"] = (grid_over_cores, lambda: grid(z))
     rows = {}
     for name, (kernel, fn) in cases.items():
         fn()                                  # warm caches (imports, traces) outside the timing

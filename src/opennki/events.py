@@ -86,6 +86,7 @@ class Operand:
         tensor_name: the tensor's name (kernel argument name for kernel inputs).
         storage_shape: shape of the whole tensor the access is part of.
         offsets: flat element offsets actually touched, for indirect (dynamic-index) accesses only.
+        gathered: a tensor-indirection access (`NkiTensor.indirect`): free-dim columns at run-time offsets.
     """
 
     role: str
@@ -101,6 +102,7 @@ class Operand:
     tensor_name: str
     storage_shape: tuple[int, ...]
     offsets: np.ndarray | None = None
+    gathered: bool = False
 
     @property
     def kind(self) -> MemoryKind:

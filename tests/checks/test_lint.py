@@ -171,10 +171,32 @@ def test_legacy_apis_inside_a_new_generation_kernel():
     assert _rules(mixing, Generation.NEW) == [("mixed_generations", _line(mixing, "t = lnl.load"))]
 
 
+def _row_starts(rows):
+    for start in range(0, rows, 8):
+        yield start
+
+
+def _row_starts_list(rows):
+    return [start for start in range(0, rows, 8)]
+
+
 def restricted(x, *, scale=1.0, dims=[1, 2]):
     out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
     if scale is not None:
         nisa.dma_copy(dst=out, src=x)
+    width = sum(d for d in dims)
+    for start in _row_starts(x.shape[0]):
+        nisa.dma_copy(dst=out[start:start + 8, 0:width], src=x[start:start + 8, 0:width])
+    return out
+
+
+def within_the_subset(x, scale=1.0, dims=(1, 2)):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    if scale != None:      # noqa: E711 - the comparison NKI 0.6 accepts
+        nisa.dma_copy(dst=out, src=x)
+    width = sum([d for d in dims])
+    for start in _row_starts_list(x.shape[0]):
+        nisa.dma_copy(dst=out[start:start + 8, 0:width], src=x[start:start + 8, 0:width])
     return out
 
 
@@ -186,9 +208,12 @@ def test_python_subset_rules_follow_the_api_release(version, frontend, reported)
     options = SimOptions(api_version=version, compiler_frontend=frontend)
     expected = [("kernel_signature", _line(restricted, "def restricted")),
                 ("kernel_signature", _line(restricted, "def restricted")),
-                ("unsupported_is", _line(restricted, "if scale is not None"))]
+                ("unsupported_is", _line(restricted, "if scale is not None")),
+                ("unsupported_generator", _line(restricted, "width = sum(d for")),
+                ("unsupported_generator", _line(_row_starts, "yield start"))]
     found = _rules(restricted, Generation.NEW, options)
     assert sorted(found) == (sorted(set(expected)) if reported else [])
+    assert _rules(within_the_subset, Generation.NEW, options) == []
 
 
 # -- helper functions the kernel calls ------------------------------------------------------------------------

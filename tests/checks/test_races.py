@@ -314,3 +314,49 @@ def test_cores_diverging_around_a_barrier_name_both_lines(same_path, rng):
     assert f"[0] waits at nisa.core_barrier" in text and f":{barrier}:" in text
     assert f"[1] waits at nisa.sendrecv" in text and f":{send}:" in text
     assert info.value.location.lineno == barrier
+
+
+# -- ordered loops: no report ----------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("loop", ["sequential_range", "static_range", "range"])
+def test_legacy_loops_whose_order_is_guaranteed_report_nothing(loop, rng):
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+    kernel = _prefix_sum(getattr(nl, loop) if loop != "range" else range)
+    with collecting() as found:
+        out = nki.jit(kernel, detect_races=True)(x)
+    np.testing.assert_allclose(out, np.cumsum(x, axis=0).transpose(1, 0, 2).reshape(16, 32), rtol=1e-5)
+    assert found == []
+
+
+def _new_doubling(loop: str):
+    """New generation: every iteration doubles `a` through `b` (reads what the previous iteration wrote,
+    rewrites what it read), over an unrolled loop (`nl.affine_range` is an alias of `range` there) or a
+    device loop: the order is guaranteed, so nothing is reported."""
+    def doubling(x):
+        out = nl_new.ndarray(x.shape, dtype=x.dtype, buffer=nl_new.shared_hbm)
+        a = nl_new.ndarray(x.shape, dtype=nl_new.float32, buffer=nl_new.sbuf)
+        b = nl_new.ndarray(x.shape, dtype=nl_new.float32, buffer=nl_new.sbuf)
+        nisa_new.dma_copy(dst=a, src=x)
+
+        def body(i):
+            nisa_new.tensor_scalar(dst=b, data=a, op0=nl_new.multiply, operand0=2.0)
+            nisa_new.tensor_copy(dst=a, src=b)
+
+        if loop == "fori_loop":
+            nl_new.fori_loop(0, 4, body)
+        else:
+            for i in (nl_new.dynamic_range(0, 4, 1) if loop == "dynamic_range" else
+                      nl_new.affine_range(4) if loop == "affine_range" else range(4)):
+                body(i)
+        nisa_new.dma_copy(dst=out, src=a)
+        return out
+    return doubling
+
+
+@pytest.mark.parametrize("loop", ["affine_range", "range", "dynamic_range", "fori_loop"])
+def test_new_generation_loops_and_device_loops_report_nothing(loop, rng):
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    with collecting() as found:
+        out = nki_new.jit(_new_doubling(loop), detect_races=True)(x)
+    np.testing.assert_array_equal(out, 16 * x)
+    assert found == []

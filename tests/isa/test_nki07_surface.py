@@ -51,6 +51,11 @@ SIGNATURES_2_33 = {
                         ("address", None, "kw"), ("name", "", "kw")],
         "alloc_blocks": [("tile_shape", E, "kw"), ("block_shape", E, "kw"), ("element_shape", E, "kw"),
                          ("buffer", E, "kw"), ("dtype", E, "kw"), ("address", None, "kw"), ("name", "", "kw")],
+        "empty_like": [("x", E), ("dtype", None), ("buffer", None), ("name", ""), ("transpose_axes", None, "kw"),
+                       ("address", None, "kw")],
+        "contiguous_indices": [("extent", E), ("shard_id", E, "kw"), ("num_shards", E, "kw")],
+        "interleaved_indices": [("extent", E), ("shard_id", E, "kw"), ("num_shards", E, "kw")],
+        "grid_element_offset": [("offset", E)],
     },
     ncc: {
         **{name: [("srcs", E), ("dsts", E), ("replica_group", E), ("metadata_tensor", E), ("recv_counts_known", False),

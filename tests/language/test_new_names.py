@@ -33,7 +33,14 @@ static_range store subtract sum tan tanh tfloat32 tile_size transpose trunc uint
 while_loop zeros zeros_like
 """.split()
 
-COVERING_MODULES = ("tests.language.test_new_names", "tests.isa.test_mx")
+# NKI 0.7's tile and block grid names (docs latest/nki/api/generated/nki.language.<name>; SDK 2.33 release notes:
+# "tiled/blocked on-chip memory layout APIs"), not in the 0.6 stub
+GRID_NAMES_0_7 = """
+NkiBlockGrid NkiGrid NkiTileGrid alloc_blocks alloc_tiles blocks contiguous_indices grid_element_offset
+interleaved_indices tiles
+""".split()
+
+COVERING_MODULES = ("tests.language.test_new_names", "tests.isa.test_mx", "tests.language.test_grid_selection")
 SHAPE = (32, 48)
 
 
@@ -61,10 +68,15 @@ def test_name_is_importable(name):
     assert hasattr(nl, name) and name in nl.__all__
 
 
+@pytest.mark.parametrize("name", GRID_NAMES_0_7)
+def test_0_7_grid_name_is_importable(name):
+    assert hasattr(nl, name) and name in nl.__all__ and name not in NEW_NAMES
+
+
 def test_every_name_is_exercised_by_a_numpy_checked_test():
     for module in COVERING_MODULES:
         importlib.import_module(module)
-    missing = sorted(set(NEW_NAMES) - set(COVERED_NEW))
+    missing = sorted(set(NEW_NAMES + GRID_NAMES_0_7) - set(COVERED_NEW))
     assert not missing, f"new-generation nl names without a covering test: {missing}"
 
 

@@ -1,7 +1,7 @@
 """Every member of the new generation's `NkiTensor` (spec/language.md §7.1 and the NKI 0.6 / 0.7 class page:
 methods ap ... view, attributes buffer ... strides, plus NKI 0.3 / 0.4's is_identity, sim_value, device_value)
-exists and is exercised by a test in this module that checks values on random data against NumPy; the one
-member opennki does not model (`indirect`, [GAP]) raises a clear error instead."""
+exists and is exercised by a test in this module that checks values on random data against NumPy (tensor
+indirection in depth: tests/isa/test_tensor_indirection.py)."""
 
 import ast
 import re
@@ -13,15 +13,14 @@ import pytest
 import opennki as nki
 import opennki.isa as nisa
 import opennki.language as nl
-from opennki.errors import UnsupportedError
 from tests.raises import raises_at
+from tests.running import run
 
 MEMBERS = """
 ap broadcast expand_dim flatten_dims get_pattern is_contiguous is_indirect permute rearrange reshape reshape_dim
 select slice squeeze_dim vector_select view reinterpret_cast buffer dtype name ndim offset shape size strides
-__getitem__ __setitem__ is_identity sim_value device_value
+__getitem__ __setitem__ is_identity sim_value device_value indirect
 """.split()
-UNMODELLED = ["indirect"]
 _NUMPY_CHECK = re.compile(r"np\.testing\.|np\.array_equal")
 
 
@@ -34,7 +33,7 @@ def _uses(member: str, source: str) -> bool:
 
 
 def test_every_member_exists():
-    for member in MEMBERS + UNMODELLED:
+    for member in MEMBERS:
         assert hasattr(nl.NkiTensor, member), member
 
 
@@ -216,11 +215,12 @@ def test_identity_and_simulated_values(x):
     np.testing.assert_array_equal(seen["device"], 2 * x)
 
 
-def test_indirect_is_a_clear_unsupported_error(x):
-    def kernel(x):
-        t = _sbuf(x)
-        index = nl.ndarray((16, 2), nl.int32, buffer=nl.sbuf)
-        t.indirect(index)
+def test_indirect_gathers_columns_at_run_time_offsets(rng, x):
+    index = rng.integers(0, 24, (16, 2)).astype(np.uint16)
 
-    with raises_at(UnsupportedError, match="indirect"):
-        nki.simulate(kernel)(x)
+    def kernel(x, index):
+        t, i = _sbuf(x), _sbuf(index)
+        return _out(t.indirect(i))            # the default num_elem: index.size, one group of 16 partitions
+
+    offsets = index.T.reshape(-1)             # offset k at index[k % 16, k // 16], for every partition
+    np.testing.assert_array_equal(run(kernel, x, index, target="trn3"), x[:, offsets])

@@ -417,3 +417,27 @@ def test_masked_temporary_leaves_the_destination_masked_off_elements(a):
     _close(o[:, :F // 2], np.exp(a[:, :F // 2]))
     np.testing.assert_array_equal(o[:, F // 2:], 0)   # the zeros res held: the instruction wrote res directly
     assert "tensor_copy" not in ops
+
+
+# -- an index computed after the value ------------------------------------------------------------------------
+
+def exp_into_columns_indexed_by_calls(a):
+    """`buf[ip, c * 8 + nl.arange(8)[None, :]] = nl.exp(...)`: the destination's index is computed after the
+    value (Python evaluates the right-hand side first), calling nl.arange; the value is still a temporary."""
+    out = _hbm((P, 4 * 8))
+    buf = nl.ndarray((P, 4 * 8), dtype=nl.float32, buffer=nl.sbuf)
+    ip = nl.arange(P)[:, None]
+    for c in nl.affine_range(4):
+        buf[ip, c * 8 + nl.arange(8)[None, :]] = nl.exp(nl.load(a[:, c * 8:(c + 1) * 8]), mask=(ip < 100))
+    nl.store(out[0:100, :], buf[0:100, :])
+    return out
+
+
+def test_an_index_computed_by_calls_after_the_value_still_retargets(a):
+    from opennki.checks import checking
+    with checking() as found:
+        out, ops = _run(exp_into_columns_indexed_by_calls, a)
+    _close(out[:100], np.exp(a[:100, :32]))
+    # the masked exp writes the buffer itself: no copy reading the rows the mask skipped
+    assert ops.count("activation") == 4 and "tensor_copy" not in ops
+    assert found == []

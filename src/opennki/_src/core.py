@@ -79,8 +79,9 @@ def normalize_shape(shape) -> tuple[int, ...]:
 def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None) -> TensorView:
     """A new tensor in `buffer` (poisoned unless `fill`)."""
     prog = current("nl.ndarray")
-    t = prog.new_tensor(region_of(buffer), normalize_shape(shape), dtype_of(dtype), name or None, fill=fill,
-                        address=address)
+    region = buffer if type(buffer) is MemoryRegion else region_of(buffer)
+    t = prog.new_tensor(region, normalize_shape(shape), dtype if type(dtype) is DataType else dtype_of(dtype),
+                        name or None, fill=fill, address=address)
     if prog.loops:
         rules.record_scope(prog, t)
     return t

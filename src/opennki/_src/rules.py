@@ -41,6 +41,9 @@ class LanguageRules(Observer):
 
     def remember(self, storage, loop_id: int, line, name) -> None:
         scopes = self.scopes
+        known = scopes.get(storage.id)
+        if known is not None and known[0] == loop_id and known[3]() is storage:
+            return                      # a result tile reused in the same loop (Program.spare): the same entry
         scopes[storage.id] = (loop_id, line, name, weakref.ref(storage))
         if len(scopes) >= self.prune_at:
             self.scopes = scopes = {sid: e for sid, e in scopes.items() if e[3]() is not None}

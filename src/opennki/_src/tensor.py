@@ -17,7 +17,8 @@ import math
 
 import numpy as np
 
-from opennki.errors import DtypeError, KernelError, ShapeError, UnsupportedError, expect
+from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, UnsupportedError, expect
+from opennki.events import MemoryKind
 from opennki.instructions.registers import RuntimeInt
 from opennki.instructions.scalars import NkiScalar
 from opennki._src import core
@@ -213,6 +214,19 @@ class NkiTensor(TensorView):
         expect(0 <= start < end <= self.shape[dim] and step >= 1, "slice bounds must satisfy 0 <= start < end "
                "<= shape[dim] and step >= 1", expected=f"[0, {self.shape[dim]}]", got=(start, end, step))
         return self.subscript(tuple(key))
+
+    def _shifted(self, dim: int, step: int, by=None) -> "NkiTensor":
+        """This view moved along view axis `dim` by `step` elements, times the run-time value of `by` (a
+        one-element on-chip integer tile, read when an instruction uses the view) if given. Bounds are checked
+        at that use, as for every indirect view (a tile grid's run-time key, `opennki._src.grids`)."""
+        col = tuple(row[dim] for row in self.amap)
+        if by is None:
+            return self._derive(self.shape, self.amap, tuple(c + a * step for c, a in zip(self.consts, col)),
+                                self.dynamic)
+        expect(not self.dynamic, "only one run-time offset per view", error=UnsupportedError)
+        from opennki.machine.tensor import DynamicTerm
+        term = DynamicTerm(by.subscript((0, 0)) if by.ndim >= 2 else by, 0, tuple(a * step for a in col))
+        return self._derive(self.shape, self.amap, self.consts, (term,))
 
     def select(self, dim, index):
         if isinstance(index, TensorView):
@@ -535,17 +549,47 @@ class NkiTensor(TensorView):
         return self.is_root
 
     def indirect(self, index, num_elem=None):
-        """Tensor indirection (NeuronCore-v4, NKI 0.5+): a `(P, num_elem)` view reading a column at per-entry
-        free offsets from `index` `(P, K)`, offset i at `index[i % G, i // G]` with G = 16 for the Vector,
-        Scalar and GpSimd engines and 32 for the Tensor Engine. Not modelled [GAP]: the group size depends on
-        the engine of the instruction that later consumes the view, and the pages do not say how the offsets of
-        the partition groups past the first G partitions are laid out (the default `num_elem = index.size`
-        exceeds `G * K` when P > G), so opennki raises an UnsupportedError naming this rather than guess."""
-        raise UnsupportedError("NkiTensor.indirect (tensor indirection) is not modelled: its offset layout across "
-                               "partition groups and engines is not documented precisely enough",
-                               instruction="NkiTensor.indirect", got=(tuple(getattr(index, "shape", ())), num_elem),
-                               hint="gather with .ap(vector_offset=...) / .vector_select(0, offsets), or "
-                                    "nisa.nc_n_gather / nisa.local_gather")
+        """Tensor indirection (NeuronCore-v4+, NKI 0.5+; the `nki-tensor-indirection` deep dive): a
+        `(P, num_elem)` view of this SBUF or PSUM view whose column i, in partition p, is free element
+        `offset(p, i)` of partition p. One compute instruction gathers through it (an input) or scatters through
+        it (its `dst`); the instructions and operands that take it, and the target, are checked when one uses it.
+
+        `index` is an SBUF `uint16` tensor `(P, K)` on the same partitions as the data (P = this view's
+        partition count). Partitions form groups of G adjacent ones (16 for the Vector, Scalar and GpSimd
+        engines, 32 for the Tensor Engine: the engine of the instruction that uses the view); every partition
+        of a group uses the same offsets, read from the group's own G rows of `index` in snake order:
+        `offset(p, i) = index[g * G + i % G, i // G]` with `g = p // G` (for the first group the page's
+        `index[i % G, i // G]`). An offset is a position along this view's free dims, row-major (for a whole
+        tensor: its column), and must be below their size: a larger one is an IndirectIndexError when the
+        instruction runs (the instructions taking indirection have no `oob_mode`).
+
+        `num_elem` defaults to `index.size`, as documented; a group holds only `G * K` offsets, so with more
+        than G partitions pass `num_elem` (the instruction's check names the index element a default would
+        need). [GAP] decided here: the group rows past the first group (the 0.7 page gave only the first
+        group's formula; the deep dive's "partition group ... reads its offsets from the same rows of the
+        index", with the rule that an indirected input starts on the same partition as its index), offsets
+        counted over this view's own free elements, and duplicate offsets in a scatter (the last column
+        written wins)."""
+        from opennki.machine.tensor import DynamicTerm, TensorIndirection
+        api = "NkiTensor.indirect"
+        if not self.is_on_chip:
+            raise MemoryKindError("tensor indirection reads or writes an SBUF or PSUM tensor", instruction=api,
+                                  expected="SBUF/PSUM", got=self.kind.name, code="err_unsupported_memory",
+                                  hint="gather HBM rows with .ap(vector_offset=...) / .vector_select(0, offsets)")
+        expect(not self.dynamic, "an indirect view cannot be indirected again", error=KernelError)
+        if not (isinstance(index, TensorView) and index.kind is MemoryKind.SBUF and index.dtype.name == "uint16"):
+            raise DtypeError("the index of tensor indirection is an SBUF tensor of uint16 offsets", instruction=api,
+                             expected="uint16 in SBUF", got=(f"{index.dtype} in {index.kind.name}"
+                                                             if isinstance(index, TensorView) else type(index).__name__))
+        rows = self.shape[0]
+        expect(index.ndim == 2 and index.shape[0] == rows, "the index is (P, K) with P the data's partition count",
+               expected=f"({rows}, K)", got=tuple(index.shape), error=ShapeError)
+        count = index.size if num_elem is None else as_int(num_elem, "num_elem", minimum=1)
+        free = self.free_size
+        flat = self if self.ndim == 2 else self.reshape((rows, free))
+        step = flat.strides[1] if free > 1 else 1
+        term = DynamicTerm(index, 0, (0, step), TensorIndirection(count, free))
+        return self._from_strides((rows, count), [flat.strides[0], 0], flat.offset, (term,))
 
     # -- legacy tile methods ----------------------------------------------------------------------------
     def broadcast_to(self, shape):

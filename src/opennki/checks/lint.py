@@ -16,7 +16,8 @@ New generation (`nki`):
     drive control flow at run time: `fori_loop`, `while_loop`);
   * `mixed_generations`: a `neuronxcc.nki` API inside a new-generation kernel (a compile error from 0.4);
   * up to NKI 0.6 (and with the 0.7 custom frontend), the specialization's restricted Python:
-    `unsupported_is` (`is` / `is not`), `kernel_signature` (keyword-only parameters, list defaults).
+    `unsupported_is` (`is` / `is not`), `kernel_signature` (keyword-only parameters, list defaults),
+    `unsupported_generator` (generator expressions, `yield` in a helper).
     NKI 0.7 traces kernels as plain Python, so these do not apply at its level (`releases.level_of`).
 
 Helper functions the kernel calls (module-level functions of its own file, followed through their own
@@ -76,6 +77,9 @@ _WHY = {
         "NKI's specialization (up to 0.6) parses a restricted Python without `is` / `is not`",
     "kernel_signature":
         "from NKI 0.3 kernel parameters cannot be keyword-only and take tuples, not lists",
+    "unsupported_generator":
+        "NKI's specialization up to 0.6 parses a restricted Python without generators (NKI 0.7's tracing "
+        "frontend added them: 'Announcing changes to NKI specialization')",
 }
 _FIX = {
     "err_dynamic_control_flow_not_supported":
@@ -90,6 +94,7 @@ _FIX = {
     "mixed_generations": "use the nki.language / nki.isa API of the same name",
     "unsupported_is": "compare with == / != (t != None for a tensor that may be absent)",
     "kernel_signature": "make the parameter positional-or-keyword and pass a tuple",
+    "unsupported_generator": "build a list with a comprehension or a for loop instead",
 }
 
 
@@ -395,6 +400,9 @@ class _Linter:
         elif isinstance(node, ast.Compare) and self.restricted:
             if any(isinstance(op, (ast.Is, ast.IsNot)) for op in node.ops):
                 self.report("unsupported_is", node, "'is' / 'is not' in a new-generation kernel")
+        elif isinstance(node, (ast.GeneratorExp, ast.Yield, ast.YieldFrom)) and self.restricted:
+            what = "a generator expression" if isinstance(node, ast.GeneratorExp) else "'yield'"
+            self.report("unsupported_generator", node, f"{what} in a new-generation kernel or its helper")
         elif isinstance(node, ast.Attribute) and self.generation is Generation.NEW:
             obj = self.resolve(node)
             if obj is not None and not isinstance(node.value, ast.Attribute):

@@ -35,7 +35,8 @@ def _op(ev: InstructionExecuted, key: str) -> str | None:
 
 def candidate_engines(ev: InstructionExecuted, capabilities) -> tuple[Engine, ...]:
     """The engines the compiler may put `ev` on, its own engine first; just that one when the kernel chose
-    it or when no choice exists."""
+    it or when no choice exists (always for instructions not on the Vector Engine: the scheduler relies on
+    it)."""
     own = (ev.engine,)
     if ev.params.get("engine") not in (None, "unknown") or ev.mask is not None:
         return own

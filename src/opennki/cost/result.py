@@ -143,18 +143,21 @@ class CostResult:
             rec.event = ev
         self.records.append(rec)
         cost = rec.cost
+        busy, counts = self.busy_ns, self.counts
+        duration = rec.end - rec.start                    # rec.duration_ns
         key = (rec.core, rec.row)
-        self.busy_ns[key] = self.busy_ns.get(key, 0.0) + rec.duration_ns
-        self.counts[key] = self.counts.get(key, 0) + 1
-        self.opcode_counts[rec.opcode] = self.opcode_counts.get(rec.opcode, 0) + 1
+        busy[key] = busy.get(key, 0.0) + duration
+        counts[key] = counts.get(key, 0) + 1
+        opcode = rec.opcode
+        self.opcode_counts[opcode] = self.opcode_counts.get(opcode, 0) + 1
         if rec.ls_start is not None:
             k = (rec.core, Row.TENSOR)
-            self.busy_ns[k] = self.busy_ns.get(k, 0.0) + rec.ls_end - rec.ls_start
-            self.counts[k] = self.counts.get(k, 0) + 1
+            busy[k] = busy.get(k, 0.0) + rec.ls_end - rec.ls_start
+            counts[k] = counts.get(k, 0) + 1
         if rec.issue_start is not None:
             k = (rec.core, rec.issue_row)
-            self.busy_ns[k] = self.busy_ns.get(k, 0.0) + rec.issue_end - rec.issue_start
-            self.counts[k] = self.counts.get(k, 0) + 1
+            busy[k] = busy.get(k, 0.0) + rec.issue_end - rec.issue_start
+            counts[k] = counts.get(k, 0) + 1
         if rec.end > self.total_ns:
             self.total_ns = rec.end
         self.elem_ops += cost.elem_ops
@@ -168,10 +171,10 @@ class CostResult:
         entry = self.lines.get(line)
         if entry is None:
             entry = self.lines[line] = [0.0, 0, 0.0, set()]
-        entry[0] += rec.duration_ns
+        entry[0] += duration
         entry[1] += 1
         entry[2] += rec.stall_ns
-        entry[3].add(rec.opcode)
+        entry[3].add(opcode)
         if rec.stall_kind is not None and rec.stall_ns > 0:
             s = self.stalls.setdefault(line, [0.0, 0, set()])
             s[0] += rec.stall_ns

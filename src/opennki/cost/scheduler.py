@@ -44,7 +44,7 @@ from opennki.hw import get_target
 
 
 _PE = Engine.TENSOR.value
-_TENSOR, _DMA = Engine.TENSOR, Engine.DMA       # bound once: class lookups of members are slow (3.11)
+_TENSOR, _DMA, _VECTOR = Engine.TENSOR, Engine.DMA, Engine.VECTOR       # bound once: class lookups of members are slow (3.11)
 
 
 class _CoreState:
@@ -102,6 +102,22 @@ class CostModel:
 
     # -- listener entry point -------------------------------------------------------------------------
     def on_event(self, ev) -> None:
+        kind = type(ev)                 # the three per-instruction events by their exact class first
+        if kind is InstructionExecuted:
+            self._instruction(ev)
+        elif kind is TensorFreed:
+            if self.pending_fills:
+                fill = self.pending_fills.pop(ev.storage_id, None)
+                if fill is not None:
+                    self._place(fill)
+            self.deps.freed(ev.storage_id)
+        elif kind is TensorAllocated:
+            self.deps.allocated(ev.storage_id, AccessTracker.space(ev.kind, self.program_core.get(ev.program, 0)),
+                                ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
+        else:
+            self._other_event(ev)
+
+    def _other_event(self, ev) -> None:
         if isinstance(ev, InstructionExecuted):
             self._instruction(ev)
         elif isinstance(ev, TensorAllocated):
@@ -179,7 +195,8 @@ class CostModel:
         else:
             engine, queue = schedulable_engine(cost.dma.trigger), _DMA
         dep = self.deps.dependency(ev.operands, queue, core)
-        if cost.dma is None and engine is not _TENSOR:
+        # only a Vector Engine instruction may have other engines to choose from (candidate_engines)
+        if cost.dma is None and engine is not _TENSOR and ev.engine is _VECTOR:
             choices = candidate_engines(ev, self.hw.capabilities)
             if len(choices) > 1:
                 ev, cost, engine = self._choose_engine(ev, cost, choices, state, dep)

@@ -115,6 +115,8 @@ class Capabilities:
     exponential: bool = _since(4, "the exponential instruction")
     rand2: bool = _since(4, "the rand2 instruction (nl.random draws with it)")
     mx: bool = _since(4, "microscaling: quantize_mx and nc_matmul_mx")
+    tensor_indirection: bool = _since(4, "tensor indirection: an .indirect() view as a compute instruction's "
+                                         "operand (gather / scatter of free-dim columns at run-time offsets)")
 
     @classmethod
     def since(cls, name: str) -> int:

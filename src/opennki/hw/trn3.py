@@ -27,7 +27,7 @@ TRN3 = HwConfig(
                               pe_transpose_moves_bits=True, dma_transpose_path=True, dma_transpose_on_pe=True,
                               range_select=True, nonzero_with_count=True, topk=True, gpsimd_rng=True, activate2=True,
                               gpsimd_activation=True,
-                              exponential=True, rand2=True, mx=True),
+                              exponential=True, rand2=True, mx=True, tensor_indirection=True),
     cost=CostParams(
         tensor=TensorEngineCost(
             clock_ghz=2.4,                  # hardware.md §3 (v4 PE 2.4 GHz)

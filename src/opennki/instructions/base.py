@@ -117,6 +117,7 @@ class Instruction:
     default_engine: ClassVar[Engine] = Engine.UNKNOWN
     chooses_engine: ClassVar[bool] = False   # its `engine` field names the engine; None means default_engine
     result_like: ClassVar[str] = ""          # the read operand whose shape and dtype its result has (`result`)
+    indirect_fields: ClassVar[tuple] = ()    # operand fields that take a tensor-indirection view (indirection.py)
 
     mask: object = None
     name: object = None
@@ -348,6 +349,8 @@ def _keyer_for(kind):
         return lambda v: (kind, v.item())
     if issubclass(kind, (np.ufunc, DataType)):          # never mutated; the key holds them, so ids stay unique
         return lambda v: v
+    if kind in (AluOp, ActivationFn):                  # their NKI name is their `name` field
+        return lambda v: (kind, v.name)
     if issubclass(kind, tuple(OPERATOR_TYPES)):
         return lambda v: (kind, v.nki_name)
     return lambda v: None
@@ -406,6 +409,12 @@ def check_operand_types(instr, fields=None) -> None:
                 st = value.storage.base or value.storage
                 if st.read_only:
                     check_writable(value, name)
+            if value.dynamic and name not in instr.indirect_fields and \
+                    any(term.columns is not None for term in value.dynamic):
+                takes = ", ".join(f"'{n}'" for n in instr.indirect_fields) or "no operand"
+                raise KernelError(f"operand '{name}' of {instr.api_name()} does not take a tensor-indirection "
+                                  f"(.indirect()) view", expected=f"tensor indirection on {takes}",
+                                  got=describe(value))
             continue
         if value is None and optional:
             continue

@@ -22,6 +22,7 @@ from opennki.errors import KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_dtype, require,
                                        check_partitions, flat, instruction, operand)
+from opennki.instructions.indirection import check_indirection, check_untiled, indirection_term
 from opennki.instructions.tensor_engine import write_psum
 
 _FP8_X4 = {"float8_e4m3fn_x4": ml_dtypes.float8_e4m3fn, "float8_e5m2_x4": ml_dtypes.float8_e5m2}
@@ -137,6 +138,7 @@ class NcMatmulMx(Instruction):
     """
 
     opcode = "nc_matmul_mx"
+    indirect_fields = ("dst", "stationary", "moving", "stationary_scale", "moving_scale")
     default_engine = Engine.TENSOR
 
     dst: object = operand(ACCUMULATE)
@@ -150,6 +152,13 @@ class NcMatmulMx(Instruction):
 
     def check(self, ctx) -> None:
         require(ctx, "mx", "nc_matmul_mx")
+        if check_indirection(self, ctx):
+            check_untiled(self, self.tile_position)
+            for data, scale in (("stationary", "stationary_scale"), ("moving", "moving_scale")):
+                a, b = indirection_term(getattr(self, data)), indirection_term(getattr(self, scale))
+                expect((a is None) == (b is None) and (a is None or a.index.same_view(b.index)),
+                       f"'{data}' and '{scale}' use tensor indirection with the same index, or neither does (MX "
+                       "data and scales are one logical tensor)", error=KernelError)
         for role, t in (("stationary", self.stationary), ("moving", self.moving)):
             expect(t.kind is MemoryKind.SBUF, f"nc_matmul_mx reads '{role}' from SBUF", got=t.kind.name,
                    code="err_unsupported_memory", error=MemoryKindError)

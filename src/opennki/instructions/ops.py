@@ -218,6 +218,11 @@ def op_name(op) -> str:
 
 
 def alu(op) -> AluOp:
+    kind = type(op)
+    if kind is AluOp or kind is str:        # the usual forms, looked up without op_name's probing
+        found = ALU_OPS.get(op.name if kind is AluOp else op)
+        if found is not None and (found is op or kind is str):
+            return found
     name = op_name(op)
     try:
         return ALU_OPS[name]

@@ -19,6 +19,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, r
                                        operand_f32, read_operand)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.enums import reduce_cmd as cmds
+from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import activation_fn, alu, evaluate
 from opennki.instructions.vector import check_elementwise
 
@@ -63,6 +64,7 @@ class Activation(Instruction):
 
     opcode = "activation"
     result_like = "data"
+    indirect_fields = ("dst", "data")
     default_engine = Engine.SCALAR
 
     dst: object = operand(WRITE)
@@ -82,6 +84,7 @@ class Activation(Instruction):
         return activation_engine(self)
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx, (Engine.SCALAR,))
         check_activation_engine(self, ctx)
         fn = activation_fn(self.op)
         check_elementwise(ctx, self.dst, {"data": self.data})
@@ -168,6 +171,7 @@ class Activate2(Instruction):
     """
 
     opcode = "activate2"
+    indirect_fields = ("dst", "data")
     default_engine = Engine.SCALAR
 
     dst: object = operand(WRITE)
@@ -191,6 +195,7 @@ class Activate2(Instruction):
 
     def check(self, ctx) -> None:
         require(ctx, "activate2", "activate2")
+        check_indirection(self, ctx, (Engine.SCALAR,))
         check_activation_engine(self, ctx)
         activation_fn(self.op)
         check_elementwise(ctx, self.dst, {"data": self.data})

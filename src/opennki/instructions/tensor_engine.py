@@ -17,10 +17,12 @@ from opennki.hw import first_with
 from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, check_on_chip, check_partitions,
                                        flat, instruction, operand, require)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
+from opennki.instructions.indirection import check_indirection, check_untiled, indirection_term
 from opennki.machine.dtypes import PACKED, float32
 
 _FP32_LIKE = ("float32", "tfloat32")
 _FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
+_PE_INDIRECT = ("float16", "bfloat16") + _FP8     # the dtypes of an indirect matmul operand (its 0.7 page)
 
 
 def _operand_values(m, view) -> tuple[np.ndarray, np.ndarray | None]:
@@ -54,6 +56,7 @@ class NcMatmul(Instruction):
     """
 
     opcode = "nc_matmul"
+    indirect_fields = ("dst", "stationary", "moving")
     default_engine = Engine.TENSOR
 
     dst: object = operand(ACCUMULATE)
@@ -78,6 +81,8 @@ class NcMatmul(Instruction):
         return (rows, moving.free_size // halves), float32
 
     def check(self, ctx) -> None:
+        if check_indirection(self, ctx):
+            self._check_indirection()
         # every matmul of a kernel passes here: rules are tested before their messages are formatted
         hw = ctx.hw
         for role, t in (("stationary", self.stationary), ("moving", self.moving)):
@@ -127,6 +132,16 @@ class NcMatmul(Instruction):
                    "float8_e4m3 and float8_e4m3fn cannot be mixed in one matmul", got=(s, mv), error=DtypeError)
             require(hw, "fp8_e4m3fn_matmul", "a float8_e4m3fn operand", error=DtypeError)
         self._check_tiling(hw, K, M)
+
+    def _check_indirection(self) -> None:
+        """nc_matmul's own rules for tensor-indirection operands (its NKI 0.7 page)."""
+        check_untiled(self, self.tile_position)
+        expect(not (self.is_transpose and indirection_term(self.moving) is not None),
+               "with is_transpose=True 'moving' cannot use tensor indirection", error=KernelError)
+        for role, t in (("stationary", self.stationary), ("moving", self.moving)):
+            if indirection_term(t) is not None:
+                expect(t.dtype.name in _PE_INDIRECT, f"an indirect '{role}' has a Tensor Engine float dtype",
+                       expected="/".join(_PE_INDIRECT), got=t.dtype.name, error=DtypeError)
 
     def _check_double_row(self, hw) -> None:
         require(hw, "double_row_matmul", "perf_mode=double_row")
@@ -195,7 +210,7 @@ def write_psum(m, dst, result: np.ndarray, accumulate, out_mask=None) -> None:
     """Store an fp32 [M, N] matmul result into PSUM: add it to dst where the accumulation rule says so
     (`accumulate` True / False, or None: elements last written by a matmul), then mark the written
     elements as matmul results."""
-    flags = m.matmul_flags(dst)
+    flags, offsets = _matmul_flags(m, dst)
     if accumulate is None:
         add = flags.reshape(result.shape)
         if add.all():                   # one accumulation state for the whole tile (the usual case)
@@ -211,10 +226,24 @@ def write_psum(m, dst, result: np.ndarray, accumulate, out_mask=None) -> None:
             current = flat(m.read_f32(dst)).reshape(result.shape)
             result = np.where(add, current + result, result)
         m.write(dst, result.reshape(dst.shape), out_mask)
-    if out_mask is None:
+    if offsets is not None:         # a scattered dst (tensor indirection): mark the elements written
+        dst.storage.matmul_written[offsets if out_mask is None else offsets[out_mask]] = True
+    elif out_mask is None:
         flags[...] = True
     else:
         flags[out_mask] = True
+
+
+def _matmul_flags(m, dst) -> tuple[np.ndarray, np.ndarray | None]:
+    """The "last written by nc_matmul" flags of dst's elements, and for a dst with run-time offsets those
+    flat offsets (its flags are then a copy, so write_psum marks them through the offsets)."""
+    if not dst.dynamic:
+        return m.matmul_flags(dst), None
+    st = dst.storage
+    if st.matmul_written is None:
+        st.matmul_written = np.zeros(st.size, bool)
+    offsets = dst.flat_offsets(m.dynamic_values(dst))
+    return st.matmul_written[offsets], offsets
 
 
 @instruction

@@ -21,6 +21,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, c
                                        flat, instruction, is_tensor, operand, operand_f32, read_operand,
                                        require)
 from opennki.instructions.enums import engine_of
+from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
 from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_fp, to_float32
@@ -96,6 +97,7 @@ class TensorTensor(Instruction):
     """
 
     opcode = "tensor_tensor"
+    indirect_fields = ("dst", "data1")
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -122,6 +124,7 @@ class TensorTensor(Instruction):
         return Engine.VECTOR
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx, (Engine.VECTOR, Engine.GPSIMD))
         op = alu(self.op)
         if op.arity != 2:
             raise KernelError(f"tensor_tensor needs a binary operator, got unary '{op.name}'", got=op.name)
@@ -168,6 +171,7 @@ class TensorScalar(Instruction):
 
     opcode = "tensor_scalar"
     result_like = "data"
+    indirect_fields = ("dst", "data")
     default_engine = Engine.VECTOR
     chooses_engine = True
 
@@ -183,6 +187,7 @@ class TensorScalar(Instruction):
 
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD))
         check_elementwise(ctx, self.dst, {"data": self.data})
         ex = self.executor
         check_engine(ex, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), self.opcode)
@@ -294,6 +299,7 @@ class TensorReduce(Instruction):
     """
 
     opcode = "tensor_reduce"
+    indirect_fields = ("dst", "data")
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -310,6 +316,7 @@ class TensorReduce(Instruction):
         return reduced_shape(data.shape, normalize_axes(axis, data.ndim), keepdims), data.dtype
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx)
         axes = normalize_axes(self.axis, self.data.ndim)
         expect(0 not in axes, "reductions run over free axes only; axis 0 is the partition axis",
                got=axes, hint="use nisa.tensor_partition_reduce or a matmul with a ones vector")
@@ -354,6 +361,7 @@ class TensorCopy(Instruction):
 
     opcode = "tensor_copy"
     result_like = "src"
+    indirect_fields = ("dst", "src")
     default_engine = Engine.VECTOR
     chooses_engine = True
 
@@ -363,6 +371,7 @@ class TensorCopy(Instruction):
 
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx, (Engine.VECTOR, Engine.SCALAR))
         check_elementwise(ctx, self.dst, {"src": self.src})
         ex = self.executor
         check_engine(ex, (Engine.VECTOR, Engine.SCALAR, Engine.GPSIMD), self.opcode)

@@ -21,6 +21,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, c
                                        check_not_both_psum, check_on_chip, check_same_partitions, column, flat,
                                        instruction, is_tensor, operand, read_operand)
 from opennki.instructions.enums import reduce_cmd as cmds
+from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import alu
 from opennki.instructions.vector import apply, check_arith, check_elementwise, check_v4_ops
 
@@ -191,6 +192,7 @@ class TensorScalarReduce(Instruction):
 
     opcode = "tensor_scalar_reduce"
     result_like = "data"
+    indirect_fields = ("dst", "data")
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -205,6 +207,7 @@ class TensorScalarReduce(Instruction):
     reduce_res_negate: bool = False
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx)
         check_elementwise(ctx, self.dst, {"data": self.data})
         op0, rop = alu(self.op0), alu(self.reduce_op)
         check_arith(op0, "op0")
@@ -246,6 +249,7 @@ class TensorScalarCumulative(Instruction):
     minimum (subtract gives x_i - acc, the documented operand order). New generation (NKI >= 0.2) only."""
 
     opcode = "tensor_scalar_cumulative"
+    indirect_fields = ("dst", "src")
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -260,6 +264,7 @@ class TensorScalarCumulative(Instruction):
                "uint16", "int8", "int16")
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx)
         check_elementwise(ctx, self.dst, {"src": self.src})
         op0, op1 = alu(self.op0), alu(self.op1)
         check_arith(op0, "op0")
@@ -429,6 +434,7 @@ class Exponential(Instruction):
     exactly in fp32 (the DVE approximation error is not documented)."""
 
     opcode = "exponential"
+    indirect_fields = ("dst", "src")
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -442,6 +448,7 @@ class Exponential(Instruction):
 
     def check(self, ctx) -> None:
         require(ctx, "exponential", "exponential")
+        check_indirection(self, ctx)
         check_elementwise(ctx, self.dst, {"src": self.src})
         check_dtype(self.src, "src", _EXP_SRC)
         check_dtype(self.dst, "dst", _EXP_DST)

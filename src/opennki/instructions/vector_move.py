@@ -16,6 +16,7 @@ from opennki.events import Engine, MemoryKind
 from opennki.instructions.base import (READ, WRITE, Instruction, check_dtype, check_not_both_psum,
                                        check_on_chip, check_partitions, flat, instruction, is_tensor, operand,
                                        read_operand)
+from opennki.instructions.indirection import check_indirection
 from opennki.instructions.vector import TensorCopy, check_elementwise
 from opennki.machine.dtypes import SCALAR_TYPES
 
@@ -32,6 +33,7 @@ class TensorCopyPredicated(Instruction):
     Nonzero (not just bit 0) counts as true (spec gap)."""
 
     opcode = "tensor_copy_predicated"
+    indirect_fields = ("dst", "predicate")
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -40,6 +42,7 @@ class TensorCopyPredicated(Instruction):
     reverse_pred: bool = False
 
     def check(self, ctx) -> None:
+        check_indirection(self, ctx)
         check_elementwise(ctx, self.dst, {"src": self.src, "predicate": self.predicate})
         check_dtype(self.predicate, "predicate", _PREDICATE_DTYPES, "an integer (or bool) tile")
         if is_tensor(self.src):

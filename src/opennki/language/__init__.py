@@ -23,7 +23,8 @@ from opennki._src.control import (affine_range, dynamic_range, fori_loop, no_reo
 from opennki._src.control import program_id as _program_id
 from opennki._src.control import unrolled_range as range  # noqa: A004, F401
 from opennki._src.grids import (NkiBlockGrid, NkiGrid, NkiTileGrid, alloc_blocks, alloc_tiles,  # noqa: F401
-                                blocks, empty_like_grid, tiles)
+                                blocks, contiguous_indices, empty_like_grid, grid_element_offset,
+                                interleaved_indices, tiles, transposed_shape)
 from opennki._src.tensor import NkiTensor  # noqa: F401
 from opennki._src.tokens import NlOp
 from opennki.machine import arguments as _args
@@ -146,14 +147,17 @@ def zeros_like(x, dtype=None, buffer=None, name=""):
     return zeros(x.shape, dtype if dtype is not None else x.dtype, buffer if buffer is not None else sbuf, name)
 
 
-def empty_like(x, dtype=None, buffer=None, name=""):
+def empty_like(x, dtype=None, buffer=None, name="", *, transpose_axes=None, address=None):
     """Uninitialised, same shape; the buffer defaults to the input's (new-generation rule). A tile or block
-    grid (NKI 0.7) gives new storage with its geometry."""
+    grid (NKI 0.7) gives new storage with its geometry. `transpose_axes` (NKI 0.7: (1, 0), (2, 1, 0) or
+    (3, 1, 2, 0) by rank) permutes the shape for a later `nisa.dma_transpose`; `address` pins the storage as
+    `nl.ndarray(address=...)` does."""
     if isinstance(x, NkiGrid):
-        return empty_like_grid(x, dtype, buffer, name)
+        return empty_like_grid(x, dtype, buffer, name, transpose_axes=transpose_axes, address=address)
     core.require_tensor(x, "x", "nl.empty_like")
-    return ndarray(x.shape, dtype if dtype is not None else x.dtype, buffer if buffer is not None else x.buffer,
-                   name)
+    shape = x.shape if transpose_axes is None else transposed_shape(x.shape, transpose_axes, "nl.empty_like")
+    return ndarray(shape, dtype if dtype is not None else x.dtype, buffer if buffer is not None else x.buffer,
+                   name, address=address)
 
 
 def shared_constant(constant):
@@ -368,5 +372,5 @@ def program_id(axis=0):
 __all__ = [n for n in dir() if not n.startswith("_") and n not in ("annotations", "core", "NlOp", "ALU_OPS", "ACTIVATIONS", "os", "np", "Any",
                                                                    "DmaCopy", "composites", "debug", "movement",
                                                                    "rng", "DtypeError", "KernelError", "ShapeError",
-                                                                   "UnsupportedError", "empty_like_grid", "KernelError", "Change", "active",
+                                                                   "UnsupportedError", "empty_like_grid", "transposed_shape", "KernelError", "Change", "active",
                                                                    "STRING_BUFFER")]

@@ -40,10 +40,13 @@ def as_int(x, role: str, *, minimum: int | None = None) -> int:
     return value
 
 
+_INTS = frozenset((int,))
+
+
 def as_shape(shape, role: str = "shape", *, wildcard: bool = False) -> tuple[int, ...]:
     """A shape: an int or a flat tuple/list of positive ints (`-1` once, if `wildcard`, as in reshape)."""
-    if type(shape) is tuple and all(type(s) is int and s > 0 for s in shape) and shape:
-        return shape                              # the usual case, without the generic path
+    if isinstance(shape, tuple) and shape and _INTS.issuperset(map(type, shape)) and min(shape) > 0:
+        return tuple(shape)                       # the usual case (a view's shape), without the generic path
     if is_int(shape):
         shape = (shape,)
     if not isinstance(shape, (tuple, list)) or not shape or not all(is_int(s) for s in shape):

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from opennki.errors import ShapeError
-from opennki.events import MemoryKind
+from opennki.errors import IndirectIndexError, ShapeError
+from opennki.events import Engine, MemoryKind
 from opennki.machine.dtypes import convert, poison_value, to_float32
 from opennki.machine.index import mask_array
 from opennki.machine.memory import Memory
-from opennki.machine.tensor import TensorView
+from opennki.machine.tensor import TensorView, indirection_group
 
 _PSUM = MemoryKind.PSUM
 
@@ -55,6 +55,7 @@ class Machine:
         self.offsets: dict[int, np.ndarray] = {}
         self.uninitialized_reads: list[tuple[TensorView, np.ndarray]] = []
         self.instruction_mask = None    # the running instruction's mask= (set by the simulator around run)
+        self.engine = Engine.UNKNOWN    # the running instruction's engine (likewise; lays out tensor indirection)
 
     # -- hidden engine state ------------------------------------------------------------------------------
     def hidden_state(self) -> tuple:
@@ -92,13 +93,35 @@ class Machine:
         return None if m is None else np.broadcast_to(m, view.shape)
 
     def dynamic_values(self, view: TensorView) -> list[np.ndarray]:
-        """The run-time index values of an indirect view, one array (broadcast to the view) per DynamicTerm."""
+        """The run-time index values of an indirect view, one array (broadcast to the view) per DynamicTerm;
+        a tensor-indirection term's offsets are laid out for the running instruction's engine (`engine`)."""
         values = []
         for term in view.dynamic:
             idx = self.read(term.index).astype(np.int64)
+            if term.columns is not None:
+                values.append(self._indirection_offsets(view, term, idx))
+                continue
             shape = (1,) * term.lead + idx.shape + (1,) * (view.ndim - term.lead - idx.ndim)
             values.append(np.broadcast_to(idx.reshape(shape), view.shape))
         return values
+
+    def _indirection_offsets(self, view: TensorView, term, idx: np.ndarray) -> np.ndarray:
+        """The free-element offset of every element of a tensor-indirection view (TensorIndirection), each
+        below the data view's elements per partition, else an IndirectIndexError naming the first."""
+        rows, cols = term.columns.positions(view.shape[0], indirection_group(self.engine))
+        offsets = idx.reshape(idx.shape[0], -1)[rows, cols]
+        limit = term.columns.limit
+        bad = offsets >= limit
+        if bad.any():
+            p, i = np.unravel_index(int(np.argmax(bad)), bad.shape)
+            value = int(offsets[p, i])
+            raise IndirectIndexError(
+                f"tensor indirection on `{view.name}`: offset {value} (index `{term.index.name}` element "
+                f"[{int(rows[p, i])}, {int(cols[p, i])}], for partition {p}, column {i}) is outside the "
+                f"{limit} elements per partition", flat_index=value, size=limit,
+                expected=f"offsets in [0, {limit - 1}]", got=value, code="err_tensor_access_out_of_bound",
+                hint="keep every offset of the index below the data view's free size")
+        return offsets
 
     # -- reads -------------------------------------------------------------------------------------------
     def read(self, view: TensorView, mask=None) -> np.ndarray:
@@ -282,9 +305,16 @@ class Machine:
         return _flag_view(view, st.matmul_written)
 
     @staticmethod
-    def clear_matmul_flags(view: TensorView) -> None:
-        """A non-matmul access ends the accumulation group of the elements it touches."""
-        if view.storage.matmul_written is not None and not view.dynamic and view.in_bounds():
+    def clear_matmul_flags(view: TensorView, offsets: np.ndarray | None = None) -> None:
+        """A non-matmul access ends the accumulation group of the elements it touches (`offsets`: the flat
+        offsets an access with run-time indices touched)."""
+        flags = view.storage.matmul_written
+        if flags is None:
+            return
+        if view.dynamic:
+            if offsets is not None:
+                flags[offsets] = False
+        elif view.in_bounds():
             Machine.matmul_flags(view)[...] = False
 
 

@@ -125,7 +125,7 @@ class Storage:
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
-                 "declared", "physical", "spilled", "read_only", "initialized", "last_touch", "spill_address",
+                 "declared", "physical", "spilled", "read_only", "initialized", "last_touch", "spill_address", "site",
                  "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
@@ -154,6 +154,7 @@ class Storage:
         self.last_touch = 0          # on chip: when an instruction last touched it (SBUF spills the least recent)
         self.spill_address = None    # SBUF: the HBM address its spilled copy goes to (reserved at its first spill)
         self.initialized = None      # uninitialized="raise": per-element "written" flags (None: not tracked)
+        self.site = None             # a result tile's call site, while it may be reused there (Program.spare)
 
     @property
     def array(self):

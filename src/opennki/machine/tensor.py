@@ -24,7 +24,7 @@ import numpy as np
 
 from opennki.errors import IndirectIndexError, KernelError, OutOfBoundsError, ShapeError, UnsupportedError
 from opennki.machine.arguments import as_int
-from opennki.events import MemoryKind
+from opennki.events import Engine, MemoryKind
 from opennki.machine.index import DynamicIndex, Index, NonAffineIndex, Predicate, _is_int
 from opennki.machine.memory import Storage
 
@@ -100,14 +100,50 @@ def _extent_of(shape: tuple[int, ...], on_chip: bool, itemsize: int, ranges: tup
     return p0, pc, lo * itemsize, (hi + 1) * itemsize
 
 
+def indirection_group(engine: Engine) -> int:
+    """Partitions per partition group of tensor indirection on `engine`: 32 on the Tensor Engine, else 16."""
+    return 32 if engine is Engine.TENSOR else 16
+
+
+@dataclass(frozen=True)
+class TensorIndirection:
+    """The offset layout of a tensor-indirection view (`NkiTensor.indirect`, NeuronCore-v4): element (p, i)
+    of the (P, num_elem) view is free element `offset(p, i)` of the data view's partition p, where partition
+    group g = p // G (G adjacent partitions: 16 for the Vector, Scalar and GpSimd engines, 32 for the Tensor
+    Engine, so G is the executing engine's) reads its offsets from its own G rows of the (P, K) index, in
+    snake order: offset(p, i) = index[g * G + i % G, i // G]. Every partition of a group uses the same offsets.
+    `limit`: the data view's elements per partition (an offset must be below it)."""
+
+    num_elem: int
+    limit: int
+
+    def positions(self, rows: int, group: int) -> tuple[np.ndarray, np.ndarray]:
+        """The index element (row, column) each element of a `rows`-partition view reads its offset from."""
+        p = np.arange(rows, dtype=np.int64)[:, None]
+        i = np.arange(self.num_elem, dtype=np.int64)[None, :]
+        shape = (rows, self.num_elem)
+        return np.broadcast_to((p // group) * group + i % group, shape), np.broadcast_to(i // group, shape)
+
+    def outside(self, index_shape: tuple[int, int], rows: int, group: int) -> tuple[int, int, int, int] | None:
+        """The first (p, i, row, column) whose offset position lies outside an index of `index_shape`, or None."""
+        r, c = self.positions(rows, group)
+        bad = (r >= index_shape[0]) | (c >= index_shape[1])
+        if not bad.any():
+            return None
+        p, i = np.unravel_index(int(np.argmax(bad)), bad.shape)
+        return int(p), int(i), int(r[p, i]), int(c[p, i])
+
+
 @dataclass(frozen=True)
 class DynamicTerm:
     """A run-time index: `values(index) * coeffs[d]` is added to storage dim d. The index tile's axes align
-    with view axes `lead .. lead + index.ndim - 1`."""
+    with view axes `lead .. lead + index.ndim - 1`, unless `columns` gives a tensor-indirection layout: then
+    the values are the index elements that layout picks for each view element."""
 
     index: "TensorView"
     lead: int
     coeffs: tuple[int, ...]
+    columns: TensorIndirection | None = None
 
 
 class TensorView:

@@ -145,8 +145,13 @@ def _stores_into_subscript(code, lasti: int) -> bool:
 # Stack effects of the instructions a subscript key is made of (`t[i, j:k] = value`): (pops, pushes).
 _KEY_POPS = {"BUILD_SLICE": None, "BUILD_TUPLE": None, "BUILD_LIST": None,   # pops oparg
              "BINARY_OP": 2, "BINARY_SUBSCR": 2, "BINARY_SLICE": 3, "UNARY_NEGATIVE": 1, "UNARY_INVERT": 1,
-             "UNARY_NOT": 1, "UNARY_POSITIVE": 1, "COPY": 0}
+             "UNARY_NOT": 1, "UNARY_POSITIVE": 1, "COPY": 0, "COMPARE_OP": 2}
 _ATTR_LOADS = ("LOAD_ATTR", "LOAD_METHOD", "LOAD_SUPER_ATTR")
+# calls in the rest of the statement (an index computed after the value, as in `t[i, c + nl.arange(6)] =
+# value`): each pops its arguments and this many more values (callable, self or NULL, keyword names), and
+# pushes the call's result; the value computed before stays on the stack below them
+_CALL_POPS = {"CALL": 2, "CALL_METHOD": 2, "CALL_FUNCTION": 1, "CALL_FUNCTION_KW": 2, "CALL_KW": 3}
+_STACK_NEUTRAL = ("PRECALL", "KW_NAMES")      # 3.11: the call's arguments are popped by CALL
 
 
 def result_use(frame) -> tuple[str, object, str | None]:
@@ -173,7 +178,7 @@ def _result_use(code, lasti: int) -> tuple[str, str | None]:
     depth = 0                           # values pushed above the result
     for ins in instructions[at + 1:]:
         op = ins.opname
-        if op == "NOP":
+        if op == "NOP" or op in _STACK_NEUTRAL:
             continue
         if depth == 0:
             if op in ("STORE_FAST", "STORE_FAST_LOAD_FAST", "STORE_FAST_STORE_FAST"):
@@ -196,6 +201,10 @@ def _result_use(code, lasti: int) -> tuple[str, str | None]:
         elif op in _KEY_POPS:
             pops = ins.arg if _KEY_POPS[op] is None else _KEY_POPS[op]
             pushes = 1
+        elif op in _CALL_POPS:
+            pops, pushes = ins.arg + _CALL_POPS[op], 1
+        elif op == "PUSH_NULL":
+            pops, pushes = 0, 1
         else:
             return "held", None
         if pops > depth:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextvars
 import gc
+import sys
 import dataclasses
 import functools
 import itertools
@@ -40,6 +41,10 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
                                 user_frame)
 
 _TENSOR, _PSUM, _HBM = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM     # bound once: class lookups of members are slow (3.11)
+
+# Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
+# tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts.
+REUSE_RESULT_TILES = sys.implementation.name == "cpython"
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
@@ -162,6 +167,9 @@ class Program:
         # `finished(prog, result)` (after the kernel body returned).
         self.observers = Observers()
         self.state: dict = {}   # language-layer per-program state, keyed by the owning module's name
+        # (id of the code, call offset, region, shape, dtype) -> (code, a spare result tile made there); None:
+        # no reuse (listeners see storage ids, so each result tile is new for them)
+        self._spares: dict | None = {} if REUSE_RESULT_TILES and not listening else None
         self._token = None
         for setup in PROGRAM_SETUP:
             setup(self)
@@ -218,8 +226,23 @@ class Program:
     # -- tensors ----------------------------------------------------------------------------------------
     def new_tensor(self, region: MemoryRegion, shape, dtype, name: str | None = None, *, fill=None,
                    location: SourceLocation | None = None, address=None) -> TensorView:
-        """Allocate a tensor (poisoned unless `fill`) and return its root view."""
-        location = location or user_location()
+        """Allocate a tensor (poisoned unless `fill`) and return its root view. An unnamed on-chip tensor made at
+        a kernel call site where a retargeted temporary left a spare tile of the same kind may be that tile
+        (`spare`)."""
+        site = None
+        if location is None:
+            frame = user_frame()
+            location = location_of(frame) if frame is not None else None
+            if self._spares is not None and frame is not None and name is None and fill is None and \
+                    address is None and region.kind is not MemoryKind.HBM:
+                site = (id(frame.f_code), frame.f_lasti, region._value_, tuple(shape), dtype)
+                spare = self._spares.pop(site, None)
+                if spare is not None and spare[0] is frame.f_code:
+                    view = spare[1]
+                    del spare
+                    if _unshared(view):
+                        return view
+                site = (site, frame.f_code)
         shape = tuple(map(int, shape))
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             k = self.shared_count
@@ -235,16 +258,31 @@ class Program:
                                           lazy=fill is None)
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             self.launch.shared.append(storage)
+        storage.site = site
         return self.launch.tensor_type.root(storage)
+
+    def spare(self, result: TensorView) -> None:
+        """`result`, the result tile of a deferred temporary (`t[...] = nl.exp(x)`), was just retargeted: it was
+        never placed, written or read, and the statement drops it. The next tensor its call site makes of the
+        same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
+        to it (`_unshared`): such a tile is indistinguishable from a new one (the same name, kernel line,
+        poison and scope; only its storage id is old, which no listener sees: reuse is off with listeners).
+        Making the tensor objects of a temporary was a third of the cost of a small instruction."""
+        st = result.storage
+        site = st.site
+        if (site is not None and self._spares is not None and st.placement is None and st._array is None
+                and not st.written and st.matmul_written is None
+                and st.unwritten is None and st.base is None and not st.declared and result.is_root):
+            self._spares[site[0]] = (site[1], result)
 
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
-        self.sim.emit(TensorAllocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
-                                      storage.dtype.name, storage.partitions, storage.placement.address,
-                                      nbytes, storage.location, direct))
+        self.sim.emit(_new_allocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
+                                     storage.dtype.name, storage.partitions, storage.placement.address,
+                                     nbytes, storage.location, direct))
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
-        self.sim.emit(TensorFreed(storage_id, kind))
+        self.sim.emit(_new_freed(storage_id, kind))
 
     def spilled(self, storage) -> None:
         """An on-chip tensor gives its range back under pressure (Memory.place): the copy out a compiler
@@ -340,6 +378,8 @@ class Program:
             self.execute(deferred.instr.replace(**changes), deferred.location, deferred.api, moved=changes)
         else:
             self.execute(retargeted, deferred.location, deferred.api, checked=True, moved=changes)
+        if deferred.use == "temporary":
+            self.spare(deferred.result)
         return True
 
     def _shadow_run(self, deferred: Deferred, changes: dict) -> bool:
@@ -356,7 +396,9 @@ class Program:
         machine = self.machine
         state = machine.hidden_state()
         try:
-            instr.runnable().run(machine)
+            runnable = instr.runnable()
+            machine.engine = runnable.executor
+            runnable.run(machine)
         except OpenNKIError as e:
             raise _located(e, instr, deferred.location, deferred.api)
         finally:
@@ -496,7 +538,7 @@ class Program:
         if not self.options.shape_only:
             try:
                 runnable = instr.runnable()
-                machine.instruction_mask = runnable.mask
+                machine.instruction_mask, machine.engine = runnable.mask, runnable.executor
                 runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
@@ -508,7 +550,7 @@ class Program:
             if instr.executor is not _TENSOR:
                 for _, view, _access in instr.operands():
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
-                        Machine.clear_matmul_flags(view)
+                        Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
         machine.offsets.clear()
@@ -562,6 +604,12 @@ def uninitialized_finding(storage, offsets, location, api: str, program) -> Find
             "simulator's NaN poisoning shows it only if it reaches an output that no mask hides",
         fix="write every element before reading it (nl.zeros / memset, or load the whole tile), or pass the "
             "same mask= to the instructions that read the partly written tile")
+
+
+def _unshared(view: TensorView) -> bool:
+    """True if only the caller's variable refers to `view` and only `view` to its storage (CPython reference
+    counts: the caller's variable and the call's argument; the storage's view and the argument)."""
+    return sys.getrefcount(view) <= 3 and sys.getrefcount(view.storage) <= 2
 
 
 def _masked(instr) -> bool:
@@ -679,6 +727,7 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
 _touches = itertools.count(1)    # instruction order for Storage.last_touch (least recently used SBUF spills first)
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new_instruction_event = positional_maker(InstructionExecuted)
+_new_allocated, _new_freed = positional_maker(TensorAllocated), positional_maker(TensorFreed)
 
 
 def region_of(view: TensorView) -> Region:
@@ -700,8 +749,10 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     st = view.storage
     dtype = st.dtype
     shape = tuple(view.shape)
+    gathered = False
     if view.dynamic:
         strides = offset = None
+        gathered = any(term.columns is not None for term in view.dynamic)
     else:
         _, strides, offset = view._geo or view._geometry()
     free = view._free
@@ -709,4 +760,4 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
         free = view.free_size
     return _new_operand(role, access, region_of(view), shape, dtype.name, dtype.itemsize,
                         shape[0] if st.kind is not _HBM else 1, free, strides, offset, st.name, st.shape,
-                        offsets)
+                        offsets, gathered)

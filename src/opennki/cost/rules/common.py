@@ -82,8 +82,21 @@ def elems(ev: InstructionExecuted, op: Operand | None) -> float:
     return op.free_elems * active_ratio(ev)
 
 
+def gathered_steps(op: Operand) -> np.ndarray | None:
+    """The element steps between neighbours along the innermost dim of a tensor-indirection access, from the
+    offsets it touched; None when the run recorded none (shape-only, or masked elements left out)."""
+    offs = op.offsets
+    if offs is None or offs.size != int(np.prod(op.shape)) or len(op.shape) < 2:
+        return None
+    return np.diff(offs.reshape(op.shape), axis=-1)
+
+
 def is_contiguous(op: Operand) -> bool:
-    """The innermost free dimension is unit-stride (or a single element)."""
+    """The innermost free dimension is unit-stride (or a single element). A tensor-indirection access is,
+    only where the offsets it touched were consecutive (unknown offsets count as not)."""
+    if op.gathered and op.shape[-1] != 1:
+        steps = gathered_steps(op)
+        return steps is not None and bool((steps == 1).all())
     if not op.strides or len(op.shape) < 2:
         return True
     return op.shape[-1] == 1 or op.strides[-1] == 1
@@ -91,7 +104,12 @@ def is_contiguous(op: Operand) -> bool:
 
 def is_strided(op: Operand) -> bool:
     """The innermost stride exceeds 16 bytes: engines then get half the SBUF/PSUM bandwidth
-    (spec/hardware.md §2, "Strided penalty")."""
+    (spec/hardware.md §2, "Strided penalty"). A tensor-indirection access counts by the steps between the
+    offsets it touched; with unknown offsets (a shape-only run) it counts as strided ([GAP]: the Trainium3
+    guide gives tensor indirection no rate of its own; arbitrary columns are the penalty's worst case)."""
+    if op.gathered and op.shape[-1] != 1:
+        steps = gathered_steps(op)
+        return steps is None or bool((np.abs(steps) * op.itemsize > 16).any())
     if not op.strides or len(op.shape) < 2 or op.shape[-1] == 1:
         return False
     return abs(op.strides[-1]) * op.itemsize > 16
