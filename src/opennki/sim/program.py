@@ -547,10 +547,9 @@ class Program:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
-            if instr.executor is not _TENSOR:
-                for _, view, _access in instr.operands():
-                    if view.storage.matmul_written is not None and view.kind is _PSUM:
-                        Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
+            for _, view, _access in instr.operands():     # a non-matmul access ends an accumulation group
+                if view.storage.matmul_written is not None and view.kind is _PSUM and instr.executor is not _TENSOR:
+                    Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
         machine.offsets.clear()
