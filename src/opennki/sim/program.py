@@ -267,7 +267,7 @@ class Program:
         same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
         to it (`_unshared`): such a tile is indistinguishable from a new one (the same name, kernel line,
         poison and scope; only its storage id is old, which no listener sees: reuse is off with listeners).
-        Making the tensor objects of a temporary was a third of the cost of a small instruction."""
+        Making the tensor objects of a temporary was about a tenth of the cost of a small instruction."""
         st = result.storage
         site = st.site
         if (site is not None and self._spares is not None and st.placement is None and st._array is None
