@@ -33,6 +33,8 @@ def test_grid_factories_and_classes(rng):
         dst = nl.ndarray(src.shape, dtype=src.dtype, buffer=nl.shared_hbm)
         b, ob = nl.blocks(src, tile_shape=(32, 16), block_shape=(2, 2)), nl.tiles(dst, tile_shape=(32, 16))
         assert isinstance(b, nl.NkiBlockGrid) and isinstance(b, nl.NkiGrid) and b.shape == (2, 3)
+        regrouped = nl.blocks(nl.tiles(src, tile_shape=(32, 16)), block_shape=(2, 2))
+        assert regrouped.shape == b.shape and regrouped[1, 2].element_shape == b[1, 2].element_shape == (32, 16)
         for i in range(b.shape[0]):
             for j in range(b.shape[1]):
                 inner = nl.tiles(b[i, j])
@@ -252,6 +254,18 @@ def test_run_time_coordinate_selects_its_tile(rng, how):
         np.testing.assert_array_equal(tile_at(x, np.array([[k]], np.int32), how), x[32 * k:32 * k + 32, 32:48])
 
 
+def test_an_nkiscalar_key_of_an_sbuf_grid_is_int32():
+    @nki.jit
+    def kernel(src, where):
+        g = nl.tiles(nl.ndarray((32, 64), dtype=nl.float32, buffer=nl.sbuf), tile_shape=(32, 16))
+        i = nl.ndarray((1, 1), dtype=nl.int64, buffer=nl.sbuf)
+        nisa.dma_copy(dst=i, src=where)
+        g[0, nisa.scalar_load(i)]
+        return src
+    with raises_at(DtypeError, match="NkiScalar key of an SBUF grid is int32", line="g[0, nisa.scalar_load(i)]"):
+        kernel(np.zeros((1, 1), np.float32), np.array([[1]], np.int64))
+
+
 def test_run_time_coordinate_past_the_tensor_is_the_dmas_out_of_bounds(rng):
     x = rng.standard_normal((128, 64)).astype(np.float32)
     with raises_at(IndexError, line="nisa.dma_copy(dst=t.data, src=cell.data)"):
@@ -337,17 +351,20 @@ def _rows(k):
 def test_empty_like_keeps_the_navigation_shape_and_takes_an_address():
     @nki.jit
     def shapes(src):
-        g = nl.blocks(src, tile_shape=(32, 16), block_shape=(1, 2))
+        g = nl.blocks(src, tile_shape=(32, 16), block_shape=(1, 2))      # (64, 80): 2 x 3 blocks, the last 16 wide
         row = nl.empty_like(g[1, :], buffer=nl.sbuf)
-        assert isinstance(row, nl.NkiBlockGrid) and row.shape == (2,) and row.element_shape == (32, 64)
-        one = nl.empty_like(g[0, 1])
-        assert one.shape == () and one.element_shape == (32, 32) and one.buffer == nl.shared_hbm
+        assert isinstance(row, nl.NkiBlockGrid) and row.shape == (3,) and row.element_shape == (32, 80)
+        assert row.block_shape == (1, 2) and row[2].element_shape == (32, 16) and row[2].is_remainder
+        column = nl.empty_like(g[:, 2])
+        assert column.shape == (2,) and column.element_shape == (64, 16) and column.buffer == nl.shared_hbm
+        one = nl.empty_like(g[0, 1], dtype=nl.bfloat16)
+        assert one.shape == () and one.element_shape == (32, 32) and one.dtype == nl.bfloat16
         pinned = nl.empty_like(g[0, 0], buffer=nl.sbuf, address=(0, 4096))
-        assert pinned.data.shape == (32, 32)
-        plain = nl.empty_like(src, transpose_axes=(1, 0), buffer=nl.sbuf)
-        assert plain.shape == (64, 64)
+        assert pinned.data.shape == (32, 32) and pinned.data.storage.placement.address == 4096
+        plain = nl.empty_like(src, transpose_axes=(1, 0))
+        assert plain.shape == (80, 64) and plain.buffer == nl.shared_hbm
         return src
-    shapes(np.zeros((64, 64), np.float32))
+    shapes(np.zeros((64, 80), np.float32))
 
 
 @nki.jit
