@@ -314,6 +314,10 @@ def test_cores_diverging_around_a_barrier_name_both_lines(same_path, rng):
     assert f"[0] waits at nisa.core_barrier" in text and f":{barrier}:" in text
     assert f"[1] waits at nisa.sendrecv" in text and f":{send}:" in text
     assert info.value.location.lineno == barrier
+    with collecting() as found, pytest.raises(KernelError, match="err_divergent_control_flow"):
+        nki_new.jit(kernel)[2](x)      # collected: also a divergence finding with each core's waiting line
+    assert [(f.kind, f.programs, tuple(loc.lineno for loc in f.lines)) for f in found] == [
+        (FindingKind.DIVERGENCE, ((0,), (1,)), (barrier, send))]
 
 
 # -- ordered loops: no report ----------------------------------------------------------------------------------

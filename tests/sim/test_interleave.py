@@ -143,9 +143,7 @@ def test_the_race_without_the_barrier_is_reported_at_both_cores_lines_whatever_t
     assert "program [0] writes and program [1] reads the same 64" in messages[0]
 
 
-def test_cores_diverging_name_the_waiting_line_and_where_the_other_core_ended(rng):
-    from opennki.errors import KernelError
-
+def _diverging_kernel():
     def diverging(x):
         rank = nl.program_id(0)
         out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
@@ -155,7 +153,12 @@ def test_cores_diverging_name_the_waiting_line_and_where_the_other_core_ended(rn
             nisa.core_barrier(out, (0, 1))
             nisa.dma_copy(dst=out, src=t)
         return out
+    return diverging
 
+
+def test_cores_diverging_name_the_waiting_line_and_where_the_other_core_ended(rng):
+    from opennki.errors import KernelError
+    diverging = _diverging_kernel()
     x = rng.standard_normal((16, 8)).astype(np.float32)
     barrier, ended = _line(diverging, "nisa.core_barrier(out"), _line(diverging, "nisa.dma_copy(dst=t")
     for seed in SEEDS:
@@ -313,3 +316,23 @@ def test_a_collective_over_programs_of_one_core_completes_in_every_order(rng):
                            interleave_seed=seed)[lnl.nc(2) * 2](x)
         np.testing.assert_allclose(out, want, rtol=1e-5)
         assert found == []
+
+
+def test_when_findings_are_collected_a_divergence_is_a_finding_naming_both_cores_lines(rng):
+    """`opennki check` / `--nki-check`: the launch still fails (its cores cannot go on), and the findings
+    hold a divergence record with each core's line, why it matters and the fix."""
+    from opennki.errors import KernelError
+    from opennki.listeners.findings import FindingKind
+    diverging = _diverging_kernel()
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    barrier, ended = _line(diverging, "nisa.core_barrier(out"), _line(diverging, "nisa.dma_copy(dst=t")
+    for seed in SEEDS:
+        with collecting() as found, pytest.raises(KernelError, match="err_divergent_control_flow"):
+            nki.jit(diverging, interleave_seed=seed)[2](x)
+        assert [f.kind for f in found] == [FindingKind.DIVERGENCE]
+        f = found[0]
+        assert f.rule == "err_divergent_control_flow" and f.kernel == "diverging"
+        assert [(p, loc.lineno) for p, loc in zip(f.programs, f.lines)] == [((0,), barrier), ((1,), ended)]
+        assert "finished without making this call" in f.message
+        assert "hangs" in f.why and "every core named in the call must make it" in f.fix
+        assert f.to_json()["kind"] == "divergence"

@@ -170,12 +170,12 @@ class Limits(enum.Enum):
     """Whose documented hardware limits an element-wise op or `nl.matmul` is held to in hardware-strict mode
     (`hardware_limits`, `matmul`): what simulates fine but fails to compile or run on hardware."""
 
-    LEGACY = "legacy"       # NKI 0.1 `nl` functions: NumPy broadcasting, the partition dim included, is
+    LEGACY = enum.auto()    # NKI 0.1 `nl` functions: NumPy broadcasting, the partition dim included, is
     #                         native; nl.matmul without transpose_x compiles
-    NEW = "new"             # NKI 0.3+ `nl` functions: no broadcasting between tiles but a [P, 1] column, no
+    NEW = enum.auto()       # NKI 0.3+ `nl` functions: no broadcasting between tiles but a [P, 1] column, no
     #                         divide / mod / fmod instruction, power needs a tile exponent, nl.matmul needs
     #                         transpose_x=True (NKI 0.3-0.6 known issue)
-    OPERATOR = "operator"   # tile operators (`a + b`): the legacy known issue, no partition broadcast
+    OPERATOR = enum.auto()  # tile operators (`a + b`): the legacy known issue, no partition broadcast
 
     @classmethod
     def of(cls, limits: "Limits | None", api: str) -> "Limits":

@@ -27,6 +27,8 @@ pair of kernel lines (a race between programs: for the lowest pair of programs t
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from opennki.events import (AccessKind, Event, InstructionExecuted, LoopFinished, LoopIteration, LoopStarted,
@@ -124,7 +126,9 @@ def _dim_box(operand: Operand):
 class _Index:
     """The accesses to one tensor, bucketed by what they touch so that a lookup sees only nearby ones: on
     chip by byte range; HBM by rows of the first dimension and, for tensors of two or more dimensions,
-    columns of the last (tiles side by side in one row band stay apart). An HBM access without an index box
+    columns of the last (tiles side by side in one row band stay apart); from three dimensions on, by each
+    index of the first (the tiles of different programs or batches stay apart), rows of the second and
+    columns of the last. An HBM access without an index box
     (`_dim_box` None) is in no bucket: it is compared with every access of the tensor."""
 
     __slots__ = ("chunks", "wide")
@@ -139,15 +143,19 @@ class _Index:
         if acc.operand.region.kind is MemoryKind.HBM:
             if acc.dims is None:        # (indirect, reshaped) no index box: compared with every access
                 return None
-            first = acc.dims[0]
-            lo, hi = first[0] >> _ROW_SHIFT, first[1] >> _ROW_SHIFT
-            if len(acc.dims) < 2:
-                return range(lo, hi + 1) if hi - lo < _WIDE_CHUNKS else None
-            last = acc.dims[-1]
-            clo, chi = last[0] >> _COLUMN_SHIFT, last[1] >> _COLUMN_SHIFT
-            if (hi - lo + 1) * (chi - clo + 1) > _WIDE_CHUNKS:
+            dims = acc.dims
+            rows = dims[1] if len(dims) > 2 else dims[0]
+            bands = [(rows[0] >> _ROW_SHIFT, rows[1] >> _ROW_SHIFT)]
+            if len(dims) > 1:
+                bands.append((dims[-1][0] >> _COLUMN_SHIFT, dims[-1][1] >> _COLUMN_SHIFT))
+            if len(dims) > 2:
+                bands.insert(0, dims[0])        # each index of the first dimension apart
+            count = 1
+            for lo, hi in bands:
+                count *= hi - lo + 1
+            if count > _WIDE_CHUNKS:
                 return None
-            return [(r, c) for r in range(lo, hi + 1) for c in range(clo, chi + 1)]
+            return list(itertools.product(*(range(lo, hi + 1) for lo, hi in bands)))
         lo, hi = acc.b0 >> _CHUNK_SHIFT, (max(acc.b1, acc.b0 + 1) - 1) >> _CHUNK_SHIFT
         return range(lo, hi + 1) if hi - lo < _WIDE_CHUNKS else None
 

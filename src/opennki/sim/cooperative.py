@@ -123,13 +123,16 @@ class Cooperation:
             self.sim.emit(ProgramsMet(ids, tuple(members), what, user_location()))
         return posts
 
-    def _gone_error(self, what: str, gone, location=None) -> KernelError:
-        """Programs `gone` finished without making the call `what` their peers make."""
+    def _gone_error(self, what: str, gone, location=None, waiting=None) -> KernelError:
+        """Programs `gone` finished without making the call `what` their peers make (program `waiting`
+        makes it, at `location`; None: the running program, at its kernel line)."""
         ended = "".join(f"; {list(m)} ended after{_at(self.last_line[m])}" for m in gone if m in self.last_line)
-        return KernelError(f"{what}: programs {[list(m) for m in gone]} finished without making this call "
-                           f"(divergent control flow: the programs took different paths around it){ended}",
-                           code="err_divergent_control_flow", location=location,
-                           hint="every core named in the call must make it, the same number of times")
+        error = KernelError(f"{what}: programs {[list(m) for m in gone]} finished without making this call "
+                            f"(divergent control flow: the programs took different paths around it){ended}",
+                            code="err_divergent_control_flow", location=location,
+                            hint="every core named in the call must make it, the same number of times")
+        waiting = self.running if waiting is None else waiting
+        return _with_lines(error, [(waiting, error.location)] + [(m, self.last_line.get(m)) for m in gone])
 
     def step(self, ids, location) -> None:
         """Interleaved launches: program `ids` is about to run an instruction at `location`; the generator
@@ -188,20 +191,22 @@ class Cooperation:
             first = min(self.waiting)
             missing = self.missing[first]() if first in self.missing else []
             if missing and all(self.has_finished(m) for m in missing):
-                self.failure = self._gone_error(self.waiting[first][1], missing, self.waiting_at.get(first))
+                self.failure = self._gone_error(self.waiting[first][1], missing, self.waiting_at.get(first), first)
                 self.cond.notify_all()
                 return
             blocked = "; ".join(f"{list(i)} waits at {w}{_at(self.waiting_at.get(i))}"
                                 for i, (_, w) in sorted(self.waiting.items()))
             done = sorted(i for i in self.order if i in self.finished)
             ended = "".join(f"; {list(i)} ended after{_at(self.last_line[i])}" for i in done if i in self.last_line)
-            self.failure = KernelError(
+            self.failure = _with_lines(KernelError(
                 f"SPMD programs wait for each other forever (divergent control flow): {blocked}; programs "
                 f"that already finished: {[list(i) for i in done] or 'none'}{ended}",
                 code="err_divergent_control_flow",
                 location=self.waiting_at.get(first),
                 hint="every program of a collective's group (every core of a barrier or sendrecv) must make "
-                     "the same calls in the same order")
+                     "the same calls in the same order"),
+                [(i, self.waiting_at.get(i)) for i in sorted(self.waiting)] + [(i, self.last_line.get(i))
+                                                                               for i in done])
         self.cond.notify_all()
 
     def _hand_to(self, ids) -> None:
@@ -264,6 +269,13 @@ class Cooperation:
         for thread in self.threads:
             thread.join(timeout=30)
 
+
+
+def _with_lines(error: KernelError, where) -> KernelError:
+    """The divergence error with `program_lines`: (program ids, kernel line) of each program involved, where
+    it waits or where it ended (the simulator turns them into a finding when findings are collected)."""
+    error.program_lines = tuple((ids, loc) for ids, loc in where if loc is not None)
+    return error
 
 
 def _at(location) -> str:

@@ -141,9 +141,11 @@ class Simulator:
                     launch.pending_programs.clear()
             if launch.cooperation is not None:
                 ran += launch.cooperation.finish()
-        except BaseException:
+        except BaseException as e:
             if launch.cooperation is not None:
                 launch.cooperation.abort()
+            if launch.collecting and getattr(e, "program_lines", None):
+                launch.findings.append(_divergence(e))
             self._report(launch, checker, raising=False)
             raise
         finally:
@@ -252,6 +254,19 @@ class Simulator:
             if data is None:
                 raise KernelError("a kernel can only return whole tensors or in-bounds views of them")
         return np.array(to_public(data, view.dtype))
+
+
+def _divergence(error) -> "_findings.Finding":
+    """The finding of a launch whose programs diverged around an exchange (sim/cooperative.py): the error's
+    message, the line where each program involved waits or ended, its programs. The launch still fails
+    with the error (its programs cannot go on), after the finding is handed on."""
+    lines = error.program_lines
+    return _findings.Finding(
+        _findings.FindingKind.DIVERGENCE, error.code, error.rule, tuple(loc for _, loc in lines),
+        programs=tuple(ids for ids, _ in lines),
+        why="on hardware a core that waits at a barrier, sendrecv or collective its peers never make waits "
+            "forever (the device hangs); the simulator sees every core's path and stops",
+        fix=error.hint or "")
 
 
 def _grid_points(grid):
