@@ -14,8 +14,8 @@ The model is never fitted to these timings (docs/cost-model.md); the table is a 
 
 A case's threshold is its `latency` (or `max_p99_latency`) parameter as written in the test; some tests
 allow a further 5% in their assert. The flash-attention forward cases are skipped unless `--all` is given:
-their thresholds are placeholders (3e9 to 8.7e10 us, hours to a day, for kernels whose roofline is
-milliseconds), and their shape-only runs take long.
+their shape-only runs take minutes to an hour, and their thresholds, compared with microseconds, are 3e9
+to 8.7e10 (hours to a day, for kernels whose roofline is milliseconds; docs/cost-model.md reads them).
 """
 
 from __future__ import annotations

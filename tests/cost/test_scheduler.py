@@ -260,3 +260,67 @@ def test_write_after_read_waits_for_the_reader_plus_the_trigger_overhead():
     assert reload.issue_start == pytest.approx(copy.end + _ns(100, 1.2))
     assert reload.start == pytest.approx(copy.end + _ns(100 + 64, 1.2) + TRN2.cost.dma.fixed_latency_ns)
     assert reload.duration_ns == pytest.approx(load.duration_ns)
+
+
+def _two_accumulation_groups(a, b, ordered):
+    x = nl.ndarray((128, 128), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=x, src=a)
+    w = nl.ndarray((128, 512), dtype=b.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=w, src=b)
+    slow = nl.ndarray((128, 128), dtype=a.dtype, buffer=nl.sbuf)
+    nisa.activation(dst=slow, op=nl.exp, data=x)                 # two table loads keep it late
+    nisa.activation(dst=slow, op=nl.tanh, data=slow)
+    p1 = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    p2 = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    nisa.nc_matmul(dst=p1, stationary=slow, moving=w)            # group 1 waits for the exp
+    if ordered:
+        with nl.no_reorder():
+            nisa.nc_matmul(dst=p2, stationary=x, moving=w)
+    else:
+        nisa.nc_matmul(dst=p2, stationary=x, moving=w)           # group 2: ready when the loads are
+    nisa.nc_matmul(dst=p1, stationary=x, moving=w, accumulate=True)   # group 1 again: after its first matmul
+    return a
+
+
+def test_a_later_accumulation_group_runs_in_the_tensor_engines_idle_stretch_while_a_group_keeps_its_order():
+    # trn1: no dI/dt throttle (on trn2 the idle PE would start at half rate, and group 2 no longer fits)
+    args = (spec((128, 128), "bfloat16"), spec((128, 512), "bfloat16"))
+    load_x, load_w, _, act, mm1, mm2, mm3 = estimate(
+        lambda a, b: _two_accumulation_groups(a, b, False), args, target="trn1").records
+    ls, mm, overhead = _ns(128 / 4, 2.8), _ns(512, 2.8), _ns(64, 2.8)   # LoadStationary M/4, MultiplyMoving N
+    assert mm1.start == pytest.approx(act.end + overhead + ls) and mm1.stall_kind == "raw"
+    # group 2 in the PE's idle stretch before mm1: its LoadStationary, then its MultiplyMoving, before mm1
+    assert mm2.ls_start == pytest.approx(max(load_x.end, load_w.end) + overhead)
+    assert mm2.start == pytest.approx(mm2.ls_start + ls) and mm2.end == pytest.approx(mm2.start + mm)
+    assert mm2.end < mm1.start
+    # the second matmul of group 1 ready as early, but kept behind the group's first (LoadStationary hidden)
+    assert mm3.start == pytest.approx(mm1.end) and mm3.end == pytest.approx(mm1.end + mm)
+
+
+def test_no_reorder_keeps_a_matmul_behind_the_earlier_group():
+    args = (spec((128, 128), "bfloat16"), spec((128, 512), "bfloat16"))
+    *_, mm1, mm2, mm3 = estimate(lambda a, b: _two_accumulation_groups(a, b, True), args, target="trn1").records
+    assert mm2.start == pytest.approx(mm1.end) and mm3.start == pytest.approx(mm2.end)
+
+
+def test_critical_path_goes_on_through_the_engine_before_an_instruction_placed_at_an_idle_stretchs_start():
+    def gap_start(a):
+        x = nl.ndarray((128, 1024), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.memset(dst=x, value=1.0, engine=nisa.gpsimd_engine)
+        y = nl.ndarray((128, 1024), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=y, op=nl.exp, data=x)                      # A
+        big = nl.ndarray((128, 4096), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=big, src=a)
+        z = nl.ndarray((128, 64), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=z, op=nl.exp, data=big[:, 0:64])           # B: waits for the load
+        w = nl.ndarray((128, 1024), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.activation(dst=w, op=nl.exp, data=x)                      # C: ready early, in the stretch after A
+        o = nl.ndarray((128, 1024), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.reciprocal(dst=o, data=w)                                 # D: 8N Vector cycles, ends last
+        return a
+    r = estimate(gap_start, (spec((128, 4096)),), target="trn2")
+    fill, act_a, load, act_b, act_c, recip = r.records
+    assert act_c.start == act_a.end and act_c.end < act_b.start           # out of program order, at A's end
+    assert act_c.pred == -1 and recip.pred == act_c.index
+    # C waited for its engine (A), not for a dependence: the path goes on through A to the fill A read
+    assert [rec.index for rec in r.critical_path] == [fill.index, act_a.index, act_c.index, recip.index]

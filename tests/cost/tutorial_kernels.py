@@ -303,3 +303,62 @@ def attention_downcast(q, k, v):
 
 
 ATTENTION_STEPS = (attention_divide_scores, attention_divide_output, attention_fused_exp, attention_downcast)
+
+
+# -- attention, the tutorial's v7 -> v8 step: the score tiles stay in PSUM (max, exp and row sum read them
+#    there); v8 evicts each tile to SBUF with a VectorE tensor_scalar_reduce that also takes its row max ----------
+
+def _attention_psum_scores(q, k, v, *, evict_with_max: bool):
+    """Scores of one 128-row query tile as [128, 512] fp32 PSUM tiles; the row max per tile by a VectorE
+    tensor_reduce on the PSUM tile, or (evict_with_max, the tutorial's v8) by a tensor_scalar_reduce that
+    also copies the tile to SBUF, a copy nothing reads here, as in the tutorial; exp, bias and row sum in
+    one ScalarE activation per tile, read from PSUM; bf16 exponentials transposed on the Tensor Engine."""
+    d, S = q.shape
+    T, F = 128, 512
+    out = nl.ndarray((S, d), dtype=q.dtype, buffer=nl.shared_hbm)
+    q_sb, k_sb = nl.load(q), nl.load(k)
+    v_t = nl.ndarray((nl.par_dim(T), S // T, d), dtype=q.dtype, buffer=nl.sbuf)
+    for j in nl.affine_range(S // T):
+        v_t[:, j, :] = nisa.tensor_copy(nisa.nc_transpose(nl.load(v[:, j * T:(j + 1) * T])), dtype=q.dtype)
+    for i in nl.affine_range(S // T):
+        qk = nl.ndarray((S // F, nl.par_dim(T), F), dtype=np.float32, buffer=nl.psum)
+        for j in nl.affine_range(S // F):
+            qk[j, :, :] = nisa.nc_matmul(q_sb[:, i * T:(i + 1) * T], k_sb[:, j * F:(j + 1) * F])
+        part_max = nl.ndarray((nl.par_dim(T), S // F), dtype=np.float32, buffer=nl.sbuf)
+        if evict_with_max:
+            evicted = nl.ndarray((nl.par_dim(T), S // F, F), dtype=np.float32, buffer=nl.sbuf)
+            for j in nl.affine_range(S // F):
+                evicted[:, j, :] = nisa.tensor_scalar_reduce(data=qk[j], op0=np.multiply, operand0=1.0,
+                                                             reduce_op=np.max, reduce_res=part_max[:, j])
+        else:
+            for j in nl.affine_range(S // F):
+                part_max[:, j] = nisa.tensor_reduce(np.max, qk[j], axis=1)
+        neg_max = nisa.tensor_reduce(np.max, part_max, axis=1, negate=True)
+        probs = nl.ndarray((nl.par_dim(T), S), dtype=q.dtype, buffer=nl.sbuf)
+        part_sum = nl.ndarray((nl.par_dim(T), S // F), dtype=np.float32, buffer=nl.sbuf)
+        for j in nl.affine_range(S // F):
+            probs[:, j * F:(j + 1) * F] = nisa.activation_reduce(op=np.exp, data=qk[j], bias=neg_max,
+                                                                 reduce_op=np.add, reduce_res=part_sum[:, j],
+                                                                 dtype=q.dtype)
+        inv_sum = nisa.reciprocal(nisa.tensor_reduce(np.add, part_sum, axis=1))
+        acc = nl.zeros((T, d), dtype=np.float32, buffer=nl.psum)
+        for j in nl.affine_range(S // T):
+            p_t = nisa.tensor_copy(nisa.nc_transpose(probs[:, j * T:(j + 1) * T]), dtype=q.dtype)
+            acc += nisa.nc_matmul(p_t, v_t[:, j, :])
+        res = nisa.tensor_scalar(acc, np.multiply, inv_sum, engine=nisa.vector_engine, dtype=q.dtype)
+        nl.store(out[i * T:(i + 1) * T, :], value=res)
+    return out
+
+
+def attention_psum_scores(q, k, v):
+    """The tutorial's v7 structure: the row max straight from each PSUM score tile."""
+    return _attention_psum_scores(q, k, v, evict_with_max=False)
+
+
+def attention_evict_with_max(q, k, v):
+    """The tutorial's v8 ("tensor_scalar_reduce on VectorE"): each PSUM score tile evicted to SBUF while its
+    row max is taken; the tutorial says this is slower than v7 (it prepares software pipelining)."""
+    return _attention_psum_scores(q, k, v, evict_with_max=True)
+
+
+ATTENTION_V7_V8 = (attention_psum_scores, attention_evict_with_max)

@@ -298,6 +298,30 @@ def test_vector_key_gathers_rows(rng):
 
 
 @nki.jit
+def gather_or_keep(table, indices):
+    """A gather whose out-of-range rows are skipped by the DMA (oob_mode.skip): those rows keep -7."""
+    out = nl.ndarray((indices.shape[0], table.shape[1]), dtype=table.dtype, buffer=nl.shared_hbm)
+    rows, out_tiles = nl.tiles(table, tile_shape=(64, 32)), nl.tiles(out, tile_shape=(64, 32))
+    idx = _sbuf_index(indices)
+    for j in range(out_tiles.shape[1]):
+        t = nl.empty_like(out_tiles[0, j], buffer=nl.sbuf)
+        nisa.memset(dst=t.data, value=-7.0)
+        nisa.dma_copy(dst=t.data, src=rows[idx, j].data, oob_mode=nisa.oob_mode.skip)
+        nisa.dma_copy(dst=out_tiles[0, j].data, src=t.data)
+    return out
+
+
+def test_out_of_range_gather_rows_follow_the_dmas_oob_mode(rng):
+    table = rng.standard_normal((100, 64)).astype(np.float32)
+    idx = rng.integers(-20, 120, (64, 1)).astype(np.int32)
+    inside = (idx[:, 0] >= 0) & (idx[:, 0] < 100)
+    assert 0 < inside.sum() < 64
+    want = np.full((64, 64), -7.0, np.float32)
+    want[inside] = table[idx[inside, 0]]
+    np.testing.assert_array_equal(gather_or_keep(table, idx), want)
+
+
+@nki.jit
 def scatter_rows(table, src, indices):
     """out = table with out[indices[k]] = src[k]: the vector key on the destination of the DMA."""
     out = nl.ndarray(table.shape, dtype=table.dtype, buffer=nl.shared_hbm)

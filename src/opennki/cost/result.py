@@ -238,6 +238,7 @@ class CostResult:
             return
         i = max(range(len(self.records)), key=lambda k: self.records[k].end)
         seen = set()
+        ends = None
         while i != NO_PRODUCER and i not in seen:
             seen.add(i)
             rec = self.records[i]
@@ -246,6 +247,12 @@ class CostResult:
             self.critical_by_line[line] = self.critical_by_line.get(line, 0.0) + rec.duration_ns
             self.critical_by_row[rec.row] = self.critical_by_row.get(rec.row, 0.0) + rec.duration_ns
             i = rec.pred
+            if i == NO_PRODUCER and rec.start > 0:
+                # placed at the start of an idle stretch (out of program order): its engine gated it, so
+                # the path goes on through the record on its row that ended there
+                if ends is None:
+                    ends = {(r.row, r.end): k for k, r in enumerate(self.records)}
+                i = ends.get((rec.row, rec.start), NO_PRODUCER)
         self.critical_path.reverse()
 
     @property

@@ -5,8 +5,10 @@ Imports events, hw, and the cost layer's rules and dependency tracker. It never 
 
     start = max(engine free, producers done + dependency overhead)
 
-on its core's in-order engine queue (Tensor, Vector, Scalar, GpSimd, Sync), dependencies coming from the
-memory regions it reads and writes (`AccessTracker`).
+on its core's engine timeline (Tensor, Vector, Scalar, GpSimd, Sync), or earlier in an idle stretch the
+engine left before instructions placed earlier (the compiler's list scheduler; `no_reorder` keeps program
+order; on the Tensor Engine across accumulation groups only), dependencies coming from the memory regions
+it reads and writes (`AccessTracker`).
 
 * Tensor Engine: LoadStationary and MultiplyMoving are two overlapping pipes (the next LoadStationary may
   start once the current MultiplyMoving has; it is skipped while the same stationary tile is loaded), with
@@ -44,7 +46,8 @@ from opennki.hw import get_target
 
 
 _PE = Engine.TENSOR.value
-_TENSOR, _DMA, _VECTOR = Engine.TENSOR, Engine.DMA, Engine.VECTOR       # bound once: class lookups of members are slow (3.11)
+# bound once: class lookups of members are slow (3.11)
+_TENSOR, _DMA, _VECTOR, _ACCUMULATE = Engine.TENSOR, Engine.DMA, Engine.VECTOR, AccessKind.ACCUMULATE
 
 
 class _CoreState:
@@ -54,7 +57,8 @@ class _CoreState:
         n = max(e.value for e in Engine) + 1
         self.free = [0.0] * n                     # by Engine value (cheaper than hashing the enum): the PE
         self.last = [NO_PRODUCER] * n
-        self.lines = [Timeline() for _ in range(n)]   # the other engines, with their idle stretches
+        self.lines = [Timeline() for _ in range(n)]   # every engine's idle stretches (the PE's: MultiplyMoving)
+        self.groups: dict[int, tuple] = {}        # PSUM storage accumulated into -> (end, record) of its last
         self.ls_free = 0.0
         self.mm_last_start = 0.0
         self.mm_last_end = None
@@ -264,6 +268,11 @@ class CostModel:
 
     def _place_pe(self, ev, cost, state, dep, index) -> InstructionRecord:
         pe = self.hw.cost.tensor
+        groups = [op.region.storage_id for op in ev.operands if op.access is _ACCUMULATE]
+        if not ev.ordered and state.lines[_PE].gaps:
+            rec = self._backfill_pe(ev, cost, state, dep, index, pe, groups)
+            if rec is not None:
+                return rec
         mm_free = state.free[_PE]
         last = state.last[_PE]
         start, pred, stall, kind = self._gate(pe, mm_free, last, dep)
@@ -293,8 +302,48 @@ class CostModel:
         state.free[_PE] = end
         state.last[_PE] = index
         state.mm_last_start, state.mm_last_end = start, end
+        state.lines[_PE] = state.lines[_PE].reserved(start, duration, index)[0]
+        for group in groups:
+            state.groups[group] = (end, index)
         rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start, end, pred, stall, kind)
         rec.ls_start, rec.ls_end = ls_start, ls_end
+        return rec
+
+    def _backfill_pe(self, ev, cost, state, dep, index, pe, groups) -> InstructionRecord | None:
+        """The record of a matmul or transpose placed in an idle stretch the PE left before matmuls placed
+        earlier, or None when none fits. The Tensor Engine "can have up to eight outstanding matmul
+        accumulation groups, which allows flexible scheduling of matmul instructions" and "can move onto the
+        next accumulation group without waiting for VectorE/ScalarE to evict previous accumulation group
+        results" (NKI architecture guide, hw §7): so the compiler may issue the matmuls of a later group
+        before those of an earlier one that wait for their inputs. Within a group (matmuls accumulating into
+        one PSUM tensor) the order is kept; the PSUM banks bound how many groups are in flight through the
+        allocator (a group's tile reusing a bank waits for the bank's last reader). In a gap, the
+        LoadStationary runs before its MultiplyMoving (no earlier matmul there to hide it behind), and the PE
+        runs at the dI/dt throttle's starting rate when the gap began more than the throttle's idle time
+        before (the rate at the start for the whole instruction, as for the in-order placement)."""
+        ready = 0.0 if dep.producer == NO_PRODUCER else dep.ready + pe.ns(pe.dependency_overhead_cycles)
+        gate = dep.producer
+        for group in groups:
+            end, prev = state.groups.get(group, (0.0, NO_PRODUCER))
+            if end > ready:
+                ready, gate = end, prev
+        line = state.lines[_PE]
+        ls = cost.load_stationary_ns if not cost.is_transpose else 0.0
+        mm = cost.busy_ns
+        start, gap = line.fit(ready, ls + mm)
+        if gap is None:
+            return None
+        if pe.throttle_ramp_ns > 0 and start - line.gaps[gap][0] > pe.throttle_idle_ns:
+            mm /= pe.throttle_start_fraction
+            if start + ls + mm > line.gaps[gap][1]:
+                return None
+        state.lines[_PE] = line.reserved(start, ls + mm, index)[0]
+        for group in groups:
+            state.groups[group] = (start + ls + mm, index)
+        pred = gate if start == ready else NO_PRODUCER
+        rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start + ls, start + ls + mm, pred, 0.0, None)
+        if ls > 0:
+            rec.ls_start, rec.ls_end = start, start + ls
         return rec
 
     def _stationary_key(self, ev):
