@@ -52,6 +52,7 @@ def test_check_command_prints_each_finding_and_fails(tmp_path):
     assert "[affine_loop_carried_raw]" in out and f"{script.name}:14" in out
     assert "[uninitialized_read]" in out and "element [12, 0]" in out and f"{script.name}:17" in out
     assert "why:" in out and "fix:" in out
+    assert "iterations: 1, 2" in out and "regions: sbuf partitions 0-16 bytes" in out   # the record's data
 
 
 def test_check_command_json(tmp_path):

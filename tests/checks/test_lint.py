@@ -137,11 +137,20 @@ def shared_hbm_in_branch(x, flag):
     return out, scratch
 
 
+def shared_hbm_at_kernel_level(x, flag):
+    out = lnl.ndarray(x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+    scratch = lnl.ndarray((2,) + x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+    for i in lnl.affine_range(2):
+        lnl.store(scratch[i], value=lnl.load(x))
+    return out, scratch
+
+
 def test_shared_hbm_tensors_belong_at_kernel_level():
     # the `if flag:` on a plain parameter is decided while tracing; the loop body is a scope
     assert _rules(shared_hbm_in_branch) == [
         ("err_shared_hbm_must_in_kernel_level", _line(shared_hbm_in_branch, "scratch = lnl.ndarray")),
         ("err_local_variable_used_out_of_scope", _line(shared_hbm_in_branch, "return out, scratch"))]
+    assert _rules(shared_hbm_at_kernel_level) == []
 
 
 # -- new generation -------------------------------------------------------------------------------------------
@@ -167,8 +176,17 @@ def mixing(x):
     return out
 
 
+def one_generation(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
 def test_legacy_apis_inside_a_new_generation_kernel():
     assert _rules(mixing, Generation.NEW) == [("mixed_generations", _line(mixing, "t = lnl.load"))]
+    assert _rules(one_generation, Generation.NEW) == []
 
 
 def _row_starts(rows):

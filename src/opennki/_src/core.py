@@ -82,7 +82,7 @@ def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address
     region = buffer if type(buffer) is MemoryRegion else region_of(buffer)
     t = prog.new_tensor(region, normalize_shape(shape), dtype if type(dtype) is DataType else dtype_of(dtype),
                         name or None, fill=fill, address=address)
-    if prog.loops:
+    if prog.loops or t.storage.site is not None:     # a site: maybe a reused result tile (Program.spare)
         rules.record_scope(prog, t)
     return t
 
