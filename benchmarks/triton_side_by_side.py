@@ -6,7 +6,8 @@ doing the same math on the same fp32 data:
 
 - vector add of 2^20 elements: opennki tiles it as [128, 2048] tiles of a [128, 8192] view; Triton runs
   programs of 4096 elements;
-- matmul 1024^3: opennki's tiled kernel (128 x 128 x 512 tiles, PSUM accumulation); Triton's blocked
+- matmul 1024^3: opennki's bundled tiled kernel (examples/tiled_matmul.py: 128 x 128 x 512 tiles, PSUM
+  accumulation); Triton's blocked
   tl.dot kernel with 128 x 128 x 128 blocks;
 - row softmax of [4096, 1024]: opennki 128 rows a tile; Triton one row a program.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import pathlib
 import sys
 import time
 
@@ -31,6 +33,11 @@ import numpy as np  # noqa: E402
 
 import opennki.legacy as nki  # noqa: E402
 import opennki.legacy.language as nl  # noqa: E402
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from benchmarks.sim_speed import best_of  # noqa: E402
+from examples.tiled_matmul import tiled_matmul  # noqa: E402
 
 try:
     import torch
@@ -56,20 +63,7 @@ def nki_add(a, b):
     return out
 
 
-@nki.jit
-def nki_matmul(lhsT, rhs):
-    K, M = lhsT.shape
-    _, N = rhs.shape
-    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // 128):
-        for n in nl.affine_range(N // 512):
-            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // 128):
-                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                acc += nl.matmul(a, b, transpose_x=True)
-            nl.store(out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=acc)
-    return out
+nki_matmul = nki.jit(tiled_matmul)       # the bundled example, as benchmarks/sim_speed.py times it
 
 
 @nki.jit
@@ -134,15 +128,6 @@ def triton_jobs(a, b, lhsT, rhs, x):
         return to_soft.numpy()
 
     return {"vector_add": add, "matmul": matmul, "softmax": softmax}
-
-
-def best_of(fn, repeat) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.process_time()
-        fn()
-        times.append(time.process_time() - t0)
-    return min(times)
 
 
 def main(argv=None) -> int:

@@ -11,6 +11,7 @@ import opennki.language as nl
 import opennki.legacy.language as lnl
 from opennki.checks.lint import lint
 from opennki.listeners.findings import FindingKind
+from opennki.releases import Generation
 from opennki.sim import SimOptions
 
 
@@ -19,7 +20,7 @@ def _line(fn, text: str) -> int:
     return start + next(i for i, line in enumerate(lines) if text in line)
 
 
-def _rules(fn, generation="legacy", options=None):
+def _rules(fn, generation=Generation.LEGACY, options=None):
     found = lint(fn, generation, options)
     assert all(f.kind is FindingKind.LINT and f.why and f.fix for f in found)
     return [(f.rule, f.lines[0].lineno) for f in found]
@@ -136,11 +137,20 @@ def shared_hbm_in_branch(x, flag):
     return out, scratch
 
 
+def shared_hbm_at_kernel_level(x, flag):
+    out = lnl.ndarray(x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+    scratch = lnl.ndarray((2,) + x.shape, dtype=x.dtype, buffer=lnl.shared_hbm)
+    for i in lnl.affine_range(2):
+        lnl.store(scratch[i], value=lnl.load(x))
+    return out, scratch
+
+
 def test_shared_hbm_tensors_belong_at_kernel_level():
     # the `if flag:` on a plain parameter is decided while tracing; the loop body is a scope
     assert _rules(shared_hbm_in_branch) == [
         ("err_shared_hbm_must_in_kernel_level", _line(shared_hbm_in_branch, "scratch = lnl.ndarray")),
         ("err_local_variable_used_out_of_scope", _line(shared_hbm_in_branch, "return out, scratch"))]
+    assert _rules(shared_hbm_at_kernel_level) == []
 
 
 # -- new generation -------------------------------------------------------------------------------------------
@@ -156,7 +166,7 @@ def new_branch(x):
 
 
 def test_new_generation_control_flow_on_data():
-    assert _rules(new_branch, "new") == [("err_dynamic_control_flow_not_supported", _line(new_branch, "if t > 0"))]
+    assert _rules(new_branch, Generation.NEW) == [("err_dynamic_control_flow_not_supported", _line(new_branch, "if t > 0"))]
 
 
 def mixing(x):
@@ -166,8 +176,17 @@ def mixing(x):
     return out
 
 
+def one_generation(x):
+    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
+    t = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.sbuf)
+    nisa.dma_copy(dst=t, src=x)
+    nisa.dma_copy(dst=out, src=t)
+    return out
+
+
 def test_legacy_apis_inside_a_new_generation_kernel():
-    assert _rules(mixing, "new") == [("mixed_generations", _line(mixing, "t = lnl.load"))]
+    assert _rules(mixing, Generation.NEW) == [("mixed_generations", _line(mixing, "t = lnl.load"))]
+    assert _rules(one_generation, Generation.NEW) == []
 
 
 def _row_starts(rows):
@@ -210,9 +229,9 @@ def test_python_subset_rules_follow_the_api_release(version, frontend, reported)
                 ("unsupported_is", _line(restricted, "if scale is not None")),
                 ("unsupported_generator", _line(restricted, "width = sum(d for")),
                 ("unsupported_generator", _line(_row_starts, "yield start"))]
-    found = _rules(restricted, "new", options)
+    found = _rules(restricted, Generation.NEW, options)
     assert sorted(found) == (sorted(set(expected)) if reported else [])
-    assert _rules(within_the_subset, "new", options) == []
+    assert _rules(within_the_subset, Generation.NEW, options) == []
 
 
 # -- helper functions the kernel calls ------------------------------------------------------------------------
@@ -252,7 +271,7 @@ def calls_fixed_helpers(x):
 
 
 def test_helpers_called_from_the_kernel_are_linted_at_their_own_lines():
-    found = lint(calls_helpers, "legacy")
+    found = lint(calls_helpers, Generation.LEGACY)
     got = sorted((f.rule, f.lines[0].lineno, f.lines[0].function, f.kernel) for f in found)
     assert got == sorted([
         ("err_dynamic_control_flow_not_supported", _line(_exp_if_positive, "if lnl.max(t"), "_exp_if_positive",
@@ -264,7 +283,7 @@ def test_helpers_called_from_the_kernel_are_linted_at_their_own_lines():
         ("err_dynamic_control_flow_not_supported", _line(_jit_helper, "if not t"), "_jit_helper",
          "calls_helpers")])
     assert all(f.why and f.fix for f in found)
-    assert lint(calls_fixed_helpers, "legacy") == []
+    assert lint(calls_fixed_helpers, Generation.LEGACY) == []
 
 
 jit_helper = __import__("opennki.legacy", fromlist=["jit"]).jit(_jit_helper)

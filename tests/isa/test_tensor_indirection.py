@@ -10,7 +10,7 @@ import pytest
 import opennki.isa as nisa
 import opennki.language as nl
 from opennki.cost import cost_of
-from opennki.errors import DtypeError, IndirectIndexError, KernelError, MemoryKindError, ShapeError
+from opennki.errors import AllocationError, DtypeError, IndirectIndexError, KernelError, MemoryKindError, ShapeError
 from opennki.events import InstructionExecuted
 from opennki.hw import TRN3
 from opennki.kernels.base import run_kernel
@@ -285,3 +285,23 @@ def test_a_gather_of_consecutive_columns_is_priced_as_a_dense_access(rng):
     dense, _ = _copy_cost(recorded(_copy(False)))
     gather, ev = _copy_cost(recorded(_copy(True)))
     assert gather.perf_mode == "4x" and gather.busy_ns == pytest.approx(dense.busy_ns)
+
+
+def test_directly_placed_operands_follow_the_base_partition_rules(rng):
+    def kernel_with(index_partition, data_partition):
+        def kernel(x, index):
+            t = nl.ndarray((32, 24), nl.float32, buffer=nl.sbuf, address=(data_partition, 0))
+            nisa.dma_copy(dst=t, src=x[0:32, :])
+            i = nl.ndarray((32, 2), nl.uint16, buffer=nl.sbuf, address=(index_partition, 4096))
+            nisa.dma_copy(dst=i, src=index[0:32, :])
+            out = nl.ndarray((32, 16), nl.float32, buffer=nl.sbuf)
+            nisa.tensor_copy(dst=out, src=t.indirect(i, num_elem=16))
+            return to_hbm(out)
+        return kernel
+
+    x, index = _args(rng)
+    rejects(kernel_with(16, 16), x, index, error=AllocationError, match="quadrant boundary", api="nisa.tensor_copy")
+    rejects(kernel_with(32, 0), x, index, error=AllocationError, match="starts on the partition its index",
+            api="nisa.tensor_copy")
+    got = run(kernel_with(32, 32), x, index)
+    np.testing.assert_array_equal(got, gathered(x[0:32], layout(index[0:32], 32, 16, 16)))

@@ -41,6 +41,18 @@ def test_psum_accumulation_over_k_tiles_in_bf16(rng):
     np.testing.assert_allclose(out, a.astype(np.float64).T @ b.astype(np.float64), rtol=1e-4, atol=1e-3)
 
 
+@covers("matmul")
+@pytest.mark.parametrize("wide", ["x", "y"])
+def test_fp32_times_bf16_widens_the_other_operand(wide, rng):
+    # nc_matmul pairs fp32 only with fp32; nl.matmul has no such rule (NKI's attention tutorial multiplies
+    # fp32 scores by bf16 values), so the bf16 operand is widened first: the product of the values held
+    a = rng.standard_normal((64, 32)).astype(np.float32 if wide == "x" else ml_dtypes.bfloat16)   # [K, M]
+    b = rng.standard_normal((64, 80)).astype(np.float32 if wide == "y" else ml_dtypes.bfloat16)   # [K, N]
+    out = apply(lambda x, y: nl.matmul(x, y, transpose_x=True), a, b)
+    expected = a.astype(np.float64).T @ b.astype(np.float64)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
 @covers("matmul", "arange")
 def test_operand_masks_restrict_m_and_n(rng):
     a = rng.standard_normal((32, 48)).astype(np.float32)

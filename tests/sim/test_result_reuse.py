@@ -142,3 +142,24 @@ def test_no_reuse_when_a_listener_sees_the_storages(rng, monkeypatch):
     assert made == made_plain > made_fast         # with a listener every result tile is a new tensor
     np.testing.assert_array_equal(heard, plain)
     np.testing.assert_array_equal(fast, plain)
+
+
+def _row_sum(t):
+    return nisa.tensor_reduce(np.add, t, axis=1)    # its result tile is made at this line every call
+
+
+def helper_in_and_after_a_loop(a):
+    out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    total = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.sequential_range(3):
+        total[...] = _row_sum(x)        # the helper's result tile is made inside the loop ...
+    total[...] = _row_sum(x)            # ... and again after it: a new tile there, with no loop scope
+    nl.store(out, value=total)
+    return out
+
+
+def test_a_tile_reused_after_its_loop_has_no_loop_scope(rng):
+    a = rand(rng, 128, 40)
+    out = nki.jit(helper_in_and_after_a_loop)(a)
+    np.testing.assert_allclose(out[:, 0], a.sum(axis=1), rtol=1e-5)

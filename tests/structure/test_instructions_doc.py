@@ -27,3 +27,14 @@ def test_every_opcode_has_a_row_a_class_and_a_cost_rule():
     activation = next(r for r in rows if r.startswith("| `activation` |"))
     assert "`nisa.activation`" in activation and "scalar.py` `Activation`" in activation
     assert "tests/isa/test_activation.py" in activation
+
+
+def test_each_row_gives_the_result_rule_of_its_class():
+    from opennki.instructions.base import REGISTRY
+    rows = {r.split("`")[1]: r.split(" | ") for r in generator().table().splitlines() if r.startswith("| `")}
+    rule = {op: cells[5] for op, cells in rows.items()}
+    assert {op for op, text in rule.items() if text} == {op for op, c in REGISTRY.items() if c.has_result_rule()}
+    assert "[P, 6]" in rule["bn_stats"] and "`BnStats.result`" in rule["bn_stats"]
+    assert "fp32" in rule["nc_matmul"] and "`NcMatmul.result`" in rule["nc_matmul"]
+    assert rule["tensor_copy"] == rule["tensor_copy_dynamic_src"] == "shape and dtype of `src`"
+    assert rule["dma_copy"] == "" and rule["tensor_copy_dynamic_dst"] == ""

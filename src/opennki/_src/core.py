@@ -82,7 +82,7 @@ def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address
     region = buffer if type(buffer) is MemoryRegion else region_of(buffer)
     t = prog.new_tensor(region, normalize_shape(shape), dtype if type(dtype) is DataType else dtype_of(dtype),
                         name or None, fill=fill, address=address)
-    if prog.loops:
+    if prog.loops or t.storage.site is not None:     # a site: maybe a reused result tile (Program.spare)
         rules.record_scope(prog, t)
     return t
 
@@ -170,12 +170,12 @@ class Limits(enum.Enum):
     """Whose documented hardware limits an element-wise op or `nl.matmul` is held to in hardware-strict mode
     (`hardware_limits`, `matmul`): what simulates fine but fails to compile or run on hardware."""
 
-    LEGACY = "legacy"       # NKI 0.1 `nl` functions: NumPy broadcasting, the partition dim included, is
+    LEGACY = enum.auto()    # NKI 0.1 `nl` functions: NumPy broadcasting, the partition dim included, is
     #                         native; nl.matmul without transpose_x compiles
-    NEW = "new"             # NKI 0.3+ `nl` functions: no broadcasting between tiles but a [P, 1] column, no
+    NEW = enum.auto()       # NKI 0.3+ `nl` functions: no broadcasting between tiles but a [P, 1] column, no
     #                         divide / mod / fmod instruction, power needs a tile exponent, nl.matmul needs
     #                         transpose_x=True (NKI 0.3-0.6 known issue)
-    OPERATOR = "operator"   # tile operators (`a + b`): the legacy known issue, no partition broadcast
+    OPERATOR = enum.auto()  # tile operators (`a + b`): the legacy known issue, no partition broadcast
 
     @classmethod
     def of(cls, limits: "Limits | None", api: str) -> "Limits":
@@ -453,10 +453,33 @@ def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul", limits
     else:
         stationary = to_sbuf(x, api)
     moving = to_sbuf(y, api)
+    stationary, moving = _paired_for_pe(stationary, moving, api)
     M, N = stationary.free_size, moving.free_size
     result = alloc((M, N) if moving.ndim == 2 else (M,) + moving.shape[1:], float32, PSUM)
     return prog.defer(NcMatmul(dst=result, stationary=stationary, moving=moving, accumulate=False, mask=mask),
                       result, api)
+
+
+_FP32_LIKE = ("float32", "tfloat32")
+
+
+def _paired_for_pe(stationary: TensorView, moving: TensorView, api: str) -> tuple[TensorView, TensorView]:
+    """`nl.matmul` operands the Tensor Engine can pair: nc_matmul takes fp32 / tf32 only together with fp32 /
+    tf32, while `nl.matmul` documents no dtype rule and NKI's own tutorial multiplies fp32 softmax scores by
+    bf16 values with it (nki-samples' attention_fwd_performance v1, benchmarked in bf16). So the other operand
+    is first copied to fp32 in SBUF (a Vector Engine copy the cost model sees). [GAP] which side NKI's compiler
+    converts is not published; widening is exact, so the product is the one of the values the kernel holds."""
+    s_wide, m_wide = stationary.dtype.name in _FP32_LIKE, moving.dtype.name in _FP32_LIKE
+    if s_wide == m_wide:
+        return stationary, moving
+
+    def widened(t):
+        out = alloc(t.shape, float32, SBUF)
+        current(api).issue(TensorCopy(dst=out, src=t), api)
+        if t.mask is not None:          # an operand mask (`x[i_f < 64]`) still restricts the copy
+            out = out._derive(out.shape, out.amap, out.consts, (), t.mask)
+        return out
+    return (stationary, widened(moving)) if s_wide else (widened(stationary), moving)
 
 
 # ------------------------------------------------------------------------------------------ assignment

@@ -94,12 +94,15 @@ def rules(prog) -> LanguageRules:
 
 
 def record_scope(prog, view) -> None:
-    """Remember that the tensor `view` was created inside the innermost running scoped loop."""
+    """Remember that the tensor `view` was created inside the innermost running scoped loop; made outside every
+    scoped loop, it has no scope, even if it is a result tile reused at its call site (Program.spare) whose
+    first making was inside one (a helper called in a loop, then once more after it)."""
     for frame in reversed(prog.loops):
         if frame.is_scope:
             line = frame.location.lineno if frame.location is not None else "?"
             rules(prog).remember(view.storage, frame.loop_id, line, view.name)
             return
+    rules(prog).scopes.pop(view.storage.id, None)
 
 
 def _install(prog) -> None:

@@ -98,15 +98,17 @@ _FIX = {
 }
 
 
-def lint(kernel, generation="legacy", options=None) -> list[Finding]:
+def lint(kernel, generation=Generation.LEGACY, options=None) -> list[Finding]:
     """The lint findings of `kernel` (a function, or a jit kernel with `.func` / `.spec.func`) for its
-    generation (a `Generation`, or "legacy" / "new"; None: legacy) at the release `options` selects (module
+    generation (a `Generation`; None: legacy) at the release `options` selects (module
     docstring), and of the helper functions it calls: module-level Python functions of the kernel's own file
     (plain or jit-decorated), followed through their calls in turn, since NKI's compiler traces them as part
     of the kernel. A helper's findings name its own line and function, and the kernel. A function whose
     source is not available gives no findings."""
-    if isinstance(generation, Generation) or generation is None:
-        generation = "new" if generation is Generation.NEW else "legacy"
+    if generation is None:
+        generation = Generation.LEGACY
+    if not isinstance(generation, Generation):
+        raise TypeError(f"lint takes a Generation, got {generation!r}")
     top = _function(kernel)
     findings, seen, todo = [], set(), [top]
     while todo:
@@ -173,7 +175,7 @@ class _Linter:
         self.loop_vars: set[str] = set()
         self.findings: list[Finding] = []
         level = level_of(options, Generation.NEW)
-        self.restricted = generation == "new" and (level < release("0.7", Generation.NEW)
+        self.restricted = generation is Generation.NEW and (level < release("0.7", Generation.NEW)
                                                    or uses_custom_frontend(options))
 
     # -- results --------------------------------------------------------------------------------------------
@@ -225,7 +227,7 @@ class _Linter:
                     return INDEX
                 if name in _PLAIN or name.startswith("_"):
                     return None
-                if self.generation == "new" and name in _DECLARATIONS:
+                if self.generation is Generation.NEW and name in _DECLARATIONS:
                     return DECLARED  # `if t:` / `t != None` are presence tests; `t > 0` is a value
                 return TENSOR if callable(obj) else None
             if isinstance(node.func, ast.Attribute) and self.kind(node.func.value) in (TENSOR, DECLARED):
@@ -339,7 +341,7 @@ class _Linter:
                             self.kinds[elt.id] = self.kind(values[k])
                         else:
                             self.kinds[elt.id] = kind if kind == INDEX else None
-        if scoped is not None and self.generation == "legacy" and self.is_shared_hbm(value):
+        if scoped is not None and self.generation is Generation.LEGACY and self.is_shared_hbm(value):
             self.report("err_shared_hbm_must_in_kernel_level", stmt,
                         "a shared_hbm tensor is created inside a loop or branch")
 
@@ -374,12 +376,12 @@ class _Linter:
         kind = self.kind(test)
         if kind == DECLARED:
             return
-        if kind is not None and self.generation == "legacy" and isinstance(test, (ast.Name, ast.Subscript)):
+        if kind is not None and self.generation is Generation.LEGACY and isinstance(test, (ast.Name, ast.Subscript)):
             self.report("err_ambiguous_tensor_truth_value", test, "the truth value of a whole tensor or index")
         elif kind == TENSOR:
             self.report("err_dynamic_control_flow_not_supported", test,
                         "control flow depends on a tensor's value")
-        elif kind == INDEX and self.generation == "legacy":
+        elif kind == INDEX and self.generation is Generation.LEGACY:
             self.report("err_control_flow_condition_depending_on_arange", test,
                         "a condition depends on nl.arange / nl.mgrid indices")
 
@@ -388,11 +390,11 @@ class _Linter:
             self.helper(node)
         if isinstance(node, ast.IfExp):
             self.condition(node.test)
-        elif isinstance(node, ast.BoolOp) and self.generation == "legacy":
+        elif isinstance(node, ast.BoolOp) and self.generation is Generation.LEGACY:
             if any(self.kind(v) is not None for v in node.values):
                 self.report("err_ambiguous_tensor_truth_value", node,
                             f"'{'and' if isinstance(node.op, ast.And) else 'or'}' on a tensor or index")
-        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and self.generation == "legacy":
+        elif isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not) and self.generation is Generation.LEGACY:
             if self.kind(node.operand) is not None:
                 self.report("err_ambiguous_tensor_truth_value", node, "'not' on a tensor or index")
         elif isinstance(node, ast.Compare) and self.restricted:
@@ -401,7 +403,7 @@ class _Linter:
         elif isinstance(node, (ast.GeneratorExp, ast.Yield, ast.YieldFrom)) and self.restricted:
             what = "a generator expression" if isinstance(node, ast.GeneratorExp) else "'yield'"
             self.report("unsupported_generator", node, f"{what} in a new-generation kernel or its helper")
-        elif isinstance(node, ast.Attribute) and self.generation == "new":
+        elif isinstance(node, ast.Attribute) and self.generation is Generation.NEW:
             obj = self.resolve(node)
             if obj is not None and not isinstance(node.value, ast.Attribute):
                 api = self.api_name(obj)
@@ -411,7 +413,7 @@ class _Linter:
 
     def created_in_block(self, stmt) -> list[tuple[str, ast.AST]]:
         """Names a legacy scoped block (loop body, NKI `if`) binds to new tensors: (name, assignment)."""
-        if self.generation != "legacy":
+        if self.generation is not Generation.LEGACY:
             return []
         if isinstance(stmt, (ast.For, ast.AsyncFor)):
             if self.loop_kind(stmt.iter) not in _SCOPED_LOOPS:

@@ -116,6 +116,7 @@ class Instruction:
     opcode: ClassVar[str] = ""
     default_engine: ClassVar[Engine] = Engine.UNKNOWN
     chooses_engine: ClassVar[bool] = False   # its `engine` field names the engine; None means default_engine
+    result_like: ClassVar[str] = ""          # the read operand whose shape and dtype its result has (`result`)
     indirect_fields: ClassVar[tuple] = ()    # operand fields that take a tensor-indirection view (indirection.py)
 
     mask: object = None
@@ -268,12 +269,24 @@ class Instruction:
         """The shape and dtype of the tile this instruction writes, from its input operands and parameters
         passed under their field names (`BnStats.result(data=t)`): what a functional API (the legacy
         `nisa`) allocates for the result, an explicit `dtype=` replacing the dtype. The rule here: the shape
-        and dtype of the first read operand given; instructions whose result differs override it."""
-        for f in cls._operand_field_list:
-            t = inputs.get(f.name)
-            if f.metadata["access"] is AccessKind.READ and isinstance(t, TensorView):
-                return tuple(t.shape), t.dtype
-        raise TypeError(f"{cls.__name__}.result() needs a tensor input, got {sorted(inputs)}")
+        and dtype of the operand `result_like` names; instructions whose result differs override it, and one
+        with neither has no result rule (`has_result_rule`: its callers always give the destination)."""
+        if not cls.result_like:
+            raise TypeError(f"{cls.__name__} has no result rule: its callers give the destination")
+        t = inputs.get(cls.result_like)
+        if not isinstance(t, TensorView):
+            raise TypeError(f"{cls.__name__}.result() needs the tensor {cls.result_like!r}, got {sorted(inputs)}")
+        return tuple(t.shape), t.dtype
+
+    @classmethod
+    def has_result_rule(cls) -> bool:
+        """Whether `result` says what this instruction writes (it names `result_like` or overrides it; a
+        field called `result`, as `ScalarLoad` has, is not a rule)."""
+        for klass in cls.__mro__:
+            if "result" in vars(klass):
+                rule = vars(klass)["result"]
+                return isinstance(rule, classmethod) and (klass is not Instruction or bool(cls.result_like))
+        return False
 
     def check_operands(self, fields=None) -> None:
         """What every operand field (or each of `fields`) holds, before `check` reads `.shape` / `.dtype`

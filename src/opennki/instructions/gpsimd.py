@@ -90,6 +90,7 @@ class AffineSelect(Instruction):
     """
 
     opcode = "affine_select"
+    result_like = "on_true_tile"
     default_engine = Engine.GPSIMD
 
     dst: object = operand(WRITE)

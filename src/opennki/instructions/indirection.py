@@ -10,14 +10,17 @@ groups (16 partitions, 32 on the Tensor Engine: `machine.tensor.indirection_grou
 a scattered `dst` is not in PSUM. Rules of one instruction (the matmul dtypes and tiling, the MX pairs) stay
 in that instruction's check.
 
-Not checked [GAP]: the base-partition rules for manually allocated operands (every index on a quadrant
-boundary, an indirected input on its index's partitions), which concern addresses only, and the
+For operands the kernel placed itself (`address=`), the pages' base-partition rules: every index starts on a
+quadrant boundary (a multiple of 32); an indirected input starts on the partition its index starts on; an
+indirected `dst`'s index starts where the instruction's primary input (the first input of `indirect_fields`)
+does, or where that input's own index does when the input is a PSUM indirection view. The compiler satisfies
+them for tensors it places, so they are checked only between directly placed tensors. Not checked [GAP]: the
 `tensor_scalar` exclusion of the "int32/uint32 address-arithmetic pattern", which the pages do not define.
 """
 
 from __future__ import annotations
 
-from opennki.errors import KernelError, MemoryKindError, ShapeError, expect
+from opennki.errors import AllocationError, KernelError, MemoryKindError, ShapeError, expect
 from opennki.events import AccessKind, Engine, MemoryKind
 from opennki.instructions.base import require
 from opennki.machine.tensor import TensorView, indirection_group
@@ -67,7 +70,48 @@ def check_indirection(instr, ctx, engines: tuple[Engine, ...] | None = None) -> 
         if access is not AccessKind.READ and engine is Engine.SCALAR and view.kind is MemoryKind.PSUM:
             raise MemoryKindError(f"on the Scalar Engine a scattered '{name}' cannot be in PSUM",
                                   expected="SBUF", got="PSUM", code="err_unsupported_memory")
+    _check_base_partitions(instr, views)
     return True
+
+
+def _first_partition(view) -> int | None:
+    """The partition a directly placed tensor's view starts on; None for a tensor the allocator places."""
+    st = view.storage.base or view.storage
+    if not st.direct or st.placement is None:
+        return None
+    return st.placement.partition + view.extent()[0]
+
+
+def _same_start(a, b, rule: str, api: str) -> None:
+    pa, pb = _first_partition(a), _first_partition(b)
+    if pa is not None and pb is not None and pa != pb:
+        raise AllocationError(f"{api}: {rule}", expected=f"partition {pb}", got=f"partition {pa}",
+                              hint="place the tensors so that their first partitions agree (address=)")
+
+
+def _check_base_partitions(instr, views) -> None:
+    api = instr.api_name()
+    for name, view, access in views:
+        index = indirection_term(view).index
+        first = _first_partition(index)
+        if first is not None and first % 32:
+            raise AllocationError(f"{api}: the index of '{name}' must start on a quadrant boundary (a multiple "
+                                  "of 32)", expected="a partition multiple of 32", got=f"partition {first}",
+                                  hint="place the index at partition 0, 32, 64 or 96 (address=)")
+        if access is AccessKind.READ:
+            _same_start(view, index, f"an indirected '{name}' starts on the partition its index starts on", api)
+    dst = getattr(instr, "dst", None)
+    dst_term = indirection_term(dst)
+    if dst_term is None or len(instr.indirect_fields) < 2:
+        return
+    primary = instr.indirect_fields[1]
+    data = getattr(instr, primary)
+    data_term = indirection_term(data)
+    if isinstance(data, TensorView) and data.kind is MemoryKind.SBUF:
+        _same_start(dst_term.index, data, f"the index of 'dst' starts on the partition '{primary}' starts on", api)
+    elif data_term is not None:
+        _same_start(dst_term.index, data_term.index,
+                    f"the index of 'dst' starts on the partition the index of '{primary}' starts on", api)
 
 
 def check_untiled(instr, tile_position) -> None:

@@ -44,6 +44,7 @@ class Dropout(Instruction):
     on the seed and the sequence of random instructions."""
 
     opcode = "dropout"
+    result_like = "data"
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)

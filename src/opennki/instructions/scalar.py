@@ -63,6 +63,7 @@ class Activation(Instruction):
     """
 
     opcode = "activation"
+    result_like = "data"
     indirect_fields = ("dst", "data")
     default_engine = Engine.SCALAR
 

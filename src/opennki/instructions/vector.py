@@ -170,6 +170,7 @@ class TensorScalar(Instruction):
     """
 
     opcode = "tensor_scalar"
+    result_like = "data"
     indirect_fields = ("dst", "data")
     default_engine = Engine.VECTOR
     chooses_engine = True
@@ -246,6 +247,7 @@ class Reciprocal(Instruction):
     activation, which is only valid on ±[2^-42, 2^42]). 1/0 = inf."""
 
     opcode = "reciprocal"
+    result_like = "data"
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -358,6 +360,7 @@ class TensorCopy(Instruction):
     through fp32), else converted through fp32. Engines: vector (default), scalar, gpsimd (SBUF only)."""
 
     opcode = "tensor_copy"
+    result_like = "src"
     indirect_fields = ("dst", "src")
     default_engine = Engine.VECTOR
     chooses_engine = True

@@ -191,6 +191,7 @@ class TensorScalarReduce(Instruction):
     """
 
     opcode = "tensor_scalar_reduce"
+    result_like = "data"
     indirect_fields = ("dst", "data")
     default_engine = Engine.VECTOR
 
@@ -311,6 +312,7 @@ class RangeSelect(Instruction):
     """
 
     opcode = "range_select"
+    result_like = "on_true_tile"
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)

@@ -104,6 +104,7 @@ class TensorCopyDynamicDst(TensorCopy):
     see TensorCopyDynamicSrc."""
 
     opcode = "tensor_copy_dynamic_dst"
+    result_like = ""                # it writes into a destination the kernel gives
 
     def check(self, ctx) -> None:
         super().check(ctx)

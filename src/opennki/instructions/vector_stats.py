@@ -220,6 +220,7 @@ class NcMatchReplace8(Instruction):
     """
 
     opcode = "nc_match_replace8"
+    result_like = "data"
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)

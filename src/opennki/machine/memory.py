@@ -126,6 +126,7 @@ class Storage:
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
                  "declared", "physical", "spilled", "read_only", "initialized", "last_touch", "spill_address", "site",
+                 "direct",
                  "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
@@ -155,6 +156,7 @@ class Storage:
         self.spill_address = None    # SBUF: the HBM address its spilled copy goes to (reserved at its first spill)
         self.initialized = None      # uninitialized="raise": per-element "written" flags (None: not tracked)
         self.site = None             # a result tile's call site, while it may be reused there (Program.spare)
+        self.direct = False          # placed by the kernel (`address=`, nki.compiler allocation), not the allocator
 
     @property
     def array(self):
@@ -429,6 +431,7 @@ class Memory:
                     location=location, hint="directly placed tensors are never spilled: choose addresses that "
                                             "fit, or let the compiler place the tensor (no address=)")
             storage.placement = Placement(int(partition), int(start))
+            storage.direct = True
             if on_chip and can_alias(storage):
                 storage.physical = self._images.get(kind.value) or \
                     self._images.setdefault(kind.value, PhysicalImage(kind, self.hw.memory.partitions))

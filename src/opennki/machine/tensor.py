@@ -281,12 +281,13 @@ class TensorView:
 
     @property
     def is_root(self) -> bool:
-        return (self.shape == self.storage.shape and self.coords == self.storage.shape
+        return (tuple.__eq__(self.shape, self.storage.shape) and self.coords == self.storage.shape
                 and not any(self.consts) and not self.dynamic and self.amap == _identity_map(len(self.coords)))
 
     def same_view(self, other: "TensorView") -> bool:
-        return (other.storage is self.storage and other.shape == self.shape and other.amap == self.amap
-                and other.consts == self.consts and other.dynamic == self.dynamic and other.coords == self.coords)
+        return other is self or (other.storage is self.storage and other.shape == self.shape
+                                 and other.amap == self.amap and other.consts == self.consts
+                                 and other.dynamic == self.dynamic and other.coords == self.coords)
 
     # -- subscripts ---------------------------------------------------------------------------------------
     def subscript(self, key) -> "TensorView":

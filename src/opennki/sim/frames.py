@@ -13,7 +13,7 @@ import dis
 import functools
 import sys
 
-from opennki.errors import is_internal
+from opennki.errors import PACKAGE_DIR, is_internal
 
 _STORE_OPS = ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL")
 
@@ -113,8 +113,10 @@ def read_later(frame, name: str) -> bool:
 
 
 def user_frame():
+    """The innermost frame outside the opennki package (`errors.is_internal`, tested inline: this runs for
+    every instruction)."""
     frame = sys._getframe(1)
-    while frame is not None and is_internal(frame.f_code.co_filename):
+    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
         frame = frame.f_back
     return frame
 

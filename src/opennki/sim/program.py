@@ -267,7 +267,7 @@ class Program:
         same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
         to it (`_unshared`): such a tile is indistinguishable from a new one (the same name, kernel line,
         poison and scope; only its storage id is old, which no listener sees: reuse is off with listeners).
-        Making the tensor objects of a temporary was a third of the cost of a small instruction."""
+        Making the tensor objects of a temporary was about a tenth of the cost of a small instruction."""
         st = result.storage
         site = st.site
         if (site is not None and self._spares is not None and st.placement is None and st._array is None
@@ -547,10 +547,9 @@ class Program:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
-            if instr.executor is not _TENSOR:
-                for _, view, _access in instr.operands():
-                    if view.storage.matmul_written is not None and view.kind is _PSUM:
-                        Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
+            for _, view, _access in instr.operands():     # a non-matmul access ends an accumulation group
+                if view.storage.matmul_written is not None and view.kind is _PSUM and instr.executor is not _TENSOR:
+                    Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
         machine.offsets.clear()
