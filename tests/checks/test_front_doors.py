@@ -3,12 +3,10 @@
 and on the same code fixed."""
 
 import json
-import os
-import subprocess
-import sys
-import textwrap
 
 import pytest
+
+from tests.running import run_python
 
 BUGGY = '''
 import numpy as np
@@ -46,15 +44,9 @@ def _write(tmp_path, fixed: bool):
     return path
 
 
-def _run(args, cwd):
-    env = dict(os.environ)
-    env.pop("NKI_SIMULATOR", None)
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=300)
-
-
 def test_check_command_prints_each_finding_and_fails(tmp_path):
     script = _write(tmp_path, fixed=False)
-    done = _run(["-m", "opennki", "check", script.name], tmp_path)
+    done = run_python(["-m", "opennki", "check", script.name], tmp_path)
     assert done.returncode == 1, done.stderr
     out = done.stdout
     assert "[affine_loop_carried_raw]" in out and f"{script.name}:14" in out
@@ -65,7 +57,7 @@ def test_check_command_prints_each_finding_and_fails(tmp_path):
 
 def test_check_command_json(tmp_path):
     script = _write(tmp_path, fixed=False)
-    done = _run(["-m", "opennki", "check", "--json", script.name], tmp_path)
+    done = run_python(["-m", "opennki", "check", "--json", script.name], tmp_path)
     report = json.loads(done.stdout)
     rules = {f["rule"] for f in report["findings"]}
     assert rules == {"affine_loop_carried_raw", "uninitialized_read"}
@@ -75,7 +67,7 @@ def test_check_command_json(tmp_path):
 
 def test_check_command_reports_nothing_for_the_fixed_script(tmp_path):
     script = _write(tmp_path, fixed=True)
-    done = _run(["-m", "opennki", "check", script.name], tmp_path)
+    done = run_python(["-m", "opennki", "check", script.name], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "no findings" in done.stdout
 
@@ -83,12 +75,12 @@ def test_check_command_reports_nothing_for_the_fixed_script(tmp_path):
 @pytest.mark.parametrize("fixed", [False, True])
 def test_pytest_plugin_nki_check_fails_a_test_on_a_finding(tmp_path, fixed):
     test_file = _write(tmp_path, fixed=fixed)
-    done = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opennki.pytest_plugin", "--nki-check",
+    done = run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opennki.pytest_plugin", "--nki-check",
                  test_file.name], tmp_path)
     if fixed:
         assert done.returncode == 0, done.stdout
     else:
         assert done.returncode == 1 and "affine_loop_carried_raw" in done.stdout, done.stdout
-    plain = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opennki.pytest_plugin",
+    plain = run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opennki.pytest_plugin",
                   test_file.name], tmp_path)
     assert plain.returncode == 0, plain.stdout          # without --nki-check both pass, as on the simulator

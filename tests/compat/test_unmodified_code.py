@@ -4,27 +4,19 @@ and `opennki.compat.install()` (including never shadowing a real installation si
 
 import importlib
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from opennki import cli, compat
+from tests.running import run_python
 
 HERE = Path(__file__).parent
 TUTORIAL = HERE / "tutorial" / "rms_norm_nki_kernels.py"
 NEW_GEN = HERE / "tutorial" / "new_gen_matmul.py"
 SUITE = HERE / "samples_suite"
-
-
-def _run(args, cwd, env=None):
-    full_env = dict(os.environ, **(env or {}))
-    full_env.pop("NKI_SIMULATOR", None)
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, env=full_env,
-                          timeout=300)
 
 
 @pytest.fixture
@@ -39,26 +31,26 @@ def user_dir(tmp_path):
 def test_tutorial_script_needs_nki_when_run_plainly(user_dir):
     if compat.real_installation("neuronxcc") is not None:
         pytest.skip("a real neuronxcc is installed here")
-    plain = _run([TUTORIAL.name], user_dir)
+    plain = run_python([TUTORIAL.name], user_dir)
     assert plain.returncode != 0 and "No module named 'neuronxcc'" in plain.stderr
 
 
 def test_tutorial_script_runs_unchanged_under_opennki_run(user_dir):
-    done = _run(["-m", "opennki", "run", TUTORIAL.name, "200"], user_dir)
+    done = run_python(["-m", "opennki", "run", TUTORIAL.name, "200"], user_dir)
     assert done.returncode == 0, done.stderr
     assert "RMSNorm: NKI and NumPy match" in done.stdout and "Tensor add: NKI and NumPy match" in done.stdout
-    done = _run(["-m", "opennki", "run", NEW_GEN.name], user_dir)
+    done = run_python(["-m", "opennki", "run", NEW_GEN.name], user_dir)
     assert done.returncode == 0 and "matmul: NKI and NumPy match" in done.stdout, done.stderr
 
 
 def test_samples_suite_passes_under_the_plugin_without_edits(user_dir):
     base = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opennki.pytest_plugin", "test_unit"]
-    done = _run(base, user_dir)
+    done = run_python(base, user_dir)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "5 passed" in done.stdout
-    sim = _run(base + ["--simulation-only"], user_dir)
+    sim = run_python(base + ["--simulation-only"], user_dir)
     assert sim.returncode == 0 and "3 passed, 2 skipped" in sim.stdout, sim.stdout + sim.stderr
-    without = _run(base[:4] + ["test_unit"], user_dir)
+    without = run_python(base[:4] + ["test_unit"], user_dir)
     assert without.returncode != 0 and "neuronxcc" in without.stdout
 
 
@@ -205,7 +197,7 @@ def test_kernels_named_test_star_are_not_collected_as_tests(tmp_path):
     """NKI's kernel objects are not functions, so pytest does not collect a kernel named `test_*` (the SDK's
     own tests name kernels so); ours keep `__wrapped__` and the function's metadata all the same."""
     (tmp_path / "test_named_kernels.py").write_text(_KERNELS_NAMED_LIKE_TESTS)
-    done = _run(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opennki.pytest_plugin",
+    done = run_python(["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "opennki.pytest_plugin",
                  "test_named_kernels.py"], tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 passed" in done.stdout and "error" not in done.stdout, done.stdout

@@ -66,3 +66,28 @@ def test_a_lookup_that_finds_nothing_raises_instead_of_guessing():
     object.__setattr__(ev, "operands", ())
     with pytest.raises(LookupError, match="no operand data"):
         common.main_input(ev, "data")
+
+
+def find_lookups(fn) -> list[tuple[str, ...]]:
+    """The role names of each `find` call in `fn`: a lookup that may come back empty."""
+    tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    return [tuple(a.value for a in node.args[1:] if isinstance(a, ast.Constant))
+            for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and getattr(node.func, "id", getattr(node.func, "attr", None)) == "find"]
+
+
+def may_be_absent(opcode: str, role: str) -> bool:
+    """Whether operand field `role` of `opcode` can be missing from an event: optional, or an immediate."""
+    field = next((f for f in REGISTRY[opcode].operand_fields() if f.name == role), None)
+    return field is None or field.metadata["optional"] or field.metadata["immediate"]
+
+
+@pytest.mark.parametrize("rule", sorted(RULE_OPCODES, key=lambda r: r.__name__), ids=lambda r: r.__name__)
+def test_only_an_operand_that_may_be_absent_is_looked_up_without_raising(rule):
+    """`find` (None when absent) is for optional or immediate operands; a rule reads a required one with
+    `named`, which raises if it is missing, so no rule silently costs without it."""
+    opcodes = [o for o in RULE_OPCODES[rule] if o in REGISTRY]
+    for roles in find_lookups(rule):
+        for opcode in opcodes:
+            required = [r for r in roles if not may_be_absent(opcode, r)]
+            assert not required, f"{rule.__name__} finds {required} of {opcode}, which it always has: use named"

@@ -13,15 +13,16 @@ import opennki.legacy as nki
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.events import InstructionExecuted
-from opennki.kernels.base import run_kernel
 from opennki.listeners import Recorder
+from tests.running import run
 
 P, F = 128, 64
 
 
 def _run(kernel, *args, grid=()):
+    """The outputs and the opcodes the kernel issued, in order."""
     rec = Recorder()
-    out = run_kernel(kernel, args, grid=grid, listeners=[rec])
+    out = run(kernel, *args, grid=grid, recorder=rec)
     return out, [e.opcode for e in rec.of_type(InstructionExecuted)]
 
 

@@ -13,7 +13,7 @@ software-DGE transfers (GPSIMD_START plus a cycle per partition, [GAP] chosen).
 from __future__ import annotations
 
 from opennki.cost.rules.registry import cost_rule
-from opennki.cost.rules.common import find, inputs, named, outputs, param_name
+from opennki.cost.rules.common import inputs, named, param_name
 from opennki.cost.rules.descriptors import TRANSPOSE, Split, engine_ns, split
 from opennki.cost.value import Cost, DmaWork
 from opennki.events import Engine, MemoryKind
@@ -132,7 +132,7 @@ def transpose_efficiency(dma, src) -> float:
 @cost_rule("dma_compute")
 def dma_compute(ev, hw) -> Cost:
     """[GAP] chosen: every source streams through the DMA (`len(srcs)` x dst bytes) at `rmw_efficiency`."""
-    dst = find(ev, "dst") or outputs(ev)[0]
+    dst = named(ev, "dst")
     srcs = [o for o in inputs(ev) if o is not dst]
     return transfer(ev, hw, dst, srcs, factor=hw.cost.dma.rmw_efficiency,
                     size_bytes=dst.size_bytes * max(1, len(srcs)))

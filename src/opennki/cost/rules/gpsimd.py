@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 from opennki.cost.rules.registry import cost_rule
-from opennki.cost.rules.common import elems, find, main_input, main_output, named
+from opennki.cost.rules.common import elems, main_input, main_output, named
 from opennki.cost.value import Cost
 from opennki.events import Engine
 
@@ -43,10 +43,10 @@ def local_gather(ev, hw) -> Cost:
     indices per core (`num_valid_indices`, else the index tile's elements per partition), k =
     `num_elem_per_idx`."""
     src = named(ev, "src_buffer")
-    index = find(ev, "index")
+    index = named(ev, "index")
     k = float(ev.params.get("num_elem_per_idx") or 1)
     valid = ev.params.get("num_valid_indices")
-    V = float(valid) if isinstance(valid, (int, float)) else float(index.free_elems if index else 1)
+    V = float(valid) if isinstance(valid, (int, float)) else float(index.free_elems)
     t = 4.0
     C = ((28 + t * k) / (t * k)) / min(4.0 / max(src.itemsize, 1), k)
     g = hw.cost.gpsimd
@@ -82,6 +82,6 @@ def topk(ev, hw) -> Cost:
     parameter: the elements of one 16-partition group's snake), K the values kept (val_dst's free size)."""
     src = main_input(ev, "src")
     n = float(ev.params["n"])
-    kept = elems(ev, find(ev, "val_dst"))
+    kept = elems(ev, named(ev, "val_dst"))
     g = hw.cost.gpsimd
     return Cost(Engine.GPSIMD, busy_ns=g.ns(g.start_cycles + 4 * n + kept), elem_ops=n * src.partitions)

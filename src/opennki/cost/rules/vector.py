@@ -79,12 +79,10 @@ def tensor_tensor(ev, hw) -> Cost:
     """`max(MIN_II, N)` if one input is in PSUM and the other in SBUF, or both in SBUF with all-bf16
     add/multiply/subtract at unit stride; else `max(MIN_II, 2N)`. v3+: 2x with both inputs in SBUF and all
     16-bit. GpSimd: two passes at its element rate."""
-    a, b = find(ev, "data1"), find(ev, "data2")
-    ins = [o for o in (a, b) if o is not None] or inputs(ev)
-    n = max(elems(ev, o) for o in ins)
-    if ev.engine is not Engine.VECTOR or len(ins) < 2:
+    a, b = named(ev, "data1"), named(ev, "data2")
+    n = max(elems(ev, a), elems(ev, b))
+    if ev.engine is not Engine.VECTOR:
         return elementwise(ev, hw, 2 * n, stages=2)
-    a, b = ins[0], ins[1]
     dst = main_output(ev)
     dve = hw.cost.vector
     tensors = [a, b] + ([dst] if dst is not None else [])
@@ -111,9 +109,9 @@ def tensor_scalar(ev, hw) -> Cost:
 def scalar_tensor_tensor(ev, hw) -> Cost:
     """`N` if data and operand1 are bf16, op0=subtract, op1=multiply and N even; else `2N` (MIN_II floor
     added: every instruction has one)."""
-    data, op1 = named(ev, "data"), find(ev, "operand1")
+    data, op1 = named(ev, "data"), named(ev, "operand1")
     n = elems(ev, data)
-    fast = (data is not None and op1 is not None and data.dtype == op1.dtype == "bfloat16"
+    fast = (data.dtype == op1.dtype == "bfloat16"
             and param_name(ev, "op0") == "subtract" and param_name(ev, "op1") == "multiply" and n % 2 == 0)
     return elementwise(ev, hw, n if fast else 2 * n, stages=2)
 
@@ -192,9 +190,9 @@ def predicated(ev, hw) -> Cost:
     `max(MIN_II, 2N)` (isa.md C14). select_reduce: [GAP], the same rule plus the MIN_II read-out of
     `reduce_res`."""
     data = named(ev, "src", "on_true", "predicate")     # select_reduce may take an immediate on_true
-    pred = find(ev, "predicate")
+    pred = named(ev, "predicate")
     n = elems(ev, data)
-    split = pred is not None and {data.kind, pred.kind} == {SBUF, PSUM}
+    split = {data.kind, pred.kind} == {SBUF, PSUM}
     extra = _readout(ev, hw) if ev.opcode == "select_reduce" else 0.0
     return elementwise(ev, hw, n if split else 2 * n, extra_cycles=extra, stages=1 if split else 2)
 
