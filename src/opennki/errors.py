@@ -131,6 +131,10 @@ class MemoryKindError(NkiValidationError, ValueError):
     """An operand lives in a memory (HBM / SBUF / PSUM) the instruction cannot access."""
 
 
+class MemberError(OpenNKIError, AttributeError):
+    """A tensor member NKI does not have (an AttributeError, as Python's own, with the NKI way to say it)."""
+
+
 class OutOfBoundsError(OpenNKIError, IndexError):
     """An access reaches outside its tensor (and is not masked off)."""
 

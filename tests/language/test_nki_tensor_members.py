@@ -224,3 +224,22 @@ def test_indirect_gathers_columns_at_run_time_offsets(rng, x):
 
     offsets = index.T.reshape(-1)             # offset k at index[k % 16, k // 16], for every partition
     np.testing.assert_array_equal(run(kernel, x, index, target="trn3"), x[:, offsets])
+
+@pytest.mark.parametrize("legacy", [False, True])
+def test_dot_t_is_not_a_member_and_the_error_says_how_to_transpose(legacy, x):
+    """NumPy's and torch's `.T` is not an NKI tensor member (both generations): the AttributeError names the
+    kernel line and the instructions that transpose; `hasattr` stays False, as for any absent member."""
+    import opennki.legacy as lnki
+    import opennki.legacy.language as lnl
+    seen = []
+
+    def kernel(a):
+        t = (lnl.load(a) if legacy else _sbuf(a))
+        seen.append(hasattr(t, "T"))
+        return t.T
+
+    front = lnki.simulate_kernel if legacy else (lambda k, *args: nki.simulate(k)(*args))
+    with raises_at(AttributeError, match=r"no attribute 'T'(.|\n)*nl\.transpose", line="return t.T") as info:
+        front(kernel, x)
+    assert isinstance(getattr(info.value, "opennki_error", info.value), nki.errors.MemberError)
+    assert seen == [False]

@@ -17,7 +17,7 @@ import math
 
 import numpy as np
 
-from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, UnsupportedError, expect
+from opennki.errors import DtypeError, KernelError, MemberError, MemoryKindError, ShapeError, UnsupportedError, expect
 from opennki.events import MemoryKind
 from opennki.instructions.registers import RuntimeInt
 from opennki.instructions.scalars import NkiScalar
@@ -91,6 +91,14 @@ class NkiTensor(TensorView):
 
     def __itruediv__(self, v):
         return self._inplace(v, "divide")
+
+    @property
+    def T(self):
+        """NKI tensors have no `.T` (spec/language.md §7.1 lists the members; NumPy and torch code has it):
+        a transpose is an instruction, so the missing member says which one."""
+        raise MemberError(f"'{type(self).__name__}' object has no attribute 'T': an NKI tensor is not "
+                          "transposed by an attribute", hint="transpose on the Tensor Engine with nl.transpose(x) "
+                          "(nisa.nc_transpose), or by DMA with nisa.dma_transpose")
 
     # -- operators ------------------------------------------------------------------------------------
     def _bin(self, other, op, reflect=False, default_dtype=None):
