@@ -145,6 +145,20 @@ def test_benchmark_checks_races_on_its_shape_only_run(generation, x):
 
 
 @pytest.mark.parametrize("generation", ["new", "legacy"])
+def test_a_shape_only_run_says_uninitialised_reads_are_not_checked(generation, x):
+    """uninitialized='raise' on a benchmark cannot be honoured (no values, no written elements): a warning
+    says so instead of a silently clean run; the kernel run through jit raises (test above)."""
+    if generation == "new":
+        kernel = nki.benchmark(half_written_new, uninitialized="raise")[1]
+    else:
+        kernel = lnki.benchmark(half_written_legacy, uninitialized="raise")
+    with pytest.warns(UserWarning, match=r"half_written_\w+: uninitialized='raise' is not checked in a shape-only"):
+        with contextlib.redirect_stdout(io.StringIO()):
+            kernel(x)
+    assert kernel.benchmark_result is not None
+
+
+@pytest.mark.parametrize("generation", ["new", "legacy"])
 def test_a_profile_reports_the_findings_instead_of_raising(generation, x, tmp_path):
     import json
     if generation == "new":

@@ -14,6 +14,7 @@ import inspect
 import itertools
 import math
 import random
+import warnings
 
 import numpy as np
 
@@ -98,6 +99,11 @@ class Simulator:
         grid = tuple(int(g) for g in grid)
         name = kernel_name or getattr(fn, "__name__", "kernel")
         collected, options = _findings.collector(), self.options
+        if options.shape_only and options.uninitialized == "raise":
+            # shape-only launches (benchmark, profile, estimates) compute no values and track no written
+            # elements: say so rather than report a clean run (docs/design-notes.md, the checks)
+            warnings.warn(f"{name}: uninitialized='raise' is not checked in a shape-only run (benchmark, profile, "
+                          "estimate); run the kernel (jit, simulate) to find uninitialised reads", stacklevel=2)
         if collected is not None and collected.all_checks:
             self.options = dataclasses.replace(options, detect_races=True, uninitialized="raise")
         checker = RaceChecker() if self.options.detect_races else None
