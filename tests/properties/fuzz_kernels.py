@@ -38,6 +38,7 @@ import opennki.legacy as lnki
 import opennki.legacy.isa as lnisa
 import opennki.legacy.language as lnl
 from opennki.errors import OpenNKIError
+from opennki.releases import Generation
 
 DTYPES = (np.dtype(np.float32), np.dtype(ml_dtypes.bfloat16), np.dtype(np.float16))
 OUTCOMES = ("ok", "internal", "accepted-illegal", "wrong", "hang")
@@ -86,7 +87,7 @@ class Fault:
 
 @dataclass
 class Case:
-    generation: str         # "legacy" / "new"
+    generation: Generation
     P: int
     F: int
     chunks: int             # affine_range trips over the free dim (F % chunks == 0)
@@ -103,7 +104,7 @@ class Case:
 
     def __repr__(self) -> str:
         steps = ", ".join(f"{s.op}({s.scalar:g},{s.scalar2:g})" for s in self.steps)
-        return (f"Case({self.generation} P={self.P} F={self.F} chunks={self.chunks} grid={self.grid} "
+        return (f"Case({_tag(self)} P={self.P} F={self.F} chunks={self.chunks} grid={self.grid} "
                 f"{self.dtype} [{steps}] reduce={self.reduce} fault={self.fault})")
 
 
@@ -289,7 +290,7 @@ def new_kernel(case: Case):
 
 def launch(case: Case, a, b):
     """Run the case's kernel (the launch line a launch fault must end at is tagged)."""
-    if case.generation == "legacy":
+    if case.generation is Generation.LEGACY:
         k = lnki.jit(legacy_kernel(case))
         grid = _v(case, "grid", case.grid if case.grid > 1 else None, mark="launch")
         if grid is not None or _bad(case, "grid", mark="launch"):
@@ -315,11 +316,16 @@ def _marks() -> dict[str, tuple[str, int]]:
 MARKS = _marks()
 
 
+def _tag(case) -> str:
+    """The case's generation as the marks of this file spell it (`legacy_launch`, `new_out`)."""
+    return case.generation.name.lower()
+
+
 def expected_lines(case: Case) -> list[tuple[str, int]]:
     """Where the case's fault may be reported: the marked line (a bad grid: the subscript or the call)."""
     f = case.fault
     if f.kind == "grid":
-        return [MARKS[f"{case.generation}_subscript"], MARKS[f"{case.generation}_launch"]]
+        return [MARKS[f"{_tag(case)}_subscript"], MARKS[f"{_tag(case)}_launch"]]
     if f.kind == "view":            # made in the fault's function; bounds are checked by the instruction
         code = f.value.__code__
         return [(code.co_filename, code.co_firstlineno), _expected_line(case)]
@@ -330,7 +336,7 @@ def expected_lines(case: Case) -> list[tuple[str, int]]:
 
 def _expected_line(case: Case) -> tuple[str, int]:
     f = case.fault
-    gen = case.generation
+    gen = _tag(case)
     if f.mark == "launch" or f.kind == "input_dtype":
         return MARKS[f"{gen}_launch"]
     if f.mark == "loop":
@@ -340,7 +346,7 @@ def _expected_line(case: Case) -> tuple[str, int]:
     if f.mark == "store":
         if f.kind == "axis":
             return MARKS[f"{gen}_reduce"]
-        if gen == "new" and f.kind in ("shape", "dtype"):
+        if case.generation is Generation.NEW and f.kind in ("shape", "dtype"):
             return MARKS["new_out"]
         return MARKS[f"{gen}_store"]
     return MARKS[f"{gen}_{case.steps[f.step].op}"]
@@ -369,7 +375,7 @@ def _fault_dtype_kw(ch, case):
 
 def _fault_alloc_dtype(ch, case):
     bad = ch.pick((np.float64, np.complex64, "banana", 3, np.uint64, "float64"))
-    if case.generation == "new":
+    if case.generation is Generation.NEW:
         return Fault("dtype", bad, ch.pick(("alloc", "store")), ch.integer(0, len(case.steps) - 1))
     return Fault("dtype", bad, "alloc")
 
@@ -377,7 +383,7 @@ def _fault_alloc_dtype(ch, case):
 def _fault_shape(ch, case):
     P, F = case.P, case.F
     bad = ch.pick(((P, -F), (P, 2.5), (P, (F,)), "ab", (0, F), (P, None), (), (True, F)))
-    if case.generation == "new":
+    if case.generation is Generation.NEW:
         return Fault("shape", bad, ch.pick(("alloc", "store")), ch.integer(0, len(case.steps) - 1))
     return Fault("shape", bad, "alloc")
 
@@ -396,12 +402,12 @@ def _fault_scale(ch, case):
 
 
 def _fault_op(ch, case):
-    where = {"legacy": ("tanh", "scale_add", "mul_b"), "new": ("exp", "scale_add", "add_b", "max_b")}
+    where = {Generation.LEGACY: ("tanh", "scale_add", "mul_b"), Generation.NEW: ("exp", "scale_add", "add_b", "max_b")}
     idx = [i for i, s in enumerate(case.steps) if s.op in where[case.generation]]
     if not idx:
         return None
-    bad = [3, (lambda x, y: x), "banana", None if case.generation == "new" else 2.5]
-    if case.generation == "new":
+    bad = [3, (lambda x, y: x), "banana", None if case.generation is Generation.NEW else 2.5]
+    if case.generation is Generation.NEW:
         bad.append("add")
     i = ch.pick(idx)
     value = ch.pick(bad)
@@ -423,25 +429,25 @@ def _fault_loop(ch, case):
 
 
 def _fault_view(ch, case):
-    ops = ("max_b",) if case.generation == "legacy" else ("tanh", "max_b")
+    ops = ("max_b",) if case.generation is Generation.LEGACY else ("tanh", "max_b")
     idx = [i for i, s in enumerate(case.steps) if s.op in ops]
     if not idx:
         return None
     P, c = case.P, case.chunk
     views = [lambda t: t.reshape((P + 1, c)), lambda t: t[:, ::0], lambda t: t.reshape("a"),
              lambda t: t[:, 0:1.5], lambda t: t.reshape((P, c, -1, -1))]
-    if case.generation == "new":
+    if case.generation is Generation.NEW:
         views += [lambda t: t.ap("x"), lambda t: t.ap([[c, P], [1, c + 3]]), lambda t: t.ap([[c, P], [1.5, c]]),
                   lambda t: t.squeeze_dim(5), lambda t: t.broadcast(1.5, 2)]
     return Fault("view", ch.pick(views), "step", ch.pick(idx))
 
 
 def _fault_hbm(ch, case):
-    return Fault("shape", (1 << 20, 1 << 21), "alloc" if case.generation == "legacy" else "store")
+    return Fault("shape", (1 << 20, 1 << 21), "alloc" if case.generation is Generation.LEGACY else "store")
 
 
 def _fault_grid(ch, case):
-    if case.generation == "legacy":
+    if case.generation is Generation.LEGACY:
         # a bare kernel[0] is legal (one program, as kernel[1]: docs/compatibility.md); (0,) and (2, 0) are not
         return Fault("grid", ch.pick((None, (0,), -1, 1.5, "a", lnl.nc(0), lnl.nc(3), (2, 0))), "launch")
     return Fault("grid", ch.pick((None, 0, 3, -1, "a", (1, 2), 1.5)), "launch")
@@ -474,7 +480,7 @@ def _api_pool(modules) -> list:
     return pool
 
 
-API_POOL = {"legacy": _api_pool((lnl, lnisa)), "new": _api_pool((nl, nisa))}
+API_POOL = {Generation.LEGACY: _api_pool((lnl, lnisa)), Generation.NEW: _api_pool((nl, nisa))}
 
 
 def _fault_garbage(ch, case):
@@ -505,10 +511,10 @@ LEGACY_ONLY = ("dtype_kw", "mask")
 
 
 def draw_case(ch: Chooser, *, illegal: bool | None = None) -> Case:
-    generation = ch.pick(("legacy", "new"))
+    generation = ch.pick((Generation.LEGACY, Generation.NEW))
     chunks = ch.integer(1, 3)
     case = Case(generation=generation, P=ch.integer(1, 128), F=chunks * ch.integer(1, 24), chunks=chunks,
-                grid=ch.integer(1, 2) if generation == "legacy" else 1, dtype=ch.pick(DTYPES),
+                grid=ch.integer(1, 2) if generation is Generation.LEGACY else 1, dtype=ch.pick(DTYPES),
                 reduce=ch.integer(0, 3) == 0, seed=ch.integer(0, 2 ** 16))
     for _ in range(ch.integer(1, 4)):
         op = ch.pick(OPS)
@@ -516,7 +522,7 @@ def draw_case(ch: Chooser, *, illegal: bool | None = None) -> Case:
     if illegal is None:
         illegal = ch.integer(0, 1) == 1
     if illegal:
-        kinds = [k for k in FAULTS if generation == "legacy" or k not in LEGACY_ONLY]
+        kinds = [k for k in FAULTS if generation is Generation.LEGACY or k not in LEGACY_ONLY]
         for _ in range(8):
             fault = FAULTS[ch.pick(kinds)](ch, case)
             if fault is not None:
