@@ -430,7 +430,8 @@ def transpose(x, *, dtype=None, mask=None, api: str = "nl.transpose"):
             raise ShapeError(f"size of dimension {d} ({n}) exceed architecture limitation of {pmax}", got=x.shape,
                              code="err_size_of_dimension_exceed_arch_limit", instruction=api)
     x = to_sbuf(x, api)
-    result = alloc((x.shape[1], x.shape[0]), dtype if dtype is not None else x.dtype, PSUM)
+    shape, result_dtype = NcTranspose.result(data=x)
+    result = alloc(shape, dtype if dtype is not None else result_dtype, PSUM)
     return prog.defer(NcTranspose(dst=result, data=x, engine=Engine.TENSOR, mask=mask), result, api)
 
 
@@ -454,8 +455,9 @@ def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul", limits
         stationary = to_sbuf(x, api)
     moving = to_sbuf(y, api)
     stationary, moving = _paired_for_pe(stationary, moving, api)
-    M, N = stationary.free_size, moving.free_size
-    result = alloc((M, N) if moving.ndim == 2 else (M,) + moving.shape[1:], float32, PSUM)
+    (M, N), result_dtype = NcMatmul.result(stationary=stationary, moving=moving)
+    # nl.matmul keeps the moving operand's free dims (the instruction's rule flattens them to N)
+    result = alloc((M, N) if moving.ndim == 2 else (M,) + moving.shape[1:], result_dtype, PSUM)
     return prog.defer(NcMatmul(dst=result, stationary=stationary, moving=moving, accumulate=False, mask=mask),
                       result, api)
 
