@@ -16,20 +16,10 @@ import opennki.language as nl
 import opennki.legacy as lnki
 import opennki.legacy.language as lnl
 from opennki.errors import RaceError, UninitializedReadError
+from tests.checks.test_races import _mirror
 
 
-def lnc_race(x):
-    """New generation, LNC=2: each core reads the half of scratch the other core writes, unordered."""
-    half = x.shape[0] // 2
-    rank = nl.program_id(0)
-    scratch = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    out = nl.ndarray(x.shape, dtype=x.dtype, buffer=nl.shared_hbm)
-    t = nl.ndarray((half, x.shape[1]), dtype=x.dtype, buffer=nl.sbuf)
-    nisa.dma_copy(dst=t, src=x[rank * half:(rank + 1) * half, :])
-    nisa.dma_copy(dst=scratch[rank * half:(rank + 1) * half, :], src=t)
-    nisa.dma_copy(dst=t, src=scratch[(1 - rank) * half:(2 - rank) * half, :])
-    nisa.dma_copy(dst=out[rank * half:(rank + 1) * half, :], src=t)
-    return out
+lnc_race = _mirror(barrier=False)     # LNC=2: each core reads the half of scratch the other core writes, unordered
 
 
 def half_written_new(x):
