@@ -23,7 +23,6 @@ import json
 import os
 import pathlib
 import sys
-import time
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")

@@ -124,7 +124,7 @@ def test_benchmark_checks_races_on_its_shape_only_run(generation, x):
     """A benchmark computes nothing (its outputs are undefined, as NKI's), so there is no value to find
     uninitialised; the race checker needs only the accesses, and runs."""
     if generation == "new":
-        kernel, grid, rule = nki.benchmark(lnc_race, detect_races=True)[2], 2, "program_race_write_read"
+        kernel, rule = nki.benchmark(lnc_race, detect_races=True)[2], "program_race_write_read"
     else:
         kernel, rule = lnki.benchmark(carried, detect_races=True), "affine_loop_carried_raw"
     with pytest.raises(RaceError, match=rule):

@@ -311,8 +311,8 @@ def test_cores_diverging_around_a_barrier_name_both_lines(same_path, rng):
         nki_new.jit(kernel)[2](x)
     text = str(info.value)
     barrier, send = _line(kernel, "nisa_new.core_barrier(out"), _line(kernel, "nisa_new.sendrecv(")
-    assert f"[0] waits at nisa.core_barrier" in text and f":{barrier}:" in text
-    assert f"[1] waits at nisa.sendrecv" in text and f":{send}:" in text
+    assert "[0] waits at nisa.core_barrier" in text and f":{barrier}:" in text
+    assert "[1] waits at nisa.sendrecv" in text and f":{send}:" in text
     assert info.value.location.lineno == barrier
     with collecting() as found, pytest.raises(KernelError, match="err_divergent_control_flow"):
         nki_new.jit(kernel)[2](x)      # collected: also a divergence finding with each core's waiting line

@@ -3,7 +3,6 @@ load_transpose2d, broadcast_to, expand_dims, gather_flattened, atomic_rmw, share
 (spec/language.md §5.1, §5.3-5.5)."""
 
 import numpy as np
-import pytest
 
 import opennki.legacy.language as nl
 from opennki.errors import KernelError, ShapeError

@@ -3,7 +3,6 @@
 
 import ml_dtypes
 import numpy as np
-import pytest
 
 import opennki.legacy as nki
 import opennki.legacy.language as nl

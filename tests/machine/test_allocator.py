@@ -2,7 +2,6 @@
 
 import gc
 
-import pytest
 
 from opennki.errors import AllocationError
 from opennki.events import MemoryKind

@@ -1,7 +1,6 @@
 """Legacy index expressions and the view algebra behind every subscript."""
 
 import numpy as np
-import pytest
 
 from opennki.errors import KernelError, OutOfBoundsError
 from opennki.events import MemoryKind

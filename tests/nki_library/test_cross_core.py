@@ -2,7 +2,6 @@
 two cores, `nisa.core_barrier` orders their accesses to a shared HBM tensor."""
 
 import numpy as np
-import pytest
 
 import opennki as nki
 import opennki.isa as nisa

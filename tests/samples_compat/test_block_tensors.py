@@ -3,7 +3,6 @@ block dims only, and the sub-tensor handed to a helper function (regression: suc
 err_failed_to_infer_tile_from_local_tensor)."""
 
 import numpy as np
-import pytest
 
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl

@@ -3,7 +3,6 @@ by [P, 1] scales: the column broadcasts along the free dims (a zero-stride acces
 "'dst' and 'data2' must have the same number of elements per partition")."""
 
 import numpy as np
-import pytest
 
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl

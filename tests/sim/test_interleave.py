@@ -167,7 +167,7 @@ def test_cores_diverging_name_the_waiting_line_and_where_the_other_core_ended(rn
         text = str(info.value)
         assert "programs [[1]] finished without making this call" in text
         assert info.value.location.lineno == barrier
-        assert f"[1] ended after" in text and f":{ended}:" in text
+        assert "[1] ended after" in text and f":{ended}:" in text
 
 
 def test_a_collective_one_core_skips_names_both_cores_lines(rng):
