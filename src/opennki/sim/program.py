@@ -40,7 +40,8 @@ from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
                                 user_frame)
 
-_TENSOR, _PSUM, _HBM = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM     # bound once: class lookups of members are slow (3.11)
+# bound once: class lookups of members are slow (3.11)
+_TENSOR, _PSUM, _HBM = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
 # tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts.
@@ -547,9 +548,10 @@ class Program:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
-            for _, view, _access in instr.operands():     # a non-matmul access ends an accumulation group
-                if view.storage.matmul_written is not None and view.kind is _PSUM and instr.executor is not _TENSOR:
-                    Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
+            if instr.executor is not _TENSOR:          # a non-matmul access ends an accumulation group
+                for _, view, _access in instr.operands():
+                    if view.storage.matmul_written is not None and view.kind is _PSUM:
+                        Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
             self.sim.emit(self._event(instr, location))
         machine.offsets.clear()
