@@ -161,7 +161,7 @@ class TensorView:
     # `_geo`, `_extent`, `_free`, `_inb` and `_np` cache values derived from the (immutable) view; see
     # `_geometry`
     __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np", "_inb", "_geo",
-                 "_extent", "_free", "_sig")
+                 "_extent", "_free", "_sig", "_all")
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
@@ -177,6 +177,7 @@ class TensorView:
         self._extent = None
         self._free = None
         self._sig = None     # instructions.base.view_signature
+        self._all = None     # covers_all()
 
     @classmethod
     def root(cls, storage: Storage):
@@ -185,7 +186,7 @@ class TensorView:
         # the same for every tensor of this shape; keyed by the storage's plain tuple, since a `Shape` key would
         # run its Python-level __eq__ in the caches' look-ups
         view._geo = _root_geometry(storage.shape)
-        view._inb = _root_in_bounds(storage.shape)
+        view._inb = view._all = _root_in_bounds(storage.shape)
         return view
 
     def _derive(self, shape, amap, consts, dynamic=(), mask=None, coords=None):
@@ -368,6 +369,7 @@ class TensorView:
         """`view` addresses the same elements as `self`, so it has the same derived values (and the same
         signature, unless `self` has an operand mask, which `view` lacks)."""
         view._geo, view._inb, view._extent, view._free = self._geo, self._inb, self._extent, self._free
+        view._all = self._all
         view._np = self._np
         if self.mask is None:
             view._sig = self._sig
@@ -513,6 +515,23 @@ class TensorView:
             self._inb = not self.dynamic and all(
                 0 <= lo and hi < dim_size for (lo, hi), dim_size in zip(ranges, self.coords))
         return self._inb
+
+    def covers_all(self) -> bool:
+        """True if the direct view addresses every element of its storage exactly once, in row-major order
+        (cached: a write asks whether it may skip poisoning, PSUM flag updates whether one value does)."""
+        if self._all is None:
+            self._all = self._covers_all()
+        return self._all
+
+    def _covers_all(self) -> bool:
+        if self.dynamic or self.offset or self.size != self.storage.size or not self.in_bounds():
+            return False
+        expect = 1
+        for n, s in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
 
     # -- element addressing -------------------------------------------------------------------------------
     def np_view(self) -> np.ndarray:
