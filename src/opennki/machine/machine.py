@@ -127,6 +127,8 @@ class Machine:
     def read(self, view: TensorView, mask=None) -> np.ndarray:
         """The stored elements of `view` (storage dtype). Masked-off elements of an out-of-bounds or
         indirect view are not read; they come back as poison. The result may share memory: don't mutate."""
+        if view._inb and mask is None and view.mask is None and view.storage.initialized is None:
+            return view._np if view._np is not None else view.np_view()    # the usual case, as below gives it
         m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
         st = view.storage
         if not view.dynamic and view.in_bounds():
@@ -195,8 +197,14 @@ class Machine:
     def write(self, view: TensorView, values, mask=None, *, raw: bool = False) -> None:
         """Write `values` (broadcast to the view) into `view`, rounding to its dtype unless `raw` (values
         already in the storage format: bit-exact copies). Masked-off elements are left untouched."""
-        m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
         st = view.storage
+        if (view._inb and mask is None and view.mask is None and not raw and st._array is not None
+                and st.base is None and st.initialized is None and st.physical is None and st.kind is not _PSUM):
+            dst = view._np if view._np is not None else view.np_view()   # the usual case, as below does it
+            dst[...] = convert(values, st.dtype, self.precise)
+            st.written = True
+            return
+        m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
         if m is None and st._array is None and view.covers_all():
             arr = st.fresh_array()            # every element is written: no poison needed first
         else:
