@@ -225,8 +225,9 @@ def _arg_key(v):
 
 
 def _plan_key(prog, *parts):
-    """The memo key of a front-door call, or None when the lean path does not memoise it."""
-    if not prog.lean or prog.options.hardware_strict or None in parts[1:3]:
+    """The memo key of a front-door call (the operator, the keys of its operands and destination, ...), or
+    None when the lean path does not memoise it."""
+    if not prog.lean or prog.options.hardware_strict or None in parts[1:4]:
         return None
     return parts
 
@@ -249,13 +250,38 @@ def _remember(key, plan) -> None:
         pass
 
 
-def _planned_binary(prog, plan, x, y, api: str):
+_VALUE_KEYED = frozenset((float, int, bool))
+
+
+def _defer_planned(prog, key, vkey, instr, result, api: str, frame):
+    """Defer an instruction built from a plan. Its signature is a function of the plan's key and `vkey` (the
+    immediate's type and value, or True when it has none), so once it was clean (`Simulator.clean`) it is
+    deferred as checked, without computing it; `Deferred.plan` then lets `assign` retarget it likewise."""
+    if vkey is None:
+        return prog.defer(instr, result, api, frame)
+    memo = (key, vkey)
+    planned = prog.sim.planned
+    dsts = planned.get(memo)
+    prog.defer(instr, result, api, frame, checked=dsts is not None)
+    if dsts is None and instr.__dict__.get("_signature") in prog.sim.clean:
+        if len(planned) >= 4096:
+            planned.clear()
+        planned[memo] = dsts = set()
+    if dsts is not None:
+        prog.pending.plan = dsts
+    return result
+
+
+def _planned_binary(prog, key, plan, x, y, out, api: str):
     """`binary`'s lean path: the instruction the plain path builds for these arguments (`plan`)."""
     form, opdef, shape, result_dtype = plan
-    frame = user_frame()
-    result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
-    if prog.loops or result.storage.site is not None:
-        rules.record_scope(prog, result)
+    if out is None:
+        frame = user_frame()
+        result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
+        if prog.loops or result.storage.site is not None:
+            rules.record_scope(prog, result)
+    else:
+        result = out
     if form == "tensors":
         instr = TensorTensor(dst=result, data1=x, data2=y, op=opdef, mask=None)
     elif form == "column":
@@ -268,7 +294,14 @@ def _planned_binary(prog, plan, x, y, api: str):
         if opdef.category == "arith":
             scalar = float(scalar)
         instr = TensorScalar(dst=result, data=data, op0=opdef, operand0=scalar, reverse0=left, mask=None)
-    return prog.defer(instr, result, api, frame)
+        if out is None:
+            kind = type(scalar)
+            return _defer_planned(prog, key, (kind, scalar) if kind in _VALUE_KEYED else None, instr, result,
+                                  api, frame)
+    if out is not None:
+        prog.issue(instr, api)
+        return out
+    return _defer_planned(prog, key, True, instr, result, api, frame)
 
 
 def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None = None,
@@ -282,12 +315,13 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
     """
     prog = current(api)
     key = None
-    if out is None and mask is None:
-        key = _plan_key(prog, op, _arg_key(x), _arg_key(y), dtype, default_dtype, api)
+    if mask is None:
+        key = _plan_key(prog, op, _arg_key(x), _arg_key(y), False if out is None else _arg_key(out), dtype,
+                        default_dtype, api)
         if key is not None:
             plan = _planned(key)
             if plan is not None:
-                return _planned_binary(prog, plan, x, y, api)
+                return _planned_binary(prog, key, plan, x, y, out, api)
     opdef = alu(op)
     tx, ty = not isinstance(x, SCALAR_TYPES), not isinstance(y, SCALAR_TYPES)
     if not tx and not ty:
@@ -340,18 +374,18 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
         if opdef.category == "arith":
             scalar = float(scalar)
         instr = TensorScalar(dst=result, data=data, op0=opdef, operand0=scalar, reverse0=not tx, mask=mask)
+    if key is not None and form is not None:
+        _remember(key, (form, opdef, normalize_shape(shape), result_dtype))
     if out is not None:
         prog.issue(instr, api)
         return out
-    if key is not None and form is not None:
-        _remember(key, (form, opdef, normalize_shape(shape), result_dtype))
     return prog.defer(instr, result, api)
 
 
 def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     """`fn(x)` on the Scalar Engine into a new SBUF tile."""
     prog = current(api)
-    key = _plan_key(prog, fn_name, _arg_key(x), type, dtype, None, api) if mask is None else None
+    key = _plan_key(prog, fn_name, _arg_key(x), type, False, dtype, None, api) if mask is None else None
     plan = _planned(key) if key is not None else None
     if plan is not None:                 # the lean path: what the plain path below decides for this key
         op, shape, result_dtype = plan
@@ -359,7 +393,8 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
         result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
         if prog.loops or result.storage.site is not None:
             rules.record_scope(prog, result)
-        return prog.defer(Activation(dst=result, op=op, data=x, mask=None), result, api, frame)
+        return _defer_planned(prog, key, True, Activation(dst=result, op=op, data=x, mask=None), result, api,
+                              frame)
     require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
     instr = Activation(dst=result, op=ACTIVATIONS[fn_name].name, data=x, mask=mask)
@@ -583,10 +618,19 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
             and value.storage is not dst.storage and not dst.dynamic and tuple.__eq__(value.shape, dst.shape)):
         # the lean path of `buf[...] = nl.exp(x)`: what the plain path below does for a temporary of this shape
         prog.pending = None
+        dsts = pending.plan             # a planned instruction: the destinations it was clean with (_defer_planned)
+        if dsts is not None and (dst._sig or view_signature(dst)) in dsts:
+            changes = {"dst": dst}      # a planned instruction holds its result tile in `dst` only
+            prog.execute(pending.instr.replace(dst=dst), pending.location, pending.api, checked=True,
+                         deferred=True, moved=changes)
+            prog.spare(pending.result)
+            return
         changes = _retarget_changes(pending, dst)
         retargeted = _retargeted(prog, pending, changes)
         if retargeted is not None:
             prog.execute(retargeted, pending.location, pending.api, checked=True, moved=changes)
+            if dsts is not None and retargeted.signature() in prog.sim.clean:
+                dsts.add(dst._sig or view_signature(dst))
             prog.spare(pending.result)
             return
         prog.execute(pending.instr, pending.location, pending.api, deferred=True)

@@ -150,22 +150,23 @@ class Instruction:
 
     def operands(self) -> tuple:
         """(role, view, access) for every tensor operand present, including run-time index tiles."""
-        cached = self.__dict__.get("_operands")
+        fields = self.__dict__
+        cached = fields.get("_operands")
         if cached is not None:
             return cached
         out = []
         for fname, access in self._operand_fields:
-            value = getattr(self, fname)
+            value = fields[fname]
             if isinstance(value, TensorView):
                 out.append((fname, value, access))
-                for term in value.dynamic:
-                    out.append((f"index:{fname}", term.index, AccessKind.READ))
+                if value.dynamic:
+                    for term in value.dynamic:
+                        out.append((f"index:{fname}", term.index, AccessKind.READ))
             elif isinstance(value, (tuple, list)):
                 for i, v in enumerate(value):
                     if isinstance(v, TensorView):
                         out.append((f"{fname}[{i}]", v, access))
-        out = tuple(out)
-        object.__setattr__(self, "_operands", out)
+        out = fields["_operands"] = tuple(out)      # a cache in the instance dict (the fields are frozen)
         return out
 
     def replace(self, **changes) -> "Instruction":
@@ -181,7 +182,7 @@ class Instruction:
         new = object.__new__(type(self))
         state = new.__dict__
         state.update(self.__dict__)
-        if "_operands" in state and any(name in self._operand_names for name in changes):
+        if "_operands" in state and not self._operand_names.isdisjoint(changes):
             state["_operands"] = _patched_operands(self, changes)
             if state["_operands"] is None:
                 del state["_operands"]

@@ -121,6 +121,7 @@ class Deferred:
     use: str = "held"
     frame: object = None
     name: str | None = None
+    plan: object = None     # the language layer's memo entry of a planned instruction (core._planned_binary)
 
 
 class LaunchState:
@@ -335,15 +336,17 @@ class Program:
             self.flush()
         self.execute(instr, user_location(), api)
 
-    def defer(self, instr, result: TensorView, api: str | None = None, frame=None) -> TensorView:
+    def defer(self, instr, result: TensorView, api: str | None = None, frame=None,
+              checked: bool = False) -> TensorView:
         """Check an instruction now and keep it pending until its result is consumed (module docstring).
-        `frame`: the kernel frame, if the caller found it already (user_frame)."""
+        `frame`: the kernel frame, if the caller found it already (user_frame); `checked`: its operand rules
+        and check passed for its signature before (the caller knows the signature without computing it)."""
         if self.pending is not None:
             self.flush()
         if frame is None:
             frame = user_frame()        # the kernel line, and the statement that receives the result
         location = None if frame is None else location_of(frame)
-        self._check(instr, location, api, result.storage)
+        self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
         use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
         self.pending = Deferred(instr, result, location, api, use, frame, name)
         return result
@@ -440,19 +443,21 @@ class Program:
         placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`).
 
         Lean path (`lean`, no `mask=`): the operand rules are a function of the signature there, so a
-        signature whose rules and check passed (`Simulator.clean`) skips both; the bounds (cached per view),
-        the language rules and placement run as on the plain path."""
+        signature whose rules and check passed (`Simulator.clean`) skips both (and with `checked` and
+        `operands_checked` the signature is not even computed); the bounds (cached per view), the language
+        rules and placement run as on the plain path."""
         try:
             if self.lean and instr.mask is None:
-                sig = instr.signature()
+                sig = True if checked and operands_checked else instr.signature()
                 if sig is not None:
-                    clean = self.sim.clean
-                    if sig not in clean:
-                        if not operands_checked:
-                            instr.check_operands(moved)
-                        if not checked:
-                            self.check_instruction(instr)
-                        clean.add(sig)
+                    if sig is not True:
+                        clean = self.sim.clean
+                        if sig not in clean:
+                            if not operands_checked:
+                                instr.check_operands(moved)
+                            if not checked:
+                                self.check_instruction(instr)
+                            clean.add(sig)
                     operands = instr.operands()
                     for _, view, _ in operands:
                         if not view._inb:

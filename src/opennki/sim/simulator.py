@@ -73,6 +73,9 @@ class Simulator:
         # signatures of instructions without `mask=` whose operand rules (check_operand_types, a function of
         # the signature for them) and check both passed: the lean issue path skips both (Program._check)
         self.clean: set = set()
+        # the language layer's memo of clean instructions it builds from a plan (opennki._src.core._PLANS):
+        # (plan key, value key) -> signatures of the destinations its retargeted instruction is clean with
+        self.planned: dict = {}
         self.progress = None            # the running launch's sim.progress.Progress, if it draws one
 
     def emit(self, event) -> None:
