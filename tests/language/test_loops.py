@@ -134,14 +134,15 @@ def test_write_index_returns_the_writes_near_a_box_in_write_order():
     writes = _Writes()
     tiles = [((r * 128, r * 128 + 127), (c * 512, c * 512 + 511)) for r in range(16) for c in range(8)]
     for n, box in enumerate(tiles):
-        writes.add(_Write(n, box, None, None, "out"))
+        writes.add(_Write(((0, n),), box, None, None, "out"))
     wide = ((0, 2047), (0, 4095))                          # the whole tensor: spans every bucket
-    writes.add(_Write(999, wide, None, None, "out"))
-    unboxed = _Write(1000, None, None, None, "out")       # run-time indices: no box
+    writes.add(_Write(((0, 999),), wide, None, None, "out"))
+    unboxed = _Write(((0, 1000),), None, None, None, "out")       # run-time indices: no box
     writes.add(unboxed)
-    assert [w.iteration for w in writes.near(tiles[37])] == [37, 999, 1000]
+    assert [w.iteration(0) for w in writes.near(tiles[37])] == [37, 999, 1000]
     across = ((3 * 128 + 64, 4 * 128 + 63), (5 * 512 + 256, 6 * 512 + 255))   # four tiles' corners
-    assert [w.iteration for w in writes.near(across)] == [3 * 8 + 5, 3 * 8 + 6, 4 * 8 + 5, 4 * 8 + 6, 999, 1000]
+    assert [w.iteration(0) for w in writes.near(across)] == [3 * 8 + 5, 3 * 8 + 6, 4 * 8 + 5, 4 * 8 + 6, 999,
+                                                               1000]
     assert len(writes.near(None)) == len(writes.near(wide)) == len(tiles) + 2
 
 

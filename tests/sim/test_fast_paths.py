@@ -1,5 +1,6 @@
 """The simulator's fast paths give what the plain computations give: cached view geometry and extents,
-`Instruction.replace`, and the whole-tile branches of PSUM accumulation, the in-place fp32 accumulate and late poisoning."""
+`Instruction.replace`, and the whole-tile branches of PSUM accumulation (flags kept as one value per tile), the
+in-place fp32 accumulate and late poisoning."""
 
 import dataclasses
 
@@ -344,3 +345,112 @@ def test_the_allocator_finds_the_first_fit_the_scan_finds(rng):
                 except AllocationError:
                     assert alloc._find(0, sized, spans) is None
             assert alloc._starts == sorted(alloc.live)
+
+
+def _psum_group_kernel(s, m, steps):
+    """A random walk over one PSUM tile's accumulation-group states: matmuls (accumulate=None) into all or part
+    of it, copies out of all or part of it (which close the group there) and memsets, each step's tile copied
+    out (so every intermediate value is compared)."""
+    out = nl2.ndarray((len(steps), 32, 48), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    st = nl2.ndarray(s.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    mv = nl2.ndarray(m.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(dst=st, src=s)
+    nisa2.dma_copy(dst=mv, src=m)
+    p = nl2.ndarray((32, 48), dtype=nl2.float32, buffer=nl2.psum)
+    nisa2.memset(dst=p, value=0.0)
+    r = nl2.ndarray((32, 48), dtype=nl2.float32, buffer=nl2.sbuf)
+    for i, (kind, lo, hi) in enumerate(steps):
+        if kind == "matmul":
+            nisa2.nc_matmul(dst=p, stationary=st, moving=mv)
+        elif kind == "matmul_part":
+            nisa2.nc_matmul(dst=p[:, lo:hi], stationary=st, moving=mv[:, lo:hi])
+        elif kind == "copy_part":
+            nisa2.tensor_copy(dst=r[:, lo:hi], src=p[:, lo:hi])
+        elif kind == "memset_part":
+            nisa2.memset(dst=p[:, lo:hi], value=1.5)
+        elif kind == "memset":
+            nisa2.memset(dst=p, value=0.5)
+        else:
+            nisa2.tensor_copy(dst=r, src=p)
+        nisa2.dma_copy(dst=out[i], src=r)
+    return out
+
+
+def test_psum_group_flags_kept_as_one_value_give_the_per_element_flags(rng, monkeypatch):
+    """A PSUM tile's "unwritten" and "last written by a matmul" flags are one value while whole-tile accesses
+    keep them alike; forcing per-element arrays everywhere (no view counts as covering its tile) gives the
+    same values at every step."""
+    s, m = rand(rng, 64, 32), rand(rng, 64, 48)
+    kinds = ["matmul", "matmul", "matmul_part", "copy", "copy_part", "memset", "memset_part"]
+    for _ in range(4):
+        steps = []
+        for _ in range(14):
+            lo = int(rng.integers(0, 40))
+            steps.append((kinds[int(rng.integers(len(kinds)))], lo, int(rng.integers(lo + 1, 49))))
+        fast = run(_psum_group_kernel, s, m, steps)
+        with monkeypatch.context() as patch:
+            patch.setattr(TensorView, "covers_all", lambda self: False)
+            plain = run(_psum_group_kernel, s, m, steps)
+        np.testing.assert_array_equal(fast.view(np.uint32), plain.view(np.uint32))
+
+
+def test_a_legacy_psum_group_starts_where_nothing_was_written_with_flags_as_one_value(rng, monkeypatch):
+    import opennki.legacy as nki
+    import opennki.legacy.isa as nisa
+    import opennki.legacy.language as nl
+
+    def kernel(w, b):
+        out = nl.ndarray((3, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        acc = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)     # never written: the first += overwrites
+        for k in nl.affine_range(2):
+            acc += nisa.nc_matmul(nl.load(w[k * 128:(k + 1) * 128, :]), nl.load(b[k * 128:(k + 1) * 128, :]))
+        nl.store(out[0], value=nl.copy(acc))
+        part = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+        part[:, 0:16] = nl.copy(nl.load(b[0:128, 0:16]))                  # partly written: += accumulates
+        part += nisa.nc_matmul(nl.load(w[0:128, :]), nl.load(b[0:128, :]))
+        nl.store(out[1], value=nl.copy(part, mask=None))
+        acc += nisa.nc_matmul(nl.load(w[0:128, :]), nl.load(b[0:128, :]))
+        nl.store(out[2], value=nl.copy(acc))
+        return out
+
+    w, b = rand(rng, 256, 128), rand(rng, 256, 64)
+    fast = nki.jit(kernel)(w, b)
+    monkeypatch.setattr(TensorView, "covers_all", lambda self: False)
+    plain = nki.jit(kernel)(w, b)
+    np.testing.assert_array_equal(fast.view(np.uint32), plain.view(np.uint32))
+    ref = w.T.astype(np.float64) @ b
+    np.testing.assert_allclose(fast[0], ref, rtol=1e-4, atol=1e-3)
+
+
+def test_unit_slices_of_an_identity_view_are_the_general_subscript(rng, monkeypatch):
+    """Step-1 slices of a tensor (or of such a slice) get their map and geometry directly: the same view, strides,
+    ranges and bounds verdict as the general subscript, out-of-bounds and empty slices included."""
+    from opennki.machine.tensor import _identity_map
+
+    def general(view, key):
+        with monkeypatch.context() as patch:
+            patch.setattr(TensorView, "_unit_slices", lambda self, key: None)
+            return view.subscript(key)
+
+    def fresh(view):          # the geometry recomputed from the map
+        return TensorView(view.storage, view.shape, view.amap, view.consts, coords=view.coords)
+
+    for region, shape in ((MemoryRegion.sbuf, (16, 24)), (MemoryRegion.shared_hbm, (12, 10, 9)),
+                          (MemoryRegion.psum, (8, 40))):
+        root = _root(region, shape)
+        for _ in range(60):
+            base = root
+            if rng.random() < 0.5:       # a slice of the tensor first
+                base = root.subscript(tuple(slice(int(rng.integers(0, n)), n) for n in shape))
+            key = []
+            for n in base.shape:
+                start = int(rng.integers(-2, n + 1))
+                key.append(slice(start, start + int(rng.integers(0, n + 3))))
+            fast, slow = base.subscript(tuple(key)), general(base, tuple(key))
+            assert fast.amap is _identity_map(len(shape))
+            assert (fast.shape, fast.amap, fast.consts) == (slow.shape, slow.amap, slow.consts)
+            expect = fresh(slow)
+            assert (fast._geo or fast._geometry()) == expect._geometry()
+            assert fast.in_bounds() == expect.in_bounds() == slow.in_bounds()
+            if fast.in_bounds() and fast.size:
+                np.testing.assert_array_equal(fast.np_view(), slow.np_view())

@@ -20,7 +20,7 @@ import numpy as np
 from opennki.errors import (DtypeError, HardwareUnsupportedError, KernelError, MemoryKindError, OpenNKIError,
                             ShapeError, expect)
 from opennki.events import Engine, MemoryKind
-from opennki.instructions.base import check_operator_args
+from opennki.instructions.base import check_operator_args, view_signature
 from opennki.instructions.dma import DmaCopy
 from opennki.instructions.ops import ACTIVATIONS, SIMULATION_ONLY_OPS, alu
 from opennki.instructions.scalar import Activation
@@ -33,6 +33,7 @@ from opennki.machine.dtypes import SCALAR_TYPES, DataType, bool_, dtype_of, floa
 from opennki.machine.machine import Machine
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import TensorView
+from opennki.sim.frames import user_frame
 from opennki.sim.program import current
 
 SBUF, PSUM = MemoryRegion.sbuf, MemoryRegion.psum
@@ -208,6 +209,60 @@ def hardware_limits(prog, opdef, x, y, shape, api: str, limits: Limits | None) -
                                            instruction=api, hint="use the nl function (nl.add, ...) instead")
 
 
+# The lean path (Program.lean) memoises what `binary` and `unary` decide from their arguments (the instruction,
+# its operand order, the result's shape and dtype): a function of the operands' signatures (`_arg_key`), the
+# operator, the dtypes asked for and the API name, so it is decided once per such key. (key) -> plan tuple.
+_PLANS: dict = {}
+_PLANS_MAX = 4096
+
+
+def _arg_key(v):
+    """What the front doors' decisions read of an argument: a tensor's signature (None for run-time indices:
+    not memoised), a scalar's type (its value is read again each time)."""
+    if isinstance(v, TensorView):
+        return v._sig or view_signature(v)
+    return type(v)
+
+
+def _plan_key(prog, *parts):
+    """The memo key of a front-door call, or None when the lean path does not memoise it."""
+    if not prog.lean or prog.options.hardware_strict or None in parts[1:3]:
+        return None
+    try:
+        hash(parts)
+    except TypeError:           # an unhashable argument (the plain path says what is wrong with it)
+        return None
+    return parts
+
+
+def _remember(key, plan) -> None:
+    if len(_PLANS) >= _PLANS_MAX:
+        _PLANS.clear()
+    _PLANS[key] = plan
+
+
+def _planned_binary(prog, plan, x, y, api: str):
+    """`binary`'s lean path: the instruction the plain path builds for these arguments (`plan`)."""
+    form, opdef, shape, result_dtype = plan
+    frame = user_frame()
+    result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
+    if prog.loops or result.storage.site is not None:
+        rules.record_scope(prog, result)
+    if form == "tensors":
+        instr = TensorTensor(dst=result, data1=x, data2=y, op=opdef, mask=None)
+    elif form == "column":
+        instr = TensorScalar(dst=result, data=x, op0=opdef, operand0=y, mask=None)
+    elif form == "column_left":
+        instr = TensorScalar(dst=result, data=y, op0=opdef, operand0=x, reverse0=True, mask=None)
+    else:
+        left = form == "scalar_left"
+        data, scalar = (y, x) if left else (x, y)
+        if opdef.category == "arith":
+            scalar = float(scalar)
+        instr = TensorScalar(dst=result, data=data, op0=opdef, operand0=scalar, reverse0=left, mask=None)
+    return prog.defer(instr, result, api, frame)
+
+
 def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None = None,
            default_dtype=None, limits: Limits | None = None):
     """`op(x, y)` element-wise into a new SBUF tile (or into `out`), with NumPy broadcasting. Without
@@ -218,6 +273,13 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
     `limits` selects the hardware-strict rules (`hardware_limits`).
     """
     prog = current(api)
+    key = None
+    if out is None and mask is None:
+        key = _plan_key(prog, op, _arg_key(x), _arg_key(y), dtype, default_dtype, api)
+        if key is not None:
+            plan = _PLANS.get(key)
+            if plan is not None:
+                return _planned_binary(prog, plan, x, y, api)
     opdef = alu(op)
     tx, ty = not isinstance(x, SCALAR_TYPES), not isinstance(y, SCALAR_TYPES)
     if not tx and not ty:
@@ -249,16 +311,22 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
     else:
         result = out
         shape = out.shape
+    form = None
     if tx and ty:
         if x.shape == shape and _is_column(y, shape):
+            form = "column"
             instr = TensorScalar(dst=result, data=x, op0=opdef, operand0=y, mask=mask)
         elif y.shape == shape and _is_column(x, shape):
+            form = "column_left"
             instr = TensorScalar(dst=result, data=y, op0=opdef, operand0=x, reverse0=True, mask=mask)
         else:
+            if x.shape == shape and y.shape == shape:
+                form = "tensors"
             xs = materialize_broadcast(x, shape, api)
             ys = materialize_broadcast(y, shape, api)
             instr = TensorTensor(dst=result, data1=xs, data2=ys, op=opdef, mask=mask)
     else:
+        form = "scalar_right" if tx else "scalar_left"
         data = materialize_broadcast(x if tx else y, shape, api)
         scalar = y if tx else x
         if opdef.category == "arith":
@@ -267,15 +335,28 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
     if out is not None:
         prog.issue(instr, api)
         return out
+    if key is not None and form is not None:
+        _remember(key, (form, opdef, normalize_shape(shape), result_dtype))
     return prog.defer(instr, result, api)
 
 
 def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     """`fn(x)` on the Scalar Engine into a new SBUF tile."""
     prog = current(api)
+    key = _plan_key(prog, fn_name, _arg_key(x), type, dtype, None, api) if mask is None else None
+    plan = _PLANS.get(key) if key is not None else None
+    if plan is not None:                 # the lean path: what the plain path below decides for this key
+        op, shape, result_dtype = plan
+        frame = user_frame()
+        result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
+        if prog.loops or result.storage.site is not None:
+            rules.record_scope(prog, result)
+        return prog.defer(Activation(dst=result, op=op, data=x, mask=None), result, api, frame)
     require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
     instr = Activation(dst=result, op=ACTIVATIONS[fn_name].name, data=x, mask=mask)
+    if key is not None:
+        _remember(key, (instr.op, normalize_shape(x.shape), result.dtype))
     return prog.defer(instr, result, api)
 
 
@@ -489,6 +570,20 @@ def _paired_for_pe(stationary: TensorView, moving: TensorView, api: str) -> tupl
 def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
     """`dst[...] = value`: retarget a just-computed result to write `dst`, else copy (or fill)."""
     prog = current(api)
+    pending = prog.pending
+    if (pending is not None and pending.result is value and pending.use == "temporary" and prog.lean
+            and value.storage is not dst.storage and not dst.dynamic and tuple.__eq__(value.shape, dst.shape)):
+        # the lean path of `buf[...] = nl.exp(x)`: what the plain path below does for a temporary of this shape
+        prog.pending = None
+        changes = _retarget_changes(pending, dst)
+        retargeted = _retargeted(prog, pending, changes)
+        if retargeted is not None:
+            prog.execute(retargeted, pending.location, pending.api, checked=True, moved=changes)
+            prog.spare(pending.result)
+            return
+        prog.execute(pending.instr, pending.location, pending.api, deferred=True)
+        copy_into(dst, value, api)
+        return
     if is_tensor(value) and value.same_view(dst):
         return
     if is_scalar(value):
@@ -524,6 +619,8 @@ def _retarget_changes(deferred, dst) -> dict:
 def _retargeted(prog, deferred, changes):
     """The deferred instruction writing the destination instead, checked; None if that fails its check."""
     instr = deferred.instr.replace(**changes)
+    if prog.lean and instr.mask is None and instr.signature() in prog.sim.clean:
+        return instr                    # its check passed for this signature before (Program._check)
     try:
         prog.check_instruction(instr)
     except OpenNKIError:

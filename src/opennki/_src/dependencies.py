@@ -42,23 +42,29 @@ STATE = "opennki._src.dependencies"
 
 
 class _Write:
-    """One write of one iteration: the tensor's bounding box per storage dim, and its element offsets."""
+    """One write: the iterations of the affine loops running when it was made (`frames`: (loop id,
+    iteration) pairs, one record for all of them), the tensor's bounding box per storage dim, and its element
+    offsets."""
 
-    __slots__ = ("iteration", "box", "offsets", "location", "name")
+    __slots__ = ("frames", "box", "offsets", "location", "name")
 
-    def __init__(self, iteration, box, offsets, location, name):
-        self.iteration = iteration
+    def __init__(self, frames, box, offsets, location, name):
+        self.frames = frames
         self.box = box
         self.offsets = offsets
         self.location = location
         self.name = name
+
+    def iteration(self, loop_id: int):
+        """The iteration of loop `loop_id` that made this write."""
+        return next(i for lid, i in self.frames if lid == loop_id)
 
 
 def _box(view) -> tuple[tuple[int, int], ...] | None:
     """Per storage dim (lo, hi) of a direct view; None for an indirect one (its offsets say more)."""
     if view.dynamic:
         return None
-    return tuple(view._dim_range(d) for d in range(len(view.coords)))
+    return (view._geo or view._geometry())[0]
 
 
 def _overlaps(a, b) -> bool:
@@ -163,7 +169,7 @@ class OutputDependencyChecker(Observer):
         self.writes.pop(loop_id, None)
 
     def executed(self, prog, instr, location) -> None:
-        frames = [(f.loop_id, f.iteration) for f in prog.loops if f.is_parallel]
+        frames = tuple([(f.loop_id, f.iteration) for f in prog.loops if f.is_parallel])
         if not frames:
             return
         for _, view, access in instr.operands():
@@ -174,16 +180,20 @@ class OutputDependencyChecker(Observer):
             self._record(prog, instr, view, frames, location)
 
     def _record(self, prog, instr, view, frames, location) -> None:
+        """Compare the write with the earlier writes of its tensor in each running affine loop, then keep it.
+        A loop's writes of one tensor are a single `_Write` until a second one comes (most tensors a loop
+        writes are tiles written once per iteration), then a `_Writes` index."""
         sid = view.storage.id
         box = _box(view)
         mine = None
+        writes = self.writes
         for loop_id, iteration in frames:
-            by_storage = self.writes.setdefault(loop_id, {})
-            previous = by_storage.get(sid)
+            by_storage = writes.get(loop_id)
+            previous = None if by_storage is None else by_storage.get(sid)
             if previous is None:
-                previous = by_storage[sid] = _Writes()
-            for w in previous.near(box):
-                if w.iteration == iteration or not _overlaps(w.box, box):
+                continue
+            for w in (previous,) if type(previous) is _Write else previous.near(box):
+                if not _overlaps(w.box, box) or w.iteration(loop_id) == iteration:
                     continue
                 if mine is None:
                     mine = _offsets(prog.machine, view, instr.mask)
@@ -193,14 +203,26 @@ class OutputDependencyChecker(Observer):
                     self._report(prog, loop_id, w, iteration, view, common)
         if mine is None and view.dynamic:
             mine = _offsets(prog.machine, view, instr.mask)   # run-time offsets are only known now
-        offsets = mine if mine is not None else _LazyOffsets(view, instr.mask)
-        for loop_id, iteration in frames:
-            self.writes[loop_id][sid].add(_Write(iteration, box, offsets, location, view.name))
+        write = _Write(frames, box, mine if mine is not None else _LazyOffsets(view, instr.mask), location,
+                       view.name)
+        for loop_id, _ in frames:
+            by_storage = writes.get(loop_id)
+            if by_storage is None:
+                by_storage = writes[loop_id] = {}
+            previous = by_storage.get(sid)
+            if previous is None:
+                by_storage[sid] = write
+            elif type(previous) is _Write:
+                index = by_storage[sid] = _Writes()
+                index.add(previous)
+                index.add(write)
+            else:
+                previous.add(write)
 
     def _report(self, prog, loop_id, first, iteration, view, common) -> None:
         where = f" (first written at line {first.location.lineno})" if first.location else ""
         raise KernelError(
-            f"iterations {first.iteration} and {iteration} of an nl.affine_range loop both write "
+            f"iterations {first.iteration(loop_id)} and {iteration} of an nl.affine_range loop both write "
             f"{common.size} element(s) of tensor '{view.name}'{where}; affine_range iterations must be "
             "independent", code="err_unexpected_output_dependencies",
             hint="use nl.sequential_range for a loop-carried dependency, write a different slice in each "

@@ -74,7 +74,10 @@ class NkiTensor(TensorView):
         return self.subscript(key)
 
     def __setitem__(self, key, value):
-        core.assign(self.subscript(key), value)
+        if key is Ellipsis and self.mask is None and not self.dynamic and len(self.shape) >= 2:
+            core.assign(self, value)        # `t[...] = v`: the view `t[...]` would address what `t` does
+        else:
+            core.assign(self.subscript(key), value)
 
     def _inplace(self, value, op):
         core.accumulate(self, value, op, api=f"tensor {op}=")

@@ -304,16 +304,17 @@ _PLAIN_TYPES = frozenset((type(None), bool, int, float, str))
 
 
 def view_signature(view: TensorView):
-    """What an instruction check may read of a tensor operand (`Instruction.signature`); None for a view
-    with run-time indices. Cached on the (immutable) view; its shape as a plain tuple (a `Shape`'s
-    Python-level __eq__ would run in every look-up of the simulator's set of checked signatures)."""
+    """What an instruction check may read of a tensor operand (`Instruction.signature`), and whether it is a
+    read-only kernel argument (which the operand rules read: `Simulator.clean`); None for a view with
+    run-time indices. Cached on the (immutable) view; its shape as a plain tuple (a `Shape`'s Python-level
+    __eq__ would run in every look-up of the simulator's set of checked signatures)."""
     sig = view._sig
     if sig is None:
         if view.dynamic:
             return None
         st = view.storage
         sig = view._sig = (st.region._value_, st.dtype.name, st.shape, view.coords, tuple(view.shape),
-                           view.mask is None)
+                           view.mask is None, (st.base or st).read_only)
     return sig
 
 

@@ -92,11 +92,12 @@ class DmaCopy(Instruction):
             expect(oob is oob_mode.error, "dst_rmw_op needs oob_mode=error", got=oob.name, error=KernelError)
 
     def run(self, m) -> None:
-        same_shape = self.src.shape == self.dst.shape
+        same_shape = tuple.__eq__(self.src.shape, self.dst.shape)
         read_mask = write_mask = self.mask
         if not same_shape:
             read_mask = None
-        if oob_mode_of(self.oob_mode) is oob_mode.skip and (self.src.dynamic or self.dst.dynamic):
+        if (self.oob_mode is not None and oob_mode_of(self.oob_mode) is oob_mode.skip
+                and (self.src.dynamic or self.dst.dynamic)):
             # the elements to move, in row-major order: the same ones on both sides, whatever their shapes
             active = _in_bounds(m, self.src if self.src.dynamic else self.dst, self.mask)
             read_mask, write_mask = active.reshape(self.src.shape), active.reshape(self.dst.shape)

@@ -19,6 +19,7 @@ from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, che
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
 from opennki.instructions.indirection import check_indirection, check_untiled, indirection_term
 from opennki.machine.dtypes import PACKED, float32
+from opennki.machine.machine import Machine
 
 _FP32_LIKE = ("float32", "tfloat32")
 _FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
@@ -175,7 +176,7 @@ class NcMatmul(Instruction):
         if self.is_transpose and m.hw.capabilities.pe_transpose_moves_bits:
             data = flat(m.read(self.stationary))
             m.write(self.dst, data.T.reshape(self.dst.shape), raw=self.dst.dtype is self.stationary.dtype)
-            m.matmul_flags(self.dst)[...] = True
+            m.set_matmul_written(self.dst, True)
             return
         if self._masked_off():
             return
@@ -210,40 +211,48 @@ def write_psum(m, dst, result: np.ndarray, accumulate, out_mask=None) -> None:
     """Store an fp32 [M, N] matmul result into PSUM: add it to dst where the accumulation rule says so
     (`accumulate` True / False, or None: elements last written by a matmul), then mark the written
     elements as matmul results."""
-    flags, offsets = _matmul_flags(m, dst)
+    if dst.dynamic:
+        _write_psum_scattered(m, dst, result, accumulate, out_mask)
+        return
     if accumulate is None:
-        add = flags.reshape(result.shape)
-        if add.all():                   # one accumulation state for the whole tile (the usual case)
-            add = True
-        elif not add.any():
-            add = False
+        add = m.matmul_written(dst)             # one value when the tile shares one state (the usual case)
+        if type(add) is np.ndarray:
+            add = _one_state(add.reshape(result.shape))
     else:
         add = bool(accumulate)
+    _store_product(m, dst, result, add, out_mask)
+    m.set_matmul_written(dst, True, out_mask)
+
+
+def _one_state(add: np.ndarray):
+    """Per-element "accumulate here" flags as True / False when they all agree."""
+    if add.all():
+        return True
+    return False if not add.any() else add
+
+
+def _store_product(m, dst, result: np.ndarray, add, out_mask) -> None:
+    """dst = result, dst += result, or per element (`add` a bool array) one or the other."""
     if add is True:
         m.accumulate(dst, result.reshape(dst.shape), out_mask)
-    else:
-        if add is not False:
-            current = flat(m.read_f32(dst)).reshape(result.shape)
-            result = np.where(add, current + result, result)
-        m.write(dst, result.reshape(dst.shape), out_mask)
-    if offsets is not None:         # a scattered dst (tensor indirection): mark the elements written
-        dst.storage.matmul_written[offsets if out_mask is None else offsets[out_mask]] = True
-    elif out_mask is None:
-        flags[...] = True
-    else:
-        flags[out_mask] = True
+        return
+    if add is not False:
+        current = flat(m.read_f32(dst)).reshape(result.shape)
+        result = np.where(add, current + result, result)
+    m.write(dst, result.reshape(dst.shape), out_mask)
 
 
-def _matmul_flags(m, dst) -> tuple[np.ndarray, np.ndarray | None]:
-    """The "last written by nc_matmul" flags of dst's elements, and for a dst with run-time offsets those
-    flat offsets (its flags are then a copy, so write_psum marks them through the offsets)."""
-    if not dst.dynamic:
-        return m.matmul_flags(dst), None
-    st = dst.storage
-    if st.matmul_written is None:
-        st.matmul_written = np.zeros(st.size, bool)
+def _write_psum_scattered(m, dst, result: np.ndarray, accumulate, out_mask) -> None:
+    """write_psum for a dst with run-time offsets (tensor indirection): its flags are read and marked through
+    the flat offsets of its elements."""
+    flags = Machine.matmul_flag_array(dst.storage)
     offsets = dst.flat_offsets(m.dynamic_values(dst))
-    return st.matmul_written[offsets], offsets
+    if accumulate is None:
+        add = _one_state(flags[offsets].reshape(result.shape))
+    else:
+        add = bool(accumulate)
+    _store_product(m, dst, result, add, out_mask)
+    flags[offsets if out_mask is None else offsets[out_mask]] = True
 
 
 @instruction

@@ -152,6 +152,8 @@ class TensorTensor(Instruction):
             m.write(self.dst, _wrap_int(op.fn(a, b), self.dst.dtype.name).reshape(self.dst.shape), self.mask,
                     raw=True)
             return
+        elif self.mask is None:
+            result = apply(op, flat(m.read_f32(self.data1)), flat(m.read_f32(self.data2)), False)
         else:
             a, b = (read_operand(m, v, self.dst, self.mask) for v in (self.data1, self.data2))
             result = apply(op, a, b, False)
@@ -230,7 +232,8 @@ class TensorScalar(Instruction):
             if op1 is not None:
                 t = apply(op1, t, col(self.operand1) if op1.arity == 2 else None, self.reverse1)
         else:
-            x = read_operand(m, self.data, self.dst, self.mask)
+            mask = self.mask
+            x = flat(m.read_f32(self.data)) if mask is None else read_operand(m, self.data, self.dst, mask)
             t = apply(op0, x, operand_f32(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
             if op1 is not None:
                 t = apply(op1, t, operand_f32(m, self.operand1, P) if op1.arity == 2 else None, self.reverse1)

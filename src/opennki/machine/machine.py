@@ -127,6 +127,8 @@ class Machine:
     def read(self, view: TensorView, mask=None) -> np.ndarray:
         """The stored elements of `view` (storage dtype). Masked-off elements of an out-of-bounds or
         indirect view are not read; they come back as poison. The result may share memory: don't mutate."""
+        if view._inb and mask is None and view.mask is None and view.storage.initialized is None:
+            return view._np if view._np is not None else view.np_view()    # the usual case, as below gives it
         m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
         st = view.storage
         if not view.dynamic and view.in_bounds():
@@ -195,9 +197,15 @@ class Machine:
     def write(self, view: TensorView, values, mask=None, *, raw: bool = False) -> None:
         """Write `values` (broadcast to the view) into `view`, rounding to its dtype unless `raw` (values
         already in the storage format: bit-exact copies). Masked-off elements are left untouched."""
-        m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
         st = view.storage
-        if m is None and st._array is None and _covers_all(view):
+        if (view._inb and mask is None and view.mask is None and not raw and st._array is not None
+                and st.base is None and st.initialized is None and st.physical is None and st.kind is not _PSUM):
+            dst = view._np if view._np is not None else view.np_view()   # the usual case, as below does it
+            dst[...] = convert(values, st.dtype, self.precise)
+            st.written = True
+            return
+        m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
+        if m is None and st._array is None and view.covers_all():
             arr = st.fresh_array()            # every element is written: no poison needed first
         else:
             arr = st.array
@@ -247,11 +255,14 @@ class Machine:
             else:
                 written[np.broadcast_to(m, view.shape)] = True
         if st.kind is _PSUM:
-            fresh = self._unwritten_flags(view)
-            if m is None:
-                fresh[...] = False
+            if m is None and view.covers_all():
+                st.unwritten = False
             else:
-                fresh[np.broadcast_to(m, view.shape)] = False
+                fresh = self._unwritten_flags(view)
+                if m is None:
+                    fresh[...] = False
+                else:
+                    fresh[np.broadcast_to(m, view.shape)] = False
         if st.physical is not None:
             st.physical.written(st, *view.extent())
 
@@ -277,13 +288,18 @@ class Machine:
         self.write(view, current + values_f32, mask)
 
     # -- PSUM accumulation-group state -------------------------------------------------------------------
+    # Two per-element flags of a PSUM storage drive the accumulation groups. Each is kept as one value while it
+    # is the same for every element of the storage (a tile that matmuls, copies and memsets touch whole: the
+    # usual case) and as a flat bool array once an access touches part of the tile:
+    #   Storage.unwritten:      None (every element unwritten since declared), False (none), or the array;
+    #   Storage.matmul_written: None (no element last written by nc_matmul), True (every element), or the array.
     @staticmethod
     def _unwritten_flags(view: TensorView) -> np.ndarray:
-        """Per-element flags "not written since the tensor was declared" of a PSUM view (created on the
-        storage's first write; before it every element is unwritten)."""
+        """Per-element flags "not written since the tensor was declared" of a PSUM view, as a view of the
+        storage's flag array (made from the storage's one value when it has none)."""
         st = view.storage
-        if st.unwritten is None:
-            st.unwritten = np.ones(st.size, bool)
+        if type(st.unwritten) is not np.ndarray:
+            st.unwritten = np.full(st.size, st.unwritten is None, bool)
         return _flag_view(view, st.unwritten)
 
     @staticmethod
@@ -292,43 +308,59 @@ class Machine:
         `psum_tile += nisa.nc_matmul(...)` starts an accumulation group). Views with run-time indices, and
         runs without data (shape-only), count as written."""
         st = view.storage
-        if st.array is None or view.dynamic or not view.in_bounds():
+        if (st._array is None and st._poison is None) or view.dynamic or not view.in_bounds():
             return False
-        return st.unwritten is None or bool(Machine._unwritten_flags(view).all())
+        flags = st.unwritten
+        if type(flags) is not np.ndarray:
+            return flags is None
+        return bool(_flag_view(view, flags).all())
 
     @staticmethod
     def matmul_flags(view: TensorView) -> np.ndarray:
-        """Per-element flags "last written by nc_matmul" of a PSUM view (drives `accumulate=None`)."""
+        """Per-element flags "last written by nc_matmul" of a PSUM view (drives `accumulate=None`), as a view
+        of the storage's flag array (made from the storage's one value when it has none)."""
+        return _flag_view(view, Machine.matmul_flag_array(view.storage))
+
+    @staticmethod
+    def matmul_flag_array(st) -> np.ndarray:
+        """The flat "last written by nc_matmul" flags of PSUM storage `st` (made from its one value if needed)."""
+        if type(st.matmul_written) is not np.ndarray:
+            st.matmul_written = np.full(st.size, st.matmul_written is True, bool)
+        return st.matmul_written
+
+    @staticmethod
+    def matmul_written(view: TensorView):
+        """The "last written by nc_matmul" state of a direct PSUM view: True or False when it is the same for
+        all of its elements as far as the storage's one value says, else the flags (view-shaped)."""
+        flags = view.storage.matmul_written
+        if type(flags) is not np.ndarray:
+            return flags is True
+        return _flag_view(view, flags)
+
+    @staticmethod
+    def set_matmul_written(view: TensorView, value: bool, mask: np.ndarray | None = None) -> None:
+        """Mark the elements of a direct view (those `mask` leaves active) as last written by nc_matmul
+        (`value` True) or not."""
         st = view.storage
-        if st.matmul_written is None:
-            st.matmul_written = np.zeros(st.size, bool)
-        return _flag_view(view, st.matmul_written)
+        if mask is None and view.covers_all():
+            st.matmul_written = True if value else None
+        elif mask is None:
+            Machine.matmul_flags(view)[...] = value
+        else:
+            Machine.matmul_flags(view)[np.broadcast_to(mask, view.shape)] = value
 
     @staticmethod
     def clear_matmul_flags(view: TensorView, offsets: np.ndarray | None = None) -> None:
         """A non-matmul access ends the accumulation group of the elements it touches (`offsets`: the flat
         offsets an access with run-time indices touched)."""
-        flags = view.storage.matmul_written
-        if flags is None:
+        st = view.storage
+        if st.matmul_written is None:
             return
         if view.dynamic:
             if offsets is not None:
-                flags[offsets] = False
+                Machine.matmul_flag_array(st)[offsets] = False
         elif view.in_bounds():
-            Machine.matmul_flags(view)[...] = False
-
-
-def _covers_all(view: TensorView) -> bool:
-    """True if the direct view addresses every element of its storage exactly once, in row-major order."""
-    st = view.storage
-    if view.dynamic or view.offset or view.size != st.size or not view.in_bounds():
-        return False
-    expect = 1
-    for n, s in zip(reversed(view.shape), reversed(view.strides)):
-        if n != 1 and s != expect:
-            return False
-        expect *= n
-    return True
+            Machine.set_matmul_written(view, False)
 
 
 def _flag_view(view: TensorView, flags: np.ndarray) -> np.ndarray:

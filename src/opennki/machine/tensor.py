@@ -161,7 +161,7 @@ class TensorView:
     # `_geo`, `_extent`, `_free`, `_inb` and `_np` cache values derived from the (immutable) view; see
     # `_geometry`
     __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np", "_inb", "_geo",
-                 "_extent", "_free", "_sig")
+                 "_extent", "_free", "_sig", "_all")
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
@@ -177,6 +177,7 @@ class TensorView:
         self._extent = None
         self._free = None
         self._sig = None     # instructions.base.view_signature
+        self._all = None     # covers_all()
 
     @classmethod
     def root(cls, storage: Storage):
@@ -185,7 +186,7 @@ class TensorView:
         # the same for every tensor of this shape; keyed by the storage's plain tuple, since a `Shape` key would
         # run its Python-level __eq__ in the caches' look-ups
         view._geo = _root_geometry(storage.shape)
-        view._inb = _root_in_bounds(storage.shape)
+        view._inb = view._all = _root_in_bounds(storage.shape)
         return view
 
     def _derive(self, shape, amap, consts, dynamic=(), mask=None, coords=None):
@@ -253,11 +254,13 @@ class TensorView:
         computed in one pass over the map. Views are immutable, so this is cached: an instruction's check,
         bounds check, event and cost rule each read these, and walking the map every time was the
         simulator's main per-instruction cost."""
-        ss = row_major_strides(self.coords)
+        coords = self.coords
+        ss = row_major_strides(coords)
         shape = self.shape
         strides = [0] * len(shape)
         ranges = []
         offset = 0
+        inside = not self.dynamic
         for d, row in enumerate(self.amap):
             lo = hi = c = self.consts[d]
             s = ss[d]
@@ -272,7 +275,11 @@ class TensorView:
                     else:
                         hi += span
             ranges.append((lo, hi))
+            if lo < 0 or hi >= coords[d]:
+                inside = False
         self._geo = (tuple(ranges), tuple(strides), offset)
+        if self._inb is None:
+            self._inb = inside          # in_bounds(), from the same ranges
         return self._geo
 
     @property
@@ -322,6 +329,10 @@ class TensorView:
         return self._basic(key)
 
     def _basic(self, key) -> "TensorView":
+        if len(key) == len(self.shape) == len(self.amap) and self.amap is _identity_map(len(self.amap)):
+            view = self._unit_slices(key)
+            if view is not None:
+                return view
         nd = len(self.amap)
         on_chip = self.is_on_chip
         consts = list(self.consts)
@@ -357,6 +368,38 @@ class TensorView:
             self._share_derived(view)       # all of `self` (`t[:, :]`)
         return view
 
+    def _unit_slices(self, key) -> "TensorView | None":
+        """`_basic` of step-1 slices on every axis of a view whose map is the identity (a tensor, or such a
+        slice of one: `lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128]`), geometry included; None for any
+        other key."""
+        ss = row_major_strides(self.coords)
+        consts, shape, ranges = [], [], []
+        offset = 0
+        inside = True
+        for k, n, c, s, dim_size in zip(key, self.shape, self.consts, ss, self.coords):
+            if type(k) is not slice:
+                return None
+            start, length, step = slice_params(k, n)
+            if step != 1:
+                return None
+            c += start
+            consts.append(c)
+            shape.append(length)
+            offset += c * s
+            lo, hi = (c, c + length - 1) if length else (c - 1, c)     # as _geometry's span rule gives them
+            ranges.append((lo, hi))
+            if lo < 0 or hi >= dim_size:
+                inside = False
+        if self.is_on_chip and len(shape) < 2:
+            return None
+        view = self._derive(shape, self.amap, tuple(consts))
+        if tuple.__eq__(view.shape, self.shape) and view.consts == self.consts:
+            self._share_derived(view)       # all of `self` (`t[:, :]`)
+            return view
+        view._geo = (tuple(ranges), ss, offset)
+        view._inb = inside
+        return view
+
     def _whole(self) -> "TensorView":
         """`t[...]` of a view without run-time indices and with at least the dims `_basic` keeps: all of its
         elements, without its operand mask (as `_basic` gives it)."""
@@ -368,6 +411,7 @@ class TensorView:
         """`view` addresses the same elements as `self`, so it has the same derived values (and the same
         signature, unless `self` has an operand mask, which `view` lacks)."""
         view._geo, view._inb, view._extent, view._free = self._geo, self._inb, self._extent, self._free
+        view._all = self._all
         view._np = self._np
         if self.mask is None:
             view._sig = self._sig
@@ -514,17 +558,36 @@ class TensorView:
                 0 <= lo and hi < dim_size for (lo, hi), dim_size in zip(ranges, self.coords))
         return self._inb
 
+    def covers_all(self) -> bool:
+        """True if the direct view addresses every element of its storage exactly once, in row-major order
+        (cached: a write asks whether it may skip poisoning, PSUM flag updates whether one value does)."""
+        if self._all is None:
+            self._all = self._covers_all()
+        return self._all
+
+    def _covers_all(self) -> bool:
+        if self.dynamic or self.offset or self.size != self.storage.size or not self.in_bounds():
+            return False
+        expect = 1
+        for n, s in zip(reversed(self.shape), reversed(self.strides)):
+            if n != 1 and s != expect:
+                return False
+            expect *= n
+        return True
+
     # -- element addressing -------------------------------------------------------------------------------
     def np_view(self) -> np.ndarray:
         """The NumPy view of an in-bounds, direct view (shares memory with the storage)."""
         if self._np is None:
-            arr = self.storage.array
-            if self._geo is _root_geometry(self.shape) and self.coords == self.storage.shape:
-                self._np = arr.reshape(self.shape)     # all of the tensor (a root view, or `t[...]` of one)
+            st = self.storage
+            arr = st.array
+            if self._geo is _root_geometry(st.shape) and self.coords == st.shape:
+                self._np = arr.reshape(st.shape)     # all of the tensor (a root view, or `t[...]` of one)
             else:
                 it = arr.itemsize
-                self._np = np.ndarray(self.shape, arr.dtype, buffer=arr, offset=self.offset * it,
-                                      strides=tuple(s * it for s in self.strides))
+                _, strides, offset = self._geo or self._geometry()
+                self._np = np.ndarray(self.shape, arr.dtype, buffer=arr, offset=offset * it,
+                                      strides=tuple([s * it for s in strides]))
         return self._np
 
     def flat_offsets(self, dynamic_values=None) -> np.ndarray:

@@ -46,6 +46,10 @@ _TENSOR, _PSUM, _HBM = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
 # tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts.
 REUSE_RESULT_TILES = sys.implementation.name == "cpython"
+# Without listeners, instructions take the lean issue path (`Program.lean`: checks skipped by signature,
+# deferred temporaries retargeted without the general machinery, element-wise runs without the general read
+# and write); False: every instruction takes the plain path (which tests compare against).
+LEAN_ISSUE = True
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
@@ -171,6 +175,8 @@ class Program:
         # (id of the code, call offset, region, shape, dtype) -> (code, a spare result tile made there); None:
         # no reuse (listeners see storage ids, so each result tile is new for them)
         self._spares: dict | None = {} if REUSE_RESULT_TILES and not listening else None
+        # the lean issue path (LEAN_ISSUE): no listener needs the events, so checks are skipped by signature
+        self.lean = LEAN_ISSUE and not listening
         self._token = None
         for setup in PROGRAM_SETUP:
             setup(self)
@@ -226,13 +232,14 @@ class Program:
 
     # -- tensors ----------------------------------------------------------------------------------------
     def new_tensor(self, region: MemoryRegion, shape, dtype, name: str | None = None, *, fill=None,
-                   location: SourceLocation | None = None, address=None) -> TensorView:
+                   location: SourceLocation | None = None, address=None, frame=None) -> TensorView:
         """Allocate a tensor (poisoned unless `fill`) and return its root view. An unnamed on-chip tensor made at
         a kernel call site where a retargeted temporary left a spare tile of the same kind may be that tile
         (`spare`)."""
         site = None
         if location is None:
-            frame = user_frame()
+            if frame is None:           # `frame`: the caller found the kernel frame already (user_frame)
+                frame = user_frame()
             location = location_of(frame) if frame is not None else None
             if self._spares is not None and frame is not None and name is None and fill is None and \
                     address is None and region.kind is not MemoryKind.HBM:
@@ -328,11 +335,13 @@ class Program:
             self.flush()
         self.execute(instr, user_location(), api)
 
-    def defer(self, instr, result: TensorView, api: str | None = None) -> TensorView:
-        """Check an instruction now and keep it pending until its result is consumed (module docstring)."""
+    def defer(self, instr, result: TensorView, api: str | None = None, frame=None) -> TensorView:
+        """Check an instruction now and keep it pending until its result is consumed (module docstring).
+        `frame`: the kernel frame, if the caller found it already (user_frame)."""
         if self.pending is not None:
             self.flush()
-        frame = user_frame()            # the kernel line, and the statement that receives the result
+        if frame is None:
+            frame = user_frame()        # the kernel line, and the statement that receives the result
         location = None if frame is None else location_of(frame)
         self._check(instr, location, api, result.storage)
         use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
@@ -428,8 +437,38 @@ class Program:
         """`unplaced`: a deferred result's storage, which gets memory only if the instruction keeps it as its
         destination (a retargeted instruction writes elsewhere). `checked` / `operands_checked`: the
         instruction's own check / its operand rules passed already; the bounds, the language rules and
-        placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`)."""
+        placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`).
+
+        Lean path (`lean`, no `mask=`): the operand rules are a function of the signature there, so a
+        signature whose rules and check passed (`Simulator.clean`) skips both; the bounds (cached per view),
+        the language rules and placement run as on the plain path."""
         try:
+            if self.lean and instr.mask is None:
+                sig = instr.signature()
+                if sig is not None:
+                    clean = self.sim.clean
+                    if sig not in clean:
+                        if not operands_checked:
+                            instr.check_operands(moved)
+                        if not checked:
+                            self.check_instruction(instr)
+                        clean.add(sig)
+                    operands = instr.operands()
+                    for _, view, _ in operands:
+                        if not view._inb:
+                            check_static_bounds(instr, moved)
+                            break
+                    for observer in self.observers.checking:
+                        observer.check(self, instr)
+                    touch = next(_touches)
+                    for _, view, _ in operands:
+                        st = view.storage
+                        root = st.base or st
+                        root.last_touch = touch
+                        if (st.placement is None or root.placement is None) and st is not unplaced:
+                            self._place_operands(instr, unplaced)
+                            break
+                    return
             if not operands_checked:
                 instr.check_operands(moved)
             if not checked:
@@ -538,8 +577,9 @@ class Program:
                 raise _located(e, instr, location, api)
         if not self.options.shape_only:
             try:
-                runnable = instr.runnable()
-                machine.instruction_mask, machine.engine = runnable.mask, runnable.executor
+                runnable = instr if instr.mask is None else instr.runnable()
+                executor = runnable.executor
+                machine.instruction_mask, machine.engine = runnable.mask, executor
                 runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
@@ -548,7 +588,7 @@ class Program:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
-            if instr.executor is not _TENSOR:          # a non-matmul access ends an accumulation group
+            if executor is not _TENSOR:                # a non-matmul access ends an accumulation group
                 for _, view, _access in instr.operands():
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
                         Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))

@@ -70,6 +70,9 @@ class Simulator:
         # signatures (Instruction.signature) of the instructions whose check passed: the check needs no data
         # and reads only what the signature holds, so it runs once per signature; hw and options are fixed
         self.checked: set = set()
+        # signatures of instructions without `mask=` whose operand rules (check_operand_types, a function of
+        # the signature for them) and check both passed: the lean issue path skips both (Program._check)
+        self.clean: set = set()
         self.progress = None            # the running launch's sim.progress.Progress, if it draws one
 
     def emit(self, event) -> None:

@@ -1,0 +1,222 @@
+"""Without listeners, instructions take the lean issue path (`program.LEAN_ISSUE`, `Program.lean`): checks
+skipped by signature (`Simulator.clean`), the front doors' decisions memoised (`core._PLANS`), deferred
+temporaries retargeted without the general machinery. Kernels give the values and the errors (class, text,
+kernel line) of the plain path, where every instruction is checked and issued in full."""
+
+import numpy as np
+import pytest
+
+import opennki as nki2
+import opennki.isa as nisa2
+import opennki.language as nl2
+import opennki.legacy as nki
+import opennki.legacy.isa as nisa
+import opennki.legacy.language as nl
+from opennki._src import core
+from opennki.errors import OpenNKIError
+from opennki.sim import program
+from tests.isa.helpers import rand
+
+
+def _twice(kernel, *args):
+    """`kernel(*args)` on the lean path and on the plain path: (lean, plain), each the outputs or the error."""
+    out = []
+    for lean in (True, False):
+        program.LEAN_ISSUE = lean
+        try:
+            out.append(kernel(*args))
+        except OpenNKIError as e:
+            out.append(e)
+        finally:
+            program.LEAN_ISSUE = True
+    return out
+
+
+def _same(lean, plain) -> None:
+    if isinstance(plain, BaseException):
+        assert type(lean) is type(plain), (lean, plain)
+        assert str(lean) == str(plain)
+        assert (lean.location.filename, lean.location.lineno) == (plain.location.filename, plain.location.lineno)
+        assert getattr(lean, "code", None) == getattr(plain, "code", None)
+        return
+    assert not isinstance(lean, BaseException), lean
+    lean, plain = (lean, plain) if isinstance(plain, tuple) else ((lean,), (plain,))
+    for got, want in zip(lean, plain, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def _helper_exp(t):
+    return nl.exp(t)
+
+
+@nki.jit
+def legacy_elementwise(a, c, m):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    low_out = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    bits_out = nl.ndarray((128, 64), dtype=nl.int32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    col = nl.load(c)
+    bits = nl.load(m)
+    acc = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    acc[...] = nl.multiply(x, 0.5)
+    low = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+    for i in nl.sequential_range(5):
+        acc[...] = nl.add(acc, 1.0)
+        acc[...] = nl.subtract(0.25, acc)                  # a scalar on the left
+        acc[...] = nl.add(acc, x)                          # two tiles
+        acc[...] = nl.maximum(acc, col)                    # a [P, 1] column
+        acc[...] = nl.multiply(col, acc)                   # a column on the left
+        acc[...] = _helper_exp(nl.multiply(acc, 0.1))      # an activation, through a helper
+        acc[...] = nl.tanh(acc)
+        low[...] = nl.multiply(acc, 1.25 + i, dtype=nl.bfloat16)   # another scalar value each time
+        acc[...] = nl.add(acc, low)                        # bf16 with fp32
+        acc += x                                           # in place
+        acc *= 0.75
+        acc[...] = acc - x                                 # a tile operator
+        acc[:, 0:32] = nl.add(acc[:, 32:64], 1.0)          # views of part of a tile
+        bits[...] = nl.bitwise_and(bits, 1023)
+        bits[...] = nl.left_shift(bits, 1)
+        acc[...] = nisa.tensor_scalar(acc, np.multiply, 0.5, op1=np.add, operand1=0.125)
+    flag = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    flag[...] = nl.greater(acc, 0.5)
+    acc[...] = nl.add(acc, flag)
+    nl.store(out, value=acc)
+    nl.store(low_out, value=low)
+    nl.store(bits_out, value=bits)
+    return out, low_out, bits_out
+
+
+def test_legacy_elementwise_ops_give_the_plain_path_values(rng):
+    a, c = rand(rng, 128, 64), rand(rng, 128, 1)
+    m = rng.integers(0, 1 << 20, size=(128, 64), dtype=np.int32)
+    core._PLANS.clear()
+    lean, plain = _twice(legacy_elementwise, a, c, m)
+    assert core._PLANS                       # the lean path memoised front-door decisions
+    _same(lean, plain)
+    acc = a * np.float32(0.5)
+    want_bits = m.copy()
+    for _ in range(5):
+        acc = np.float32(0.25) - (acc + np.float32(1.0))
+        acc = np.maximum(acc + a, c) * c
+        acc = np.tanh(np.exp(acc * np.float32(0.1)))
+        want_bits = (want_bits & 1023) << 1
+    assert np.isfinite(lean[0]).all()
+    np.testing.assert_array_equal(lean[2], want_bits)
+
+
+def _new_generation(x, y):
+    t = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    u = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(dst=t, src=x)
+    nisa2.dma_copy(dst=u, src=y)
+    for _ in range(4):
+        nisa2.tensor_scalar(dst=t, data=t, op0=nl2.multiply, operand0=0.5, op1=nl2.add, operand1=0.25)
+        nisa2.tensor_tensor(dst=t, data1=t, data2=u, op=nl2.add)
+        nisa2.activation(dst=u, op=nl2.exp, data=t, scale=0.1)
+        nisa2.tensor_tensor(dst=t, data1=t, data2=u, op=nl2.maximum)
+    out = nl2.ndarray(x.shape, dtype=nl2.float32, buffer=nl2.shared_hbm)
+    nisa2.dma_copy(dst=out, src=t)
+    return out
+
+
+def test_new_generation_instructions_give_the_plain_path_values(rng):
+    x, y = rand(rng, 128, 64), rand(rng, 128, 64)
+    lean, plain = _twice(nki2.jit(_new_generation), x, y)
+    _same(lean, plain)
+    t, u = x, y
+    for _ in range(4):
+        t = t * np.float32(0.5) + np.float32(0.25) + u
+        u = np.exp(t.astype(np.float64) * 0.1).astype(np.float32)
+        t = np.maximum(t, u)
+    np.testing.assert_allclose(lean, t, rtol=1e-6)
+
+
+@nki.jit
+def out_of_scope(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    for _ in nl.sequential_range(3):
+        t = nl.add(acc, 1.0)
+        acc[...] = nl.add(t, 1.0)
+    acc[...] = nl.add(t, 1.0)                      # t belongs to the finished loop
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
+def out_of_bounds(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    wide = nl.ndarray((128, 96), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.sequential_range(3):
+        wide[:, i * 16:i * 16 + 64] = nl.add(acc, 1.0)     # i = 2: columns 32..95, in bounds
+    wide[:, 48:112] = nl.add(acc, 1.0)
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
+def into_hbm(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    for _ in nl.sequential_range(3):
+        out[...] = nl.multiply(acc, 2.0)            # no instruction writes HBM: computed, then stored
+        acc[...] = nl.add(acc, 1.0)
+    return out
+
+
+@nki.jit
+def parallel_writes(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    res = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    for _ in nl.affine_range(3):
+        res[...] = nl.multiply(acc, 2.0)            # every iteration writes all of res
+    nl.store(out, value=res)
+    return out
+
+
+@nki.jit(uninitialized="raise")
+def half_written(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    for _ in nl.sequential_range(2):
+        acc[...] = nl.add(acc, 1.0)
+    t[:, 0:32] = nl.add(acc[:, 0:32], 1.0)
+    acc[...] = nl.add(t, 1.0)                     # half of t was never written
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
+def bad_operand(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    for _ in nl.sequential_range(2):
+        acc[...] = nl.add(acc, 1.0)
+    acc[...] = nl.bitwise_and(acc, 3)             # a bit-vector op on floats
+    nl.store(out, value=acc)
+    return out
+
+
+@pytest.mark.parametrize("kernel", [out_of_scope, out_of_bounds, into_hbm, parallel_writes, half_written,
+                                    bad_operand], ids=lambda k: k.__name__ if hasattr(k, "__name__") else None)
+def test_the_lean_path_gives_the_plain_path_values_and_errors(rng, kernel):
+    a = rand(rng, 128, 64)
+    lean, plain = _twice(kernel, a)
+    _same(lean, plain)
+
+
+def test_errors_name_the_kernel_line(rng):
+    a = rand(rng, 128, 64)
+    lean, _ = _twice(out_of_scope, a)
+    assert lean.code == "err_local_variable_used_out_of_scope"
+    assert "belongs to the finished loop" in lean.location.source
+    lean, _ = _twice(out_of_bounds, a)
+    assert "wide[:, 48:112]" in lean.location.source
+    one = np.float32(1)
+    np.testing.assert_array_equal(_twice(into_hbm, a)[0], (a + one + one) * np.float32(2))
+    assert _twice(parallel_writes, a)[0].code == "err_unexpected_output_dependencies"
+    assert type(_twice(half_written, a)[0]).__name__ == "UninitializedReadError"
