@@ -56,18 +56,28 @@ def user_location(depth: int = 1) -> SourceLocation | None:
 
 def location_of(frame) -> SourceLocation:
     """The line `frame` is running, as a SourceLocation. Locations are immutable values, so the one of each
-    line is made once and shared (a kernel loop issues from the same lines over and over)."""
+    line is made once and shared (a kernel loop issues from the same lines over and over). Found by the
+    frame's instruction offset first: a frame's line number is computed from the line table on every read,
+    and a code object's hash from its contents, which costs more than the look-up."""
     code = frame.f_code
+    at = (id(code), frame.f_lasti)
+    entry = _AT_OFFSET.get(at)
+    if entry is not None and entry[0] is code:
+        return entry[1]
     key = (code, frame.f_lineno)
     location = _LOCATIONS.get(key)
     if location is None:
         if len(_LOCATIONS) >= 65536:
             _LOCATIONS.clear()
         location = _LOCATIONS[key] = SourceLocation(code.co_filename, key[1], code.co_name)
+    if len(_AT_OFFSET) >= 65536:
+        _AT_OFFSET.clear()
+    _AT_OFFSET[at] = (code, location)       # holding the code keeps its id from being reused
     return location
 
 
 _LOCATIONS: dict = {}       # (code object, line) -> its SourceLocation (location_of)
+_AT_OFFSET: dict = {}       # (id of the code object, instruction offset) -> (code object, its SourceLocation)
 
 
 class OpenNKIError(Exception):

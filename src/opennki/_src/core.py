@@ -228,17 +228,25 @@ def _plan_key(prog, *parts):
     """The memo key of a front-door call, or None when the lean path does not memoise it."""
     if not prog.lean or prog.options.hardware_strict or None in parts[1:3]:
         return None
-    try:
-        hash(parts)
-    except TypeError:           # an unhashable argument (the plain path says what is wrong with it)
-        return None
     return parts
+
+
+def _planned(key):
+    """The plan memoised under `key` (None: none yet); an unhashable argument is never memoised (the plain
+    path says what is wrong with it)."""
+    try:
+        return _PLANS.get(key)
+    except TypeError:
+        return None
 
 
 def _remember(key, plan) -> None:
     if len(_PLANS) >= _PLANS_MAX:
         _PLANS.clear()
-    _PLANS[key] = plan
+    try:
+        _PLANS[key] = plan
+    except TypeError:
+        pass
 
 
 def _planned_binary(prog, plan, x, y, api: str):
@@ -277,7 +285,7 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
     if out is None and mask is None:
         key = _plan_key(prog, op, _arg_key(x), _arg_key(y), dtype, default_dtype, api)
         if key is not None:
-            plan = _PLANS.get(key)
+            plan = _planned(key)
             if plan is not None:
                 return _planned_binary(prog, plan, x, y, api)
     opdef = alu(op)
@@ -344,7 +352,7 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     """`fn(x)` on the Scalar Engine into a new SBUF tile."""
     prog = current(api)
     key = _plan_key(prog, fn_name, _arg_key(x), type, dtype, None, api) if mask is None else None
-    plan = _PLANS.get(key) if key is not None else None
+    plan = _planned(key) if key is not None else None
     if plan is not None:                 # the lean path: what the plain path below decides for this key
         op, shape, result_dtype = plan
         frame = user_frame()
@@ -613,7 +621,8 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
 def _retarget_changes(deferred, dst) -> dict:
     """Every operand field holding the deferred result tile moves to `dst` (its `dst`, and the accumulator
     input of a self-referencing op such as `nl.loop_reduce`)."""
-    return {f.name: dst for f in deferred.instr.operand_fields() if getattr(deferred.instr, f.name) is deferred.result}
+    fields, result = deferred.instr.__dict__, deferred.result
+    return {name: dst for name, _ in deferred.instr._operand_fields if fields[name] is result}
 
 
 def _retargeted(prog, deferred, changes):

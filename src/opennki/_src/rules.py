@@ -41,9 +41,6 @@ class LanguageRules(Observer):
 
     def remember(self, storage, loop_id: int, line, name) -> None:
         scopes = self.scopes
-        known = scopes.get(storage.id)
-        if known is not None and known[0] == loop_id and known[3]() is storage:
-            return                      # a result tile reused in the same loop (Program.spare): the same entry
         scopes[storage.id] = (loop_id, line, name, weakref.ref(storage))
         if len(scopes) >= self.prune_at:
             self.scopes = scopes = {sid: e for sid, e in scopes.items() if e[3]() is not None}
@@ -61,14 +58,14 @@ class LanguageRules(Observer):
         scopes = self.scopes
         if not scopes:
             return
-        running = None
         for _, view, _ in instr.operands():
             scope = scopes.get(view.storage.id)
             if scope is None:
                 continue
-            if running is None:
-                running = {frame.loop_id for frame in prog.loops}
-            if scope[0] not in running:
+            for frame in prog.loops:
+                if frame.loop_id == scope[0]:
+                    break
+            else:
                 raise KernelError(f"Local variable '{scope[2]}' is referenced outside of its parent scope: it "
                                   f"was created inside the loop at line {scope[1]}, which has finished",
                                   code="err_local_variable_used_out_of_scope",
@@ -97,12 +94,17 @@ def record_scope(prog, view) -> None:
     """Remember that the tensor `view` was created inside the innermost running scoped loop; made outside every
     scoped loop, it has no scope, even if it is a result tile reused at its call site (Program.spare) whose
     first making was inside one (a helper called in a loop, then once more after it)."""
+    checker = prog.state[STATE]
+    storage = view.storage
     for frame in reversed(prog.loops):
-        if frame.is_scope:
+        if frame.legacy and frame.kind != "static_range":          # frame.is_scope, inline
+            known = checker.scopes.get(storage.id)
+            if known is not None and known[0] == frame.loop_id and known[3]() is storage:
+                return                  # a result tile reused in the same loop (Program.spare): the same entry
             line = frame.location.lineno if frame.location is not None else "?"
-            rules(prog).remember(view.storage, frame.loop_id, line, view.name)
+            checker.remember(storage, frame.loop_id, line, view.name)
             return
-    rules(prog).scopes.pop(view.storage.id, None)
+    checker.scopes.pop(storage.id, None)
 
 
 def _install(prog) -> None:

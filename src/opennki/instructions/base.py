@@ -74,13 +74,18 @@ def _dict_init(cls):
     names = frozenset(f.name for f in fields)
     required = frozenset(f.name for f in fields if f.default is dataclasses.MISSING)
     defaults = {f.name: f.default for f in fields if f.default is not dataclasses.MISSING}
+    valid: set = set()      # keyword tuples (in call order) found complete and known: a call site passes one
 
     def __init__(self, **values):
-        keys = values.keys()
-        if not (required <= keys and keys <= names):
-            missing, unknown = sorted(required - keys), sorted(keys - names)
-            raise TypeError(f"{cls.__name__}() " + (f"missing required field(s) {missing}" if missing else
-                                                    f"got unexpected field(s) {unknown}"))
+        order = tuple(values)
+        if order not in valid:
+            keys = values.keys()
+            if not (required <= keys and keys <= names):
+                missing, unknown = sorted(required - keys), sorted(keys - names)
+                raise TypeError(f"{cls.__name__}() " + (f"missing required field(s) {missing}" if missing else
+                                                        f"got unexpected field(s) {unknown}"))
+            if len(valid) < 1024:
+                valid.add(order)
         state = self.__dict__
         state.update(defaults)
         state.update(values)
@@ -177,7 +182,9 @@ class Instruction:
         state = new.__dict__
         state.update(self.__dict__)
         if "_operands" in state and any(name in self._operand_names for name in changes):
-            del state["_operands"]
+            state["_operands"] = _patched_operands(self, changes)
+            if state["_operands"] is None:
+                del state["_operands"]
         signature = self._patched_signature(changes)
         state.pop("_signature", None)
         state.update(changes)
@@ -208,6 +215,8 @@ class Instruction:
             kind = type(value)
             if kind in _PLAIN_TYPES:
                 key.append((kind, value))
+            elif kind in _VIEW_TYPES and not value.dynamic:
+                key.append(value._sig or view_signature(value))     # what _param_key gives a view
             else:
                 part = _param_key(value)
                 if part is None:
@@ -252,7 +261,7 @@ class Instruction:
     def executor(self) -> Engine:
         """The engine that executes this instruction: default_engine, or with `chooses_engine` the one its
         `engine` field names (None: default_engine). Instructions with another rule override this."""
-        if self.chooses_engine:
+        if self.chooses_engine and self.engine is not None:
             return chosen_engine(self.engine, self.default_engine)
         return self.default_engine
 
@@ -301,6 +310,21 @@ class Instruction:
 
 
 _PLAIN_TYPES = frozenset((type(None), bool, int, float, str))
+_VIEW_TYPES: set = set()        # TensorView and its subclasses met so far (`_keyer_for`)
+
+
+def _patched_operands(instr, changes: dict):
+    """`operands()` of `instr.replace(**changes)` from `instr`'s cached one, when every changed operand field
+    held, and gets, a tensor without run-time indices (their entries are one each, in field order); None
+    otherwise (the copy then builds its own)."""
+    fields = instr.__dict__
+    for name, value in changes.items():
+        if name in instr._operand_names:
+            old = fields[name]
+            if not (isinstance(old, TensorView) and isinstance(value, TensorView)) or old.dynamic or value.dynamic:
+                return None
+    return tuple([(role, changes[role], access) if role in changes else (role, view, access)
+                  for role, view, access in fields["_operands"]])
 
 
 def view_signature(view: TensorView):
@@ -341,6 +365,7 @@ def _tuple_key(value):
 
 def _keyer_for(kind):
     if issubclass(kind, TensorView):
+        _VIEW_TYPES.add(kind)
         return view_signature
     if issubclass(kind, enum.Enum):
         return lambda v: (kind, v._name_)
@@ -572,10 +597,22 @@ def column(m, x, P: int) -> np.ndarray:
 
 def operand_f32(m, x, P: int):
     """`column` for an element-wise operand: an immediate stays an fp32 NumPy scalar, which broadcasts to the
-    same fp32 values as the [P, 1] column (NumPy broadcasts a scalar several times faster)."""
-    if is_tensor(x):
+    same fp32 values as the [P, 1] column (NumPy broadcasts a scalar several times faster). A nonzero Python
+    float's fp32 scalar is made once (`_F32`: equal nonzero floats are the same number; zeros, whose sign an
+    equal key would lose, are converted each time)."""
+    if isinstance(x, TensorView):
         return m.read_f32(x).reshape(P, -1)[:, :1]
+    if type(x) is float and x:
+        found = _F32.get(x)
+        if found is None:
+            if len(_F32) >= 4096:
+                _F32.clear()
+            found = _F32[x] = np.float32(x)
+        return found
     return np.float32(x)
+
+
+_F32: dict = {}     # nonzero Python float -> np.float32 of it (operand_f32)
 
 
 def flat(a: np.ndarray) -> np.ndarray:

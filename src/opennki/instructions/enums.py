@@ -92,13 +92,24 @@ def _member(enum_cls, value, what: str):
                       got=value, hint="pass the enum member (raw integers are rejected)")
 
 
+# the Engine of each enum member already normalised (either generation's `nisa.engine`), by (class, member):
+# `engine_of` runs for every instruction that takes `engine=`; raw integers are never cached, so still raise
+_ENGINE_OF: dict[tuple[type, enum.Enum], Engine] = {}
+
+
 def engine_of(value) -> Engine:
     """Normalise an `engine=` argument (nisa.engine member, opennki Engine or None) to an Engine."""
     if value is None:
         return Engine.UNKNOWN
     if isinstance(value, Engine):
         return value
-    return Engine(_member(engine, value, "engine").value)
+    if not isinstance(value, enum.Enum):
+        return Engine(_member(engine, value, "engine").value)
+    key = (type(value), value)
+    found = _ENGINE_OF.get(key)
+    if found is None:
+        found = _ENGINE_OF[key] = Engine(_member(engine, value, "engine").value)
+    return found
 
 
 def chosen_engine(value, default: Engine) -> Engine:

@@ -300,6 +300,7 @@ def _safe(fn):
     def wrapped(x):
         with quiet_fp():
             return fn(x)
+    wrapped.ufunc = fn if isinstance(fn, np.ufunc) else None     # `evaluate` calls a NumPy ufunc directly
     return wrapped
 
 
@@ -394,5 +395,16 @@ def activation_fn(op) -> ActivationFn:
 
 
 def evaluate(fn: ActivationFn, x: np.ndarray) -> np.ndarray:
-    """Apply an activation function to fp32 input, in float64, rounded to fp32."""
+    """Apply an activation function to fp32 input, in float64, rounded to fp32.
+
+    A function that is a NumPy ufunc under `quiet_fp` (exp, log, sqrt, tan) is called with `dtype=float64` on
+    the fp32 array: the ufunc widens the input chunk by chunk and runs the same float64 loop on the same
+    float64 values, so the result is the one of widening the whole tile first, without that float64 copy
+    (two [128, 512] float64 temporaries make glibc return and re-map the memory each time: page faults
+    that double the cost of an exp on such a tile)."""
+    ufunc = getattr(fn.fn, "ufunc", None)
+    if ufunc is not None and type(x) is np.ndarray and x.dtype == np.float32:
+        with quiet_fp():
+            y = ufunc(x, dtype=np.float64)
+        return y.astype(np.float32)
     return np.asarray(fn.fn(np.asarray(x, dtype=np.float64)), dtype=np.float64).astype(np.float32)

@@ -182,7 +182,7 @@ class NcMatmul(Instruction):
             return
         S, smask = _operand_values(m, self.stationary)
         Mv, mmask = _operand_values(m, self.moving)
-        if perf_mode_of(self.perf_mode) is matmul_perf_mode.double_row:
+        if self.perf_mode is not None and perf_mode_of(self.perf_mode) is matmul_perf_mode.double_row:
             K = S.shape[0]
             S, Mv = S.reshape(2 * K, -1), Mv.reshape(2 * K, -1)   # contract over (partition, pair)
         result = S.T @ Mv

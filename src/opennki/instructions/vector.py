@@ -24,7 +24,7 @@ from opennki.instructions.enums import engine_of
 from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
-from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_fp, to_float32
+from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_call, quiet_fp, to_float32
 
 _INT32 = ("int32", "uint32")
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
@@ -77,10 +77,9 @@ def _wrap_int(values: np.ndarray, dtype_name: str) -> np.ndarray:
 
 def apply(op, x, operand, reverse: bool):
     """One ALU stage: op(x, operand), or op(operand, x) when reversed; unary ops ignore the operand."""
-    with quiet_fp():
-        if op.arity == 1:
-            return op.fn(x)
-        return op.fn(operand, x) if reverse else op.fn(x, operand)
+    if op.arity == 1:
+        return quiet_call(op.fn, x)
+    return quiet_call(op.fn, operand, x) if reverse else quiet_call(op.fn, x, operand)
 
 
 @instruction
@@ -233,11 +232,17 @@ class TensorScalar(Instruction):
                 t = apply(op1, t, col(self.operand1) if op1.arity == 2 else None, self.reverse1)
         else:
             mask = self.mask
-            x = flat(m.read_f32(self.data)) if mask is None else read_operand(m, self.data, self.dst, mask)
+            if mask is not None:
+                x = read_operand(m, self.data, self.dst, mask)
+            elif is_tensor(self.operand0) or is_tensor(self.operand1):
+                x = flat(m.read_f32(self.data))     # [P, F]: a [P, 1] column broadcasts along F
+            else:
+                x = m.read_f32(self.data)           # immediates broadcast to any shape: element-wise the same
             t = apply(op0, x, operand_f32(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
             if op1 is not None:
                 t = apply(op1, t, operand_f32(m, self.operand1, P) if op1.arity == 2 else None, self.reverse1)
-        m.write(self.dst, np.asarray(t).reshape(self.dst.shape), self.mask)
+        t = np.asarray(t)
+        m.write(self.dst, t if tuple.__eq__(t.shape, self.dst.shape) else t.reshape(self.dst.shape), self.mask)
 
 
 def pair_names(op0, op1):

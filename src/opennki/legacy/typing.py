@@ -116,6 +116,9 @@ def returns_value(code) -> bool:
     return False
 
 
+_READ = AccessKind.READ        # bound once: class lookups of members are slow (3.11)
+
+
 class ParameterRules(Observer):
     """The mutability rules for one program (module docstring)."""
 
@@ -136,11 +139,12 @@ class ParameterRules(Observer):
 
     def check(self, prog, instr) -> None:
         for _, view, access in instr.operands():
-            if access is AccessKind.READ:
+            if access is _READ:
                 continue
+            st = view.storage
+            if not (st.base or st).is_kernel_arg:
+                continue                # what _param tells first, without the call (every instruction comes here)
             name = self._param(view)
-            if name is None:
-                continue
             if name in self.immutable:
                 raise KernelError(f"kernel parameter '{name}' is immutable; annotate it nt.mutable_tensor to "
                                   "update it in place (and return it)",

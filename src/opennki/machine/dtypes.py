@@ -51,6 +51,19 @@ class quiet_fp:
             _FP_STATE.reset(self._token)
         return False
 
+def quiet_call(fn, *args):
+    """`fn(*args)` inside `quiet_fp()`, without the calls of a context manager (element-wise instructions
+    make one such call per run)."""
+    if _FP_STATE is None:
+        with np.errstate(all="ignore"):
+            return fn(*args)
+    token = _FP_STATE.set(_FP_IGNORE)
+    try:
+        return fn(*args)
+    finally:
+        _FP_STATE.reset(token)
+
+
 INT_POISON = 4  # what NKI's simulator writes into fresh integer memory (spec/language.md §5.1)
 
 
@@ -241,9 +254,10 @@ def convert(values, dt: DataType, precise: bool = True) -> np.ndarray:
 def to_float32(stored: np.ndarray, dt: DataType) -> np.ndarray:
     """Engine read: the fp32 value of stored elements (exact for every float format; integers above 2^24
     round, as on the engines)."""
-    if stored.dtype == np.float32:
+    dtype = stored.dtype
+    if dtype is _FP32_STORAGE or dtype == np.float32:       # identity first: comparing with a type converts it
         return stored
-    if stored.dtype == _BF16_STORAGE:
+    if dtype == _BF16_STORAGE:
         # a bfloat16 is the upper half of the fp32 with the same value: widening shifts its bits into place
         # (exact for every pattern, NaNs included; NumPy does this faster than the ml_dtypes cast)
         wide = np.empty(stored.shape, np.uint32)
@@ -253,6 +267,7 @@ def to_float32(stored: np.ndarray, dt: DataType) -> np.ndarray:
 
 
 _BF16_STORAGE = np.dtype(ml_dtypes.bfloat16)
+_FP32_STORAGE = np.dtype(np.float32)
 
 
 def to_public(stored: np.ndarray, dt: DataType) -> np.ndarray:

@@ -198,10 +198,17 @@ class Machine:
         """Write `values` (broadcast to the view) into `view`, rounding to its dtype unless `raw` (values
         already in the storage format: bit-exact copies). Masked-off elements are left untouched."""
         st = view.storage
-        if (view._inb and mask is None and view.mask is None and not raw and st._array is not None
-                and st.base is None and st.initialized is None and st.physical is None and st.kind is not _PSUM):
-            dst = view._np if view._np is not None else view.np_view()   # the usual case, as below does it
-            dst[...] = convert(values, st.dtype, self.precise)
+        if (view._inb and mask is None and view.mask is None and st.base is None and st.initialized is None
+                and st.physical is None and st.kind is not _PSUM):
+            # the usual case (a DMA's tile, an engine's result), as below does it
+            if st._array is None and view.covers_all():
+                st.fresh_array()
+            dst = view._np if view._np is not None else view.np_view()
+            if not raw:
+                dst[...] = convert(values, st.dtype, self.precise)
+            else:
+                vals = np.asarray(values)
+                dst[...] = vals if vals.dtype == dst.dtype else vals.astype(dst.dtype)
             st.written = True
             return
         m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None

@@ -164,11 +164,23 @@ def result_use(frame) -> tuple[str, object, str | None]:
     `("held", frame, None)` (passed on, put in a container, a global...). A value a helper function returns
     is followed into the user frame that called the helper."""
     while True:
-        kind, name = _result_use(frame.f_code, frame.f_lasti)
+        code = frame.f_code
+        at = (id(code), frame.f_lasti)
+        entry = _USES.get(at)           # by the code's id: hashing a code object hashes its contents
+        if entry is not None and entry[0] is code:
+            kind, name = entry[1]
+        else:
+            kind, name = _result_use(code, frame.f_lasti)
+            if len(_USES) >= 8192:
+                _USES.clear()
+            _USES[at] = (code, (kind, name))        # holding the code keeps its id from being reused
         caller = frame.f_back
         if kind != "return" or caller is None or is_internal(caller.f_code.co_filename):
             return ("held" if kind == "return" else kind), frame, name
         frame = caller
+
+
+_USES: dict = {}        # (id of a code object, offset) -> (the code object, _result_use of them)
 
 
 @functools.lru_cache(maxsize=4096)

@@ -172,7 +172,7 @@ class Program:
         # `finished(prog, result)` (after the kernel body returned).
         self.observers = Observers()
         self.state: dict = {}   # language-layer per-program state, keyed by the owning module's name
-        # (id of the code, call offset, region, shape, dtype) -> (code, a spare result tile made there); None:
+        # (id of the code, call offset, region, shape, id of the dtype) -> (code, a spare result tile made there); None:
         # no reuse (listeners see storage ids, so each result tile is new for them)
         self._spares: dict | None = {} if REUSE_RESULT_TILES and not listening else None
         # the lean issue path (LEAN_ISSUE): no listener needs the events, so checks are skipped by signature
@@ -243,7 +243,7 @@ class Program:
             location = location_of(frame) if frame is not None else None
             if self._spares is not None and frame is not None and name is None and fill is None and \
                     address is None and region.kind is not MemoryKind.HBM:
-                site = (id(frame.f_code), frame.f_lasti, region._value_, tuple(shape), dtype)
+                site = (id(frame.f_code), frame.f_lasti, region._value_, tuple(shape), id(dtype))
                 spare = self._spares.pop(site, None)
                 if spare is not None and spare[0] is frame.f_code:
                     view = spare[1]
