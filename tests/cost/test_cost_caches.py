@@ -1,11 +1,19 @@
-"""The cost model's caches change no figure: with the per-signature memo of cost rules off (every cost
-computed by its rule, so the per-transfer caches of the scheduler and the result miss too), every record
-of an estimate (where, when, why it waited, its dependences) and the summary are the same, on kernels in
-the tutorials' style (matmul steps, layernorm, Mamba, attention) and the bundled blocked matmul example."""
+"""The cost model's caches and fast paths change no figure. The plain path: the per-signature memo of cost
+rules and the scheduler's per-signature placement plans off (every cost computed by its rule, every engine
+choice made from scratch, so the per-transfer caches of the scheduler and the result miss too), records
+keeping their events (the dependency search then lists every dependence edge). The fast path: both memos on,
+and for `keep_instructions=False` no events kept and no edges listed. Every record of an estimate (where,
+when, why it waited, its dependences, its event) and the summary are the same, on kernels in the tutorials'
+style (matmul steps, layernorm, Mamba, attention), the bundled examples, an LNC=2 launch and instructions
+left to the compiler's engine choice."""
 
+import numpy as np
 import pytest
 
-from examples.blocked_matmul import blocked_matmul
+import opennki as nki_new
+import opennki.isa as nisa
+import opennki.language as nl
+from examples import attention_head, blocked_matmul, gelu_mlp, residual_rmsnorm, tiled_matmul
 from opennki.cost.rules import registry
 from opennki.perf.estimate import estimate
 from tests.cost import tutorial_kernels as T
@@ -13,22 +21,81 @@ from tests.cost.helpers import spec
 
 MM = (spec((1024, 512), "bfloat16"), spec((1024, 1024), "bfloat16"))
 MAMBA = tuple(spec(s) for s in ((1, 256, 128), (1, 256, 128), (256, 4), (1, 4, 128), (1, 4, 128)))
-CASES = [(T.mm_tiled, MM, "trn1"), (T.mm_fully_blocked, MM, "trn2"), (blocked_matmul, MM, "trn2"),
+
+
+@nki_new.jit
+def _halves(a):
+    """Each core of an LNC=2 launch loads its half, scales it on the engine the compiler picks, stores it."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    half = a.shape[0] // nl.num_programs()
+    base = nl.program_id(0) * half
+    for i in range(half // 128):
+        x = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        y = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a[base + i * 128:base + (i + 1) * 128, :])
+        nisa.tensor_copy(dst=y, src=x)
+        nisa.tensor_scalar(dst=x, data=y, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[base + i * 128:base + (i + 1) * 128, :], src=x)
+    return out
+
+
+def _example_args(module):
+    return module.EXAMPLE["make_inputs"](np.random.default_rng(0))
+
+
+CASES = [(T.mm_tiled, MM, "trn1"), (T.mm_fully_blocked, MM, "trn2"), (blocked_matmul.blocked_matmul, MM, "trn2"),
+         (tiled_matmul.tiled_matmul, MM, "trn3"),
          (T.layernorm_v2, (spec((300, 512)), spec((512,)), spec((512,))), "trn2"),
-         (T.mamba_v2, MAMBA, "trn1"), (T.attention_divide_output, (spec((128, 512), "bfloat16"),) * 3, "trn2")]
+         (T.mamba_v2, MAMBA, "trn1"), (T.attention_divide_output, (spec((128, 512), "bfloat16"),) * 3, "trn2"),
+         (T.attention_evict_with_max, (spec((128, 512), "bfloat16"),) * 3, "trn3"),
+         (_halves[2], (spec((1024, 512)),), "trn2"), (_halves, (spec((512, 512)),), "trn3")]
+CASES += [(m.EXAMPLE["kernel"], _example_args(m), target)
+          for m in (attention_head, gelu_mlp, residual_rmsnorm) for target in ("trn2", "trn3")]
+IDS = [f"{getattr(k, '__name__', type(k).__name__)}-{t}-{i}" for i, (k, _, t) in enumerate(CASES)]
 
 
-def _records(result):
-    return [(r.index, r.opcode, r.core, r.row, r.start, r.end, r.pred, r.stall_ns, r.stall_kind, r.ls_start,
-             r.ls_end, r.issue_start, r.issue_end, r.issue_row, r.dma_engine_ns, r.deps, r.cost)
+def _records(result, events=True):
+    storages = {}          # storage ids count on over runs: numbered by first use in each
+    return [(r.index, r.seq, r.opcode, r.core, r.program, r.row, r.start, r.end, r.pred, r.stall_ns,
+             r.stall_kind, r.ls_start, r.ls_end, r.issue_start, r.issue_end, r.issue_row, r.dma_engine_ns,
+             r.cost, r.location, r.name) + ((r.deps, _event(r.event, storages)) if events else ())
             for r in result.records]
 
 
-@pytest.mark.parametrize("kernel,args,target", CASES, ids=[k.__name__ for k, _, _ in CASES])
+def _event(ev, storages):
+    return (ev.seq, ev.program, ev.core, ev.opcode, ev.engine, ev.params, ev.location, ev.name, ev.ordered,
+            None if ev.mask is None else ev.mask.tolist(),
+            [(o.role, o.access, o.region.kind, storages.setdefault(o.region.storage_id, len(storages)),
+              o.region.partition_start, o.region.partition_count, o.region.byte_start, o.region.byte_end,
+              o.shape, o.dtype, o.itemsize, o.partitions, o.free_elems, o.strides, o.offset, o.tensor_name,
+              o.storage_shape, o.gathered) for o in ev.operands])
+
+
+def _summary(result):
+    return (result.to_dict(), result.busy_ns, result.counts, result.lines, result.stalls, result.small_dmas,
+            result.opcode_counts, result.uncosted, result.flops_by_peak, result.folded_fills,
+            [r.index for r in result.critical_path])
+
+
+@pytest.mark.parametrize("kernel,args,target", CASES, ids=IDS)
 def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch):
     fast = estimate(kernel, args, target=target)
+    lean = estimate(kernel, args, target=target, keep_instructions=False)
     monkeypatch.setattr(registry, "_signature", lambda ev: None)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)
-    assert fast.to_dict() == plain.to_dict()
+    assert _summary(fast) == _summary(plain)
+    assert all(r.event is None and r.deps == () for r in lean.records)
+    assert _records(lean, events=False) == _records(plain, events=False)
+    assert _summary(lean) == _summary(plain)
+
+
+def test_the_cases_cover_engine_choices_two_cores_and_cross_engine_dependences():
+    rows = {r.row for k, a, t in CASES[:9] for r in estimate(k, a, target=t).records}
+    lnc2 = estimate(*CASES[8][:2], target="trn2")
+    assert {r.core for r in lnc2.records} == {0, 1}
+    assert any(r.row == "Scalar" for r in lnc2.records if r.opcode == "tensor_copy")   # the compiler's choice
+    assert {"TensorMatrix", "Vector", "Scalar"} <= rows
+    kinds = {kind for r in lnc2.records for _, kind, _ in r.deps}
+    assert {"raw", "war"} <= kinds

@@ -109,25 +109,25 @@ class _StorageAccesses:
 class Dependency:
     """When an access may start, and why: `producer` is the record index that gates it (NO_PRODUCER if
     nothing does), `kind` one of "raw", "war", "waw", "reuse". `edges` maps every (producer, kind) the
-    instruction depends on to the index of its operand that carries the dependence (the region)."""
+    instruction depends on to the index of its operand that carries the dependence (the region); it is
+    filled only when asked for (`AccessTracker.dependency(..., edges=True)`). `accesses` holds what
+    `AccessTracker.record` needs of each operand, found while looking for the dependency."""
 
-    __slots__ = ("ready", "producer", "kind", "engine", "core", "boxes", "edges")
+    __slots__ = ("ready", "producer", "kind", "edges", "accesses")
 
     def __init__(self):
-        self.boxes: list = []
         self.edges: dict[tuple[int, str], int] = {}
+        self.accesses: list = []
         self.ready = 0.0
         self.producer = NO_PRODUCER
         self.kind = None
-        self.engine = None
-        self.core = None
 
-    def consider(self, end: float, producer: int, kind: str, engine=None, core=None, operand: int = 0) -> None:
+    def consider(self, end: float, producer: int, kind: str, operand: int = 0) -> None:
         if producer != NO_PRODUCER:
             self.edges.setdefault((producer, kind), operand)
         # on a tie a read-after-write wins: an in-place update waits for its input, not for a reused buffer
         if end > self.ready or (end == self.ready and kind == "raw" and self.kind != "raw"):
-            self.ready, self.producer, self.kind, self.engine, self.core = end, producer, kind, engine, core
+            self.ready, self.producer, self.kind = end, producer, kind
 
 
 class AccessTracker:
@@ -213,69 +213,112 @@ class AccessTracker:
         return prod
 
     # -- dependencies ---------------------------------------------------------------------------------
-    def dependency(self, operands, engine: Engine, core: int) -> Dependency:
-        """The dependency of an instruction with `operands` running on `engine` of `core`."""
+    def dependency(self, operands, engine: Engine, core: int, edges: bool = True) -> Dependency:
+        """The dependency of an instruction with `operands` running on `engine` of `core` (`edges`: also
+        list every dependence, `Dependency.edges`)."""
         dep = Dependency()
-        boxes, floors, storages = dep.boxes, self.floor, self.storages
+        accesses, floors, storages = dep.accesses, self.floor, self.storages
+        # the running answer in locals (Dependency.consider, inlined: this runs for every operand)
+        ready, producer, kind = 0.0, NO_PRODUCER, None
+        found = dep.edges if edges else None
         for i, op in enumerate(operands):
             region = op.region
             sid = region.storage_id
             box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
-            boxes.append(box)
+            acc = storages.get(sid)
+            access = op.access
+            accesses.append((region, box, access, acc))
             if floors:
                 floor = floors.get(sid)
                 if floor is not None:
-                    dep.consider(floor[0], floor[1], "reuse", operand=i)
-            acc = storages.get(sid)
+                    end, prod = floor
+                    if found is not None and prod != NO_PRODUCER:
+                        found.setdefault((prod, "reuse"), i)
+                    if end > ready:
+                        ready, producer, kind = end, prod, "reuse"
             if acc is None:
                 continue
-            access = op.access
             shift = acc.shift
             first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
-            if first == last:               # one page: a slot is listed once per page, so no `seen` set
-                self._page(dep, acc, first, region, box, access, engine, core, i, None)
-            else:
-                seen = set()
-                for page in range(first, last + 1):
-                    self._page(dep, acc, page, region, box, access, engine, core, i, seen)
+            if first != last:
+                ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i,
+                                                    found, ready, producer, kind)
+                continue
+            # one page (the usual case): a slot is listed once per page, so each is met once
+            writes = acc.writes.get(first)
+            if writes:
+                wkind = "raw" if access is _READ else "waw"
+                accumulate = access is _ACCUMULATE
+                for slot in writes:
+                    if not (_boxes_overlap(box, slot.box) if box is not None and slot.box is not None
+                            else region.overlaps(slot.region)):
+                        continue
+                    if accumulate and slot.accumulate and slot.engine is engine and slot.core == core:
+                        continue                 # an accumulation group: in order on the engine, no wait
+                    end, prod = slot.end, slot.producer
+                    if found is not None and prod != NO_PRODUCER:
+                        found.setdefault((prod, wkind), i)
+                    if end > ready or (end == ready and wkind == "raw" and kind != "raw"):
+                        ready, producer, kind = end, prod, wkind
+            if access is not _READ:
+                reads = acc.reads.get(first)
+                if reads:
+                    for slot in reads:
+                        if not (_boxes_overlap(box, slot.box) if box is not None and slot.box is not None
+                                else region.overlaps(slot.region)):
+                            continue
+                        end, prod = slot.end, slot.producer
+                        if found is not None and prod != NO_PRODUCER:
+                            found.setdefault((prod, "war"), i)
+                        if end > ready:
+                            ready, producer, kind = end, prod, "war"
+        dep.ready, dep.producer, dep.kind = ready, producer, kind
         return dep
 
     @staticmethod
-    def _page(dep, acc, page, region, box, access, engine, core, i, seen) -> None:
-        """`dependency` for the slots of one address page (`seen`: slots met on earlier pages, or None)."""
-        writes = acc.writes.get(page)
-        if writes:
-            kind = "raw" if access is _READ else "waw"
-            for slot in writes:
-                if seen is not None:
-                    if id(slot) in seen:
-                        continue
-                if not slot.overlaps(region, box):
+    def _pages(acc, first, last, region, box, access, engine, core, i, found, ready, producer, kind):
+        """`dependency`'s search over an access spanning several address pages: (ready, producer, kind) after
+        the slots of pages `first`..`last`, each slot taken once (on the first page it is found on), in the
+        order of `Dependency.consider`."""
+        writes = acc.writes
+        reads = acc.reads if access is not _READ else None
+        if not writes and not reads:
+            return ready, producer, kind
+        seen = set()
+        wkind = "raw" if access is _READ else "waw"
+        accumulate = access is _ACCUMULATE
+        for page in range(first, last + 1):
+            for slot in writes.get(page, ()):
+                if id(slot) in seen or not slot.overlaps(region, box):
                     continue
-                if seen is not None:
-                    seen.add(id(slot))
-                if (access is _ACCUMULATE and slot.accumulate and slot.engine is engine
-                        and slot.core == core):
+                seen.add(id(slot))
+                if accumulate and slot.accumulate and slot.engine is engine and slot.core == core:
                     continue                 # an accumulation group: in order on the engine, no wait
-                dep.consider(slot.end, slot.producer, kind, slot.engine, slot.core, i)
-        if access is not _READ:
-            for slot in acc.reads.get(page, ()):
-                if (seen is None or id(slot) not in seen) and slot.overlaps(region, box):
-                    if seen is not None:
+                end, prod = slot.end, slot.producer
+                if found is not None and prod != NO_PRODUCER:
+                    found.setdefault((prod, wkind), i)
+                if end > ready or (end == ready and wkind == "raw" and kind != "raw"):
+                    ready, producer, kind = end, prod, wkind
+            if reads:
+                for slot in reads.get(page, ()):
+                    if id(slot) not in seen and slot.overlaps(region, box):
                         seen.add(id(slot))
-                    dep.consider(slot.end, slot.producer, "war", slot.engine, slot.core, i)
+                        end, prod = slot.end, slot.producer
+                        if found is not None and prod != NO_PRODUCER:
+                            found.setdefault((prod, "war"), i)
+                        if end > ready:
+                            ready, producer, kind = end, prod, "war"
+        return ready, producer, kind
 
-    def record(self, operands, end: float, producer: int, engine: Engine, core: int, boxes=None) -> None:
-        """Remember that an instruction touching `operands` (with `boxes`, from `dependency`) finished at
+    def record(self, dep: Dependency, end: float, producer: int, engine: Engine, core: int) -> None:
+        """Remember that the instruction whose dependency `dep` was (with its operands' accesses) finished at
         `end`."""
         storages = self.storages
-        for i, op in enumerate(operands):
-            region = op.region
-            acc = storages.get(region.storage_id)
+        for region, box, access, acc in dep.accesses:
             if acc is None:
-                acc = storages[region.storage_id] = _StorageAccesses(region.byte_end - region.byte_start)
-            box = boxes[i] if boxes is not None else box_of(op.storage_shape, op.strides, op.offset, op.shape)
-            access = op.access
+                acc = storages.get(region.storage_id)
+                if acc is None:
+                    acc = storages[region.storage_id] = _StorageAccesses(region.byte_end - region.byte_start)
             is_read = access is _READ
             key = (is_read, box if box is not None else (region.partition_start, region.partition_count,
                                                          region.byte_start, region.byte_end))

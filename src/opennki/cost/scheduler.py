@@ -36,7 +36,7 @@ import dataclasses
 from opennki.cost.deps import NO_PRODUCER, AccessTracker
 from opennki.cost.engines import candidate_engines
 from opennki.cost.result import CostResult, InstructionRecord, Row
-from opennki.cost.rules import cost_of
+from opennki.cost.rules import cost_of, registry
 from opennki.cost.rules.common import engine_spec, schedulable_engine
 from opennki.cost.timeline import Timeline
 from opennki.cost.value import Cost
@@ -46,6 +46,7 @@ from opennki.hw import get_target
 
 
 _PE = Engine.TENSOR.value
+_PLANS_LIMIT = 4096
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _DMA, _VECTOR, _ACCUMULATE = Engine.TENSOR, Engine.DMA, Engine.VECTOR, AccessKind.ACCUMULATE
 
@@ -99,6 +100,7 @@ class CostModel:
         self.hbm = Timeline()
         self.pending_fills: dict[int, InstructionExecuted] = {}
         self._dma_plans: dict[int, tuple] = {}
+        self._plans: dict[tuple, tuple] = {}      # event signature -> CostModel._plan(event), for this hw
         self.launch_cores = max(1, cores)
         if hw is not None:
             self.result_ = CostResult(hw, keep_instructions=self.keep_instructions, kernel=kernel, grid=grid,
@@ -186,49 +188,84 @@ class CostModel:
         self.pending_fills.clear()
 
     def _place(self, ev: InstructionExecuted) -> None:
-        cost = cost_of(ev, self.hw)
         result = self.result_
-        if cost is None:
+        plan = self._plan(ev)
+        cost, engine, queue, choices, uncosted, dma_plan = plan
+        if uncosted:
             result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
-            cost = Cost(schedulable_engine(ev.engine))
         core = ev.core
         state = self.cores.get(core) or self._core(core)
         index = len(result.records)
-        if cost.dma is None:
-            engine = queue = schedulable_engine(cost.engine)
-        else:
-            engine, queue = schedulable_engine(cost.dma.trigger), _DMA
-        dep = self.deps.dependency(ev.operands, queue, core)
-        # only a Vector Engine instruction may have other engines to choose from (candidate_engines)
-        if cost.dma is None and engine is not _TENSOR and ev.engine is _VECTOR:
-            choices = candidate_engines(ev, self.hw.capabilities)
-            if len(choices) > 1:
-                ev, cost, engine = self._choose_engine(ev, cost, choices, state, dep)
-                queue = engine
+        dep = self.deps.dependency(ev.operands, queue, core, self.keep_instructions)
+        if choices is not None:
+            ev, cost, engine = self._choose_engine(ev, choices, state, dep)
+            queue = engine
         if cost.dma is not None:
-            rec = self._place_dma(ev, cost, state, dep, index)
+            rec = self._place_dma(ev, cost, state, dep, index, dma_plan)
         elif engine is _TENSOR:
             rec = self._place_pe(ev, cost, state, dep, index)
         else:
             rec = self._place_engine(ev, cost, state, dep, index, engine)
-        self.deps.record(ev.operands, rec.end, index, queue, core, dep.boxes)
+        self.deps.record(dep, rec.end, index, queue, core)
         if self.keep_instructions and dep.edges:
             rec.deps = tuple((p, kind, i) for (p, kind), i in dep.edges.items())
         result.add(rec, ev)
 
-    def _choose_engine(self, ev, cost, choices, state, dep):
-        """(event, cost, engine) on the engine where `ev` finishes first (cost/engines.py)."""
+    def _plan(self, ev) -> tuple:
+        """What placing `ev` derives from the event alone: (cost, engine, queue, the engines to choose from
+        with their costs or None, uncosted, the DMA plan). A pure function of what a cost rule sees, so it
+        is kept per event signature (as `cost_of` keeps costs): loops repeat the same instructions."""
+        key = registry._signature(ev)
+        plans = self._plans
+        if key is not None:
+            try:
+                plan = plans.get(key)       # hashes the key once (a tuple does not keep its hash)
+            except TypeError:               # an unhashable parameter value: not kept
+                key = None
+            else:
+                if plan is not None:
+                    return plan
+        cost = cost_of(ev, self.hw)
+        uncosted = cost is None
+        if uncosted:
+            cost = Cost(schedulable_engine(ev.engine))
+        choices = dma_plan = None
+        if cost.dma is None:
+            engine = queue = schedulable_engine(cost.engine)
+            # only a Vector Engine instruction may have other engines to choose from (candidate_engines)
+            if engine is not _TENSOR and ev.engine is _VECTOR:
+                engines = candidate_engines(ev, self.hw.capabilities)
+                if len(engines) > 1:
+                    choices = []
+                    for e in engines:
+                        cost_e = cost if e is ev.engine else cost_of(dataclasses.replace(ev, engine=e), self.hw)
+                        if cost_e is not None:
+                            choices.append((e, cost_e))
+                    choices = tuple(choices)
+        else:
+            engine, queue = schedulable_engine(cost.dma.trigger), _DMA
+            dma_plan = self._dma_plan(cost.dma)
+        plan = (cost, engine, queue, choices, uncosted, dma_plan)
+        if key is not None:
+            if len(plans) >= _PLANS_LIMIT:
+                plans.clear()
+            plans[key] = plan
+        return plan
+
+    def _choose_engine(self, ev, choices, state, dep):
+        """(event, cost, engine) on the engine where `ev` finishes first (cost/engines.py), among `choices`
+        ((engine, cost) pairs). The event is the instruction's on the chosen engine when records keep events;
+        otherwise the given one (what a record reads of it does not depend on the engine)."""
         best = None
-        for e in choices:
-            ev_e = ev if e is ev.engine else dataclasses.replace(ev, engine=e)
-            cost_e = cost if e is ev.engine else cost_of(ev_e, self.hw)
-            if cost_e is None:
-                continue
-            start = self._slot(engine_spec(self.hw, e), state.lines[e._value_], dep, cost_e.busy_ns, ev_e)[0]
+        for e, cost_e in choices:
+            start = self._slot(engine_spec(self.hw, e), state.lines[e._value_], dep, cost_e.busy_ns, ev)[0]
             finish = start + cost_e.busy_ns
             if best is None or finish < best[0]:
-                best = (finish, ev_e, cost_e, e)
-        return best[1], best[2], best[3]
+                best = (finish, cost_e, e)
+        _, cost, engine = best
+        if self.keep_instructions and engine is not ev.engine:
+            ev = dataclasses.replace(ev, engine=engine)
+        return ev, cost, engine
 
     def _gate(self, spec, free: float, last: int, dep) -> tuple[float, int, float, str | None]:
         """(start, gating record, stall, stall kind) on an engine free at `free` after record `last`."""
@@ -374,11 +411,11 @@ class CostModel:
                 n_engines, t_data, Row.of(trigger))
         return plan
 
-    def _place_dma(self, ev, cost, state, dep, index) -> InstructionRecord:
+    def _place_dma(self, ev, cost, state, dep, index, plan) -> InstructionRecord:
         hw = self.hw
         dma = hw.cost.dma
         work = cost.dma
-        _, _, spec, queue, first, last, n_engines, t_data, issue_row = self._dma_plan(work)
+        _, _, spec, queue, first, last, n_engines, t_data, issue_row = plan
         t_start, pred, stall, kind = self._gate(spec, state.queue_free.get(queue, 0.0),
                                                 state.queue_last.get(queue, NO_PRODUCER), dep)
         t_end = t_start + cost.busy_ns

@@ -776,22 +776,12 @@ _new_instruction_event = positional_maker(InstructionExecuted)
 _new_allocated, _new_freed = positional_maker(TensorAllocated), positional_maker(TensorFreed)
 
 
-def region_of(view: TensorView) -> Region:
-    st = view.storage
-    p0, pc, b0, b1 = view._extent or view._extents()
-    placement = st.placement
-    address = placement.address
-    if st.kind is not _HBM:
-        return _new_region(st.kind, st.id, placement.partition + max(p0, 0), pc, address + b0, address + b1)
-    return _new_region(st.kind, st.id, 0, 1, address + b0, address + b1)
-
-
 def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None) -> Operand:
     """The event record of one operand. Every event of a shape-only estimate builds these, so the view's
     cached geometry is read directly instead of through its properties (`partitions` is dim 0 on chip and 1
-    in HBM, `free_size` as `TensorView.free_size` gives it). The shape is a plain tuple: the view's `Shape`
-    also equals lists, for kernels, and its Python-level `__eq__` would run in every look-up of the cost
-    model's per-signature caches."""
+    in HBM, `free_size` as `TensorView.free_size` gives it; the region is the view's extent at its
+    placement). The shape is a plain tuple: the view's `Shape` also equals lists, for kernels, and its
+    Python-level `__eq__` would run in every look-up of the cost model's per-signature caches."""
     st = view.storage
     dtype = st.dtype
     shape = tuple(view.shape)
@@ -804,6 +794,16 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     free = view._free
     if free is None:
         free = view.free_size
-    return _new_operand(role, access, region_of(view), shape, dtype.name, dtype.itemsize,
-                        shape[0] if st.kind is not _HBM else 1, free, strides, offset, st.name, st.shape,
-                        offsets, gathered)
+    p0, pc, b0, b1 = view._extent or view._extents()
+    placement = st.placement
+    address = placement.address
+    kind = st.kind
+    if kind is not _HBM:
+        region = _new_region(kind, st.id, placement.partition + (p0 if p0 > 0 else 0), pc, address + b0,
+                             address + b1)
+        partitions = shape[0]
+    else:
+        region = _new_region(kind, st.id, 0, 1, address + b0, address + b1)
+        partitions = 1
+    return _new_operand(role, access, region, shape, dtype.name, dtype.itemsize, partitions, free, strides,
+                        offset, st.name, st.shape, offsets, gathered)
