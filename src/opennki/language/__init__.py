@@ -199,18 +199,22 @@ def copy(x, dtype=None):
 
 
 def _unary(name):
+    api = f"nl.{name}"
+
     def impl(x, dtype=None):
-        return core.unary(name, x, dtype=dtype, api=f"nl.{name}")
+        return core.unary(name, x, dtype=dtype, api=api)
     return NlOp(name, impl)
 
 
 def _binary(name, compare=False):
+    api = f"nl.{name}"
+
     def impl(x, y, dtype=None):
         default = None
         if compare:
             t = x if core.is_tensor(x) else y
             default = t.dtype
-        return core.binary(name, x, y, dtype=dtype, api=f"nl.{name}", default_dtype=default)
+        return core.binary(name, x, y, dtype=dtype, api=api, default_dtype=default)
     return NlOp(name, impl)
 
 

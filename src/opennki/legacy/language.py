@@ -180,8 +180,10 @@ def expand_dims(data, axis, **kwargs):
 # ----------------------------------------------------------------------------------------------- math
 
 def _unary(name: str) -> NlOp:
+    api = f"nl.{name}"
+
     def impl(x, *, dtype=None, mask=None, **kwargs):
-        return core.unary(name, x, dtype=dtype, mask=mask, api=f"nl.{name}")
+        return core.unary(name, x, dtype=dtype, mask=mask, api=api)
     impl.__doc__ = _ops.ACTIVATIONS[name].doc + "."
     return NlOp(name, impl)
 
@@ -198,10 +200,11 @@ def _unary_alu(name: str) -> NlOp:
 
 def _binary(name: str) -> NlOp:
     op = _ops.ALU_OPS[name]
+    api, default_dtype = f"nl.{name}", _dt.bool_ if op.predicate else None
 
     def impl(x, y, *, dtype=None, mask=None, **kwargs):
-        return core.binary(name, x, y, dtype=dtype, mask=mask, api=f"nl.{name}",
-                           default_dtype=_dt.bool_ if op.predicate else None, limits=LIMITS)
+        return core.binary(name, x, y, dtype=dtype, mask=mask, api=api, default_dtype=default_dtype,
+                           limits=LIMITS)
     impl.__doc__ = op.doc + (" as a bool tile." if op.predicate else ".")
     return NlOp(name, impl)
 

@@ -241,7 +241,6 @@ class Program:
         if location is None:
             if frame is None:           # `frame`: the caller found the kernel frame already (user_frame)
                 frame = user_frame()
-            location = location_of(frame) if frame is not None else None
             if self._spares is not None and frame is not None and name is None and fill is None and \
                     address is None and region.kind is not MemoryKind.HBM:
                 site = (id(frame.f_code), frame.f_lasti, region._value_, tuple(shape), id(dtype))
@@ -250,8 +249,9 @@ class Program:
                     view = spare[1]
                     del spare
                     if _unshared(view):
-                        return view
+                        return view     # made at this line before: its location is this one
                 site = (site, frame.f_code)
+            location = location_of(frame) if frame is not None else None
         shape = tuple(map(int, shape))
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             k = self.shared_count
