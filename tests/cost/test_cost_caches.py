@@ -1,7 +1,8 @@
 """The cost model's caches and fast paths change no figure. The plain path: the per-signature memo of cost
-rules and the scheduler's per-signature placement plans off (every cost computed by its rule, every engine
+rules, the scheduler's per-signature placement plans and the events' parameters kept per instruction
+signature (sim/program.py `event_params`) off (every cost computed by its rule, every engine
 choice made from scratch, so the per-transfer caches of the scheduler and the result miss too), records
-keeping their events (the dependency search then lists every dependence edge). The fast path: both memos on,
+keeping their events (the dependency search then lists every dependence edge). The fast path: the memos on,
 and for `keep_instructions=False` no events kept and no edges listed. Every record of an estimate (where,
 when, why it waited, its dependences, its event) and the summary are the same, on kernels in the tutorials'
 style (matmul steps, layernorm, Mamba, attention), the bundled examples, an LNC=2 launch and instructions
@@ -16,6 +17,7 @@ import opennki.language as nl
 from examples import attention_head, blocked_matmul, gelu_mlp, residual_rmsnorm, tiled_matmul
 from opennki.cost.rules import registry
 from opennki.perf.estimate import estimate
+from opennki.sim import program
 from tests.cost import tutorial_kernels as T
 from tests.cost.helpers import spec
 
@@ -82,6 +84,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     fast = estimate(kernel, args, target=target)
     lean = estimate(kernel, args, target=target, keep_instructions=False)
     monkeypatch.setattr(registry, "_signature", lambda ev: None)
+    monkeypatch.setattr(program, "event_params", lambda instr: instr.params())
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)
@@ -89,6 +92,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     assert all(r.event is None and r.deps == () for r in lean.records)
     assert _records(lean, events=False) == _records(plain, events=False)
     assert _summary(lean) == _summary(plain)
+    assert len({id(r.event.params) for r in fast.records}) == len(fast.records)     # each event its own dict
 
 
 def test_the_cases_cover_engine_choices_two_cores_and_cross_engine_dependences():

@@ -629,8 +629,43 @@ class Program:
         if instr.mask is not None and instr.output is not None:
             mask = Machine.effective_mask(instr.output, instr.mask)
         return _new_instruction_event(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
-                                      operands, instr.params(), mask, location, instr.name,
+                                      operands, event_params(instr), mask, location, instr.name,
                                       NO_REORDER.get() > 0)
+
+
+_PARAMS: dict[tuple, dict] = {}        # Instruction.signature() -> its params(), for `event_params`
+_PARAMS_LIMIT = 4096
+
+
+def event_params(instr) -> dict:
+    """`instr.params()` for its event, kept per `Instruction.signature()` (loops issue the same instruction
+    over and over, and the signature the check made is on the instruction). Equal signatures give equal
+    params: every parameter field is in the key, as a plain value or by what `plain` keeps of it (enum and
+    operator names, NumPy scalars' values, tuples element by element), except a tensor in a parameter field,
+    keyed by its view signature while `plain` names it: such instructions are not kept. Each event gets its
+    own dict."""
+    key = instr.signature()
+    if key is None:
+        return instr.params()
+    try:
+        params = _PARAMS.get(key)
+    except TypeError:                  # an unhashable key part
+        return instr.params()
+    if params is None:
+        params = instr.params()
+        fields = instr.__dict__
+        if any(_holds_view(fields[name]) for name in instr._param_fields):
+            return params
+        if len(_PARAMS) >= _PARAMS_LIMIT:
+            _PARAMS.clear()
+        _PARAMS[key] = params
+    return dict(params)
+
+
+def _holds_view(value) -> bool:
+    if isinstance(value, TensorView):
+        return True
+    return isinstance(value, (tuple, list)) and any(_holds_view(v) for v in value)
 
 
 def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:
