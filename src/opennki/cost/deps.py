@@ -86,11 +86,6 @@ class _Slot:
         self.core = core
         self.accumulate = accumulate
 
-    def overlaps(self, region, box) -> bool:
-        if box is not None and self.box is not None:
-            return _boxes_overlap(box, self.box)
-        return region.overlaps(self.region)
-
 
 class _StorageAccesses:
     """Write and read slots of one storage, indexed by address page."""
@@ -240,58 +235,34 @@ class AccessTracker:
                 continue
             shift = acc.shift
             first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
-            if first != last:
-                ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i,
-                                                    found, ready, producer, kind)
-                continue
-            # one page (the usual case): a slot is listed once per page, so each is met once
-            writes = acc.writes.get(first)
-            if writes:
-                wkind = "raw" if access is _READ else "waw"
-                accumulate = access is _ACCUMULATE
-                for slot in writes:
-                    if not (_boxes_overlap(box, slot.box) if box is not None and slot.box is not None
-                            else region.overlaps(slot.region)):
-                        continue
-                    if accumulate and slot.accumulate and slot.engine is engine and slot.core == core:
-                        continue                 # an accumulation group: in order on the engine, no wait
-                    end, prod = slot.end, slot.producer
-                    if found is not None and prod != NO_PRODUCER:
-                        found.setdefault((prod, wkind), i)
-                    if end > ready or (end == ready and wkind == "raw" and kind != "raw"):
-                        ready, producer, kind = end, prod, wkind
-            if access is not _READ:
-                reads = acc.reads.get(first)
-                if reads:
-                    for slot in reads:
-                        if not (_boxes_overlap(box, slot.box) if box is not None and slot.box is not None
-                                else region.overlaps(slot.region)):
-                            continue
-                        end, prod = slot.end, slot.producer
-                        if found is not None and prod != NO_PRODUCER:
-                            found.setdefault((prod, "war"), i)
-                        if end > ready:
-                            ready, producer, kind = end, prod, "war"
+            ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i, found,
+                                                ready, producer, kind)
         dep.ready, dep.producer, dep.kind = ready, producer, kind
         return dep
 
     @staticmethod
     def _pages(acc, first, last, region, box, access, engine, core, i, found, ready, producer, kind):
-        """`dependency`'s search over an access spanning several address pages: (ready, producer, kind) after
-        the slots of pages `first`..`last`, each slot taken once (on the first page it is found on), in the
-        order of `Dependency.consider`."""
+        """`dependency`'s search over the address pages `first`..`last` of an access: (ready, producer, kind)
+        after their slots, in the order of `Dependency.consider` (inlined: this runs for every operand). A slot
+        is listed once per page it spans, so over several pages each is taken on the first page it is found
+        on; over one page (the usual case) no `seen` set is needed."""
         writes = acc.writes
         reads = acc.reads if access is not _READ else None
         if not writes and not reads:
             return ready, producer, kind
-        seen = set()
+        seen = set() if first != last else None
         wkind = "raw" if access is _READ else "waw"
         accumulate = access is _ACCUMULATE
         for page in range(first, last + 1):
             for slot in writes.get(page, ()):
-                if id(slot) in seen or not slot.overlaps(region, box):
+                if seen is not None:
+                    if id(slot) in seen:
+                        continue
+                if not (_boxes_overlap(box, slot.box) if box is not None and slot.box is not None
+                        else region.overlaps(slot.region)):
                     continue
-                seen.add(id(slot))
+                if seen is not None:
+                    seen.add(id(slot))
                 if accumulate and slot.accumulate and slot.engine is engine and slot.core == core:
                     continue                 # an accumulation group: in order on the engine, no wait
                 end, prod = slot.end, slot.producer
@@ -301,13 +272,19 @@ class AccessTracker:
                     ready, producer, kind = end, prod, wkind
             if reads:
                 for slot in reads.get(page, ()):
-                    if id(slot) not in seen and slot.overlaps(region, box):
+                    if seen is not None:
+                        if id(slot) in seen:
+                            continue
+                    if not (_boxes_overlap(box, slot.box) if box is not None and slot.box is not None
+                            else region.overlaps(slot.region)):
+                        continue
+                    if seen is not None:
                         seen.add(id(slot))
-                        end, prod = slot.end, slot.producer
-                        if found is not None and prod != NO_PRODUCER:
-                            found.setdefault((prod, "war"), i)
-                        if end > ready:
-                            ready, producer, kind = end, prod, "war"
+                    end, prod = slot.end, slot.producer
+                    if found is not None and prod != NO_PRODUCER:
+                        found.setdefault((prod, "war"), i)
+                    if end > ready:
+                        ready, producer, kind = end, prod, "war"
         return ready, producer, kind
 
     def record(self, dep: Dependency, end: float, producer: int, engine: Engine, core: int) -> None:
