@@ -54,30 +54,48 @@ def user_location(depth: int = 1) -> SourceLocation | None:
     return None
 
 
+class CodeOffsetMemo:
+    """A bounded memo keyed by a frame's running code object and instruction offset. Keyed by the code's id:
+    hashing a code object hashes its contents, which costs more than the look-up. Each entry holds its code
+    object, so the id cannot be reused by another code while the entry lives; when full, it starts afresh."""
+
+    __slots__ = ("_entries", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._entries: dict = {}
+        self._size = size
+
+    def get(self, code, offset: int):
+        """The value remembered for (code, offset), or None."""
+        entry = self._entries.get((id(code), offset))
+        return entry[1] if entry is not None and entry[0] is code else None
+
+    def put(self, code, offset: int, value) -> None:
+        if len(self._entries) >= self._size:
+            self._entries.clear()
+        self._entries[(id(code), offset)] = (code, value)
+
+
 def location_of(frame) -> SourceLocation:
     """The line `frame` is running, as a SourceLocation. Locations are immutable values, so the one of each
     line is made once and shared (a kernel loop issues from the same lines over and over). Found by the
-    frame's instruction offset first: a frame's line number is computed from the line table on every read,
-    and a code object's hash from its contents, which costs more than the look-up."""
+    frame's instruction offset first: a frame's line number is computed from the line table on every read."""
     code = frame.f_code
-    at = (id(code), frame.f_lasti)
-    entry = _AT_OFFSET.get(at)
-    if entry is not None and entry[0] is code:
-        return entry[1]
+    location = _AT_OFFSET.get(code, frame.f_lasti)
+    if location is not None:
+        return location
     key = (code, frame.f_lineno)
     location = _LOCATIONS.get(key)
     if location is None:
         if len(_LOCATIONS) >= 65536:
             _LOCATIONS.clear()
         location = _LOCATIONS[key] = SourceLocation(code.co_filename, key[1], code.co_name)
-    if len(_AT_OFFSET) >= 65536:
-        _AT_OFFSET.clear()
-    _AT_OFFSET[at] = (code, location)       # holding the code keeps its id from being reused
+    _AT_OFFSET.put(code, frame.f_lasti, location)
     return location
 
 
 _LOCATIONS: dict = {}       # (code object, line) -> its SourceLocation (location_of)
-_AT_OFFSET: dict = {}       # (id of the code object, instruction offset) -> (code object, its SourceLocation)
+_AT_OFFSET = CodeOffsetMemo(65536)      # (code object, instruction offset) -> its SourceLocation
 
 
 class OpenNKIError(Exception):

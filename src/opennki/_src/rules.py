@@ -97,7 +97,7 @@ def record_scope(prog, view) -> None:
     checker = prog.state[STATE]
     storage = view.storage
     for frame in reversed(prog.loops):
-        if frame.legacy and frame.kind != "static_range":          # frame.is_scope, inline
+        if frame.is_scope:
             known = checker.scopes.get(storage.id)
             if known is not None and known[0] == frame.loop_id and known[3]() is storage:
                 return                  # a result tile reused in the same loop (Program.spare): the same entry

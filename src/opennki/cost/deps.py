@@ -251,27 +251,12 @@ class AccessTracker:
         if not writes and not reads:
             return ready, producer, kind
         seen = set() if first != last else None
-        wkind = "raw" if access is _READ else "waw"
-        accumulate = access is _ACCUMULATE
+        kinds = (writes, "raw" if access is _READ else "waw", access is _ACCUMULATE), (reads, "war", False)
         for page in range(first, last + 1):
-            for slot in writes.get(page, ()):
-                if seen is not None:
-                    if id(slot) in seen:
-                        continue
-                if not (_boxes_overlap(box, slot.box) if box is not None and slot.box is not None
-                        else region.overlaps(slot.region)):
+            for slots, slot_kind, accumulate in kinds:
+                if not slots:
                     continue
-                if seen is not None:
-                    seen.add(id(slot))
-                if accumulate and slot.accumulate and slot.engine is engine and slot.core == core:
-                    continue                 # an accumulation group: in order on the engine, no wait
-                end, prod = slot.end, slot.producer
-                if found is not None and prod != NO_PRODUCER:
-                    found.setdefault((prod, wkind), i)
-                if end > ready or (end == ready and wkind == "raw" and kind != "raw"):
-                    ready, producer, kind = end, prod, wkind
-            if reads:
-                for slot in reads.get(page, ()):
+                for slot in slots.get(page, ()):
                     if seen is not None:
                         if id(slot) in seen:
                             continue
@@ -280,11 +265,13 @@ class AccessTracker:
                         continue
                     if seen is not None:
                         seen.add(id(slot))
+                    if accumulate and slot.accumulate and slot.engine is engine and slot.core == core:
+                        continue                 # an accumulation group: in order on the engine, no wait
                     end, prod = slot.end, slot.producer
                     if found is not None and prod != NO_PRODUCER:
-                        found.setdefault((prod, "war"), i)
-                    if end > ready:
-                        ready, producer, kind = end, prod, "war"
+                        found.setdefault((prod, slot_kind), i)
+                    if end > ready or (end == ready and slot_kind == "raw" and kind != "raw"):
+                        ready, producer, kind = end, prod, slot_kind
         return ready, producer, kind
 
     def record(self, dep: Dependency, end: float, producer: int, engine: Engine, core: int) -> None:

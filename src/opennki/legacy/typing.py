@@ -141,10 +141,9 @@ class ParameterRules(Observer):
         for _, view, access in instr.operands():
             if access is _READ:
                 continue
-            st = view.storage
-            if not (st.base or st).is_kernel_arg:
-                continue                # what _param tells first, without the call (every instruction comes here)
             name = self._param(view)
+            if name is None:
+                continue
             if name in self.immutable:
                 raise KernelError(f"kernel parameter '{name}' is immutable; annotate it nt.mutable_tensor to "
                                   "update it in place (and return it)",

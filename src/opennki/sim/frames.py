@@ -13,7 +13,7 @@ import dis
 import functools
 import sys
 
-from opennki.errors import PACKAGE_DIR, is_internal
+from opennki.errors import PACKAGE_DIR, CodeOffsetMemo, is_internal
 
 _STORE_OPS = ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL")
 
@@ -165,25 +165,20 @@ def result_use(frame) -> tuple[str, object, str | None]:
     is followed into the user frame that called the helper."""
     while True:
         code = frame.f_code
-        at = (id(code), frame.f_lasti)
-        entry = _USES.get(at)           # by the code's id: hashing a code object hashes its contents
-        if entry is not None and entry[0] is code:
-            kind, name = entry[1]
-        else:
-            kind, name = _result_use(code, frame.f_lasti)
-            if len(_USES) >= 8192:
-                _USES.clear()
-            _USES[at] = (code, (kind, name))        # holding the code keeps its id from being reused
+        use = _USES.get(code, frame.f_lasti)
+        if use is None:
+            use = _result_use(code, frame.f_lasti)
+            _USES.put(code, frame.f_lasti, use)
+        kind, name = use
         caller = frame.f_back
         if kind != "return" or caller is None or is_internal(caller.f_code.co_filename):
             return ("held" if kind == "return" else kind), frame, name
         frame = caller
 
 
-_USES: dict = {}        # (id of a code object, offset) -> (the code object, _result_use of them)
+_USES = CodeOffsetMemo(8192)        # (code object, offset) -> _result_use of them
 
 
-@functools.lru_cache(maxsize=4096)
 def _result_use(code, lasti: int) -> tuple[str, str | None]:
     instructions = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
     at = max((k for k, ins in enumerate(instructions) if ins.offset <= lasti), default=None)
