@@ -123,6 +123,8 @@ class Instruction:
     chooses_engine: ClassVar[bool] = False   # its `engine` field names the engine; None means default_engine
     result_like: ClassVar[str] = ""          # the read operand whose shape and dtype its result has (`result`)
     indirect_fields: ClassVar[tuple] = ()    # operand fields that take a tensor-indirection view (indirection.py)
+    # its check passes only if every operand it writes is in SBUF or PSUM (Observer.hbm_writes_only)
+    writes_on_chip_only: ClassVar[bool] = False
 
     mask: object = None
     name: object = None

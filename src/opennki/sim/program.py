@@ -79,6 +79,10 @@ class Observer:
     """Base of the language-layer rule checkers a Program calls (`Program.observers`); they may raise
     OpenNKIErrors, which get the instruction and kernel line attached like the instruction's own."""
 
+    # its `check` raises or records something only for an instruction writing HBM: the lean path does not call
+    # it for an instruction whose class writes only on chip (`Instruction.writes_on_chip_only`)
+    hbm_writes_only = False
+
     def check(self, prog, instr) -> None:
         """After the instruction's own `check` (shapes, dtypes and buffers only)."""
 
@@ -102,15 +106,17 @@ class Observers(list):
     def __init__(self):
         super().__init__()
         self.checking: tuple = ()
+        self.checking_on_chip: tuple = ()       # those of `checking` that look at on-chip writes, too
         self.executing: tuple = ()
 
     def append(self, observer) -> None:
         super().append(observer)
         self.checking = tuple(o for o in self if type(o).check is not Observer.check)
+        self.checking_on_chip = tuple(o for o in self.checking if not o.hbm_writes_only)
         self.executing = tuple(o for o in self if type(o).executed is not Observer.executed)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Deferred:
     """A checked instruction waiting for its result tile to be consumed. `use`: what the kernel statement
     does with the result (`frames.result_use`: "temporary", "local" with `frame` and `name`, or "held")."""
@@ -459,7 +465,8 @@ class Program:
         Lean path (`lean`, no `mask=`): the operand rules are a function of the signature there, so a
         signature whose rules and check passed (`Simulator.clean`) skips both (and with `checked` and
         `operands_checked` the signature is not even computed); the bounds (cached per view), the language
-        rules and placement run as on the plain path."""
+        rules and placement run as on the plain path, but for the observers of HBM writes when the instruction
+        writes only on chip (the check passed, so it does)."""
         try:
             if self.lean and instr.mask is None:
                 sig = True if checked and operands_checked else instr.signature()
@@ -477,7 +484,9 @@ class Program:
                         if not view._inb:
                             check_static_bounds(instr, moved)
                             break
-                    for observer in self.observers.checking:
+                    observers = self.observers
+                    for observer in (observers.checking_on_chip if instr.writes_on_chip_only else
+                                     observers.checking):
                         observer.check(self, instr)
                     touch = next(_touches)
                     for _, view, _ in operands:
