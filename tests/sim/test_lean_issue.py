@@ -226,3 +226,30 @@ def test_errors_name_the_kernel_line(rng):
     np.testing.assert_array_equal(_twice(into_hbm, a)[0], (a + one + one) * np.float32(2))
     assert _twice(parallel_writes, a)[0].code == "err_unexpected_output_dependencies"
     assert type(_twice(half_written, a)[0]).__name__ == "UninitializedReadError"
+
+
+def test_a_claimed_instruction_moved_to_its_destination_equals_its_replace(rng):
+    """`Instruction.moved_to` (the lean path's retarget of a claimed temporary) gives the fields, operands
+    and signature that `replace(dst=...)` gives."""
+    captured = []
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        acc = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        t = nl.add(x, 1.0)                          # held: deferred, then issued as it is
+        captured.append((program.active().pending.instr, acc))
+        acc[...] = nl.multiply(t, 2.0)
+        nl.store(out, value=acc)
+        return out
+
+    np.testing.assert_array_equal(kernel(rand(rng, 128, 64)) > -np.inf, True)
+    instr, dst = captured[0]
+    instr.operands()
+    replaced = instr.replace(dst=dst)
+    moved = instr.replace().moved_to(dst)
+    assert moved.operands() == replaced.operands() and moved.dst is dst
+    assert moved.signature() == replaced.signature()
+    assert {k: v for k, v in vars(moved).items() if not k.startswith("_")} == \
+        {k: v for k, v in vars(replaced).items() if not k.startswith("_")}

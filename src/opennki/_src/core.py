@@ -621,9 +621,9 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         dsts = pending.plan             # a planned instruction: the destinations it was clean with (_defer_planned)
         if dsts is not None and (dst._sig or view_signature(dst)) in dsts:
             changes = {"dst": dst}      # a planned instruction holds its result tile in `dst` only
-            prog.execute(pending.instr.replace(dst=dst), pending.location, pending.api, checked=True,
-                         deferred=True, moved=changes)
-            prog.spare(pending.result)
+            prog.execute(pending.instr.moved_to(dst), pending.location, pending.api, checked=True,
+                         deferred=True, moved=changes)      # the claimed instruction: nothing else holds it
+            prog.spare(pending.result, root=True)       # made by new_tensor (the planned binary / unary)
             return
         changes = _retarget_changes(pending, dst)
         retargeted = _retargeted(prog, pending, changes)

@@ -29,7 +29,7 @@ import itertools
 
 import numpy as np
 
-from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, location_of, user_location
+from opennki.errors import CodeOffsetMemo, KernelError, OpenNKIError, SourceLocation, is_internal, location_of, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
@@ -270,18 +270,19 @@ class Program:
         storage.site = site
         return self.launch.tensor_type.root(storage)
 
-    def spare(self, result: TensorView) -> None:
+    def spare(self, result: TensorView, root: bool = False) -> None:
         """`result`, the result tile of a deferred temporary (`t[...] = nl.exp(x)`), was just retargeted: it was
         never placed, written or read, and the statement drops it. The next tensor its call site makes of the
         same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
         to it (`_unshared`): such a tile is indistinguishable from a new one (the same name, kernel line,
         poison and scope; only its storage id is old, which no listener sees: reuse is off with listeners).
-        Making the tensor objects of a temporary was about a tenth of the cost of a small instruction."""
+        Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
+        the caller knows `result` is its storage's root view (`new_tensor` made it)."""
         st = result.storage
         site = st.site
         if (site is not None and self._spares is not None and st.placement is None and st._array is None
                 and not st.written and st.matmul_written is None
-                and st.unwritten is None and st.base is None and not st.declared and result.is_root):
+                and st.unwritten is None and st.base is None and not st.declared and (root or result.is_root)):
             self._spares[site[0]] = (site[1], result)
 
     # allocation events (Memory calls these when listeners are attached)
@@ -345,9 +346,22 @@ class Program:
             self.flush()
         if frame is None:
             frame = user_frame()        # the kernel line, and the statement that receives the result
-        location = None if frame is None else location_of(frame)
+        if frame is None:
+            self._check(instr, None, api, result.storage, checked=checked, operands_checked=checked)
+            self.pending = Deferred(instr, result, None, api)
+            return result
+        code, offset = frame.f_code, frame.f_lasti
+        site = _SITES.get(code, offset)
+        if site is None:
+            location = location_of(frame)
+            self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
+            use, user, name = result_use(frame)
+            if user is frame:           # decided in this frame (not through a helper's `return`)
+                _SITES.put(code, offset, (location, use, name))
+            self.pending = Deferred(instr, result, location, api, use, user, name)
+            return result
+        location, use, name = site
         self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
-        use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
         self.pending = Deferred(instr, result, location, api, use, frame, name)
         return result
 
@@ -685,6 +699,11 @@ def uninitialized_finding(storage, offsets, location, api: str, program) -> Find
             "simulator's NaN poisoning shows it only if it reaches an output that no mask hides",
         fix="write every element before reading it (nl.zeros / memset, or load the whole tile), or pass the "
             "same mask= to the instructions that read the partly written tile")
+
+
+# (code object, offset) -> (location, use, name) of a call site issuing deferred instructions: its kernel line
+# (`location_of`) and what the statement does with the result (`result_use`, when decided in that frame)
+_SITES = CodeOffsetMemo(8192)
 
 
 def _unshared(view: TensorView) -> bool:
