@@ -40,8 +40,8 @@ from opennki.cost.rules import cost_of, registry
 from opennki.cost.rules.common import engine_spec, schedulable_engine
 from opennki.cost.timeline import Timeline
 from opennki.cost.value import Cost
-from opennki.events import (AccessKind, Engine, InstructionExecuted, LaunchStarted, MemoryKind, ProgramFinished,
-                            ProgramStarted, TensorAllocated, TensorFreed)
+from opennki.events import (AccessKind, Engine, InstructionExecuted, LaunchStarted, LoopIteration, MemoryKind,
+                            ProgramFinished, ProgramStarted, TensorAllocated, TensorFreed)
 from opennki.hw import get_target
 
 
@@ -67,9 +67,8 @@ class _CoreState:
         self.ramp_origin = 0.0
         self.stationary = None
         self.act_table = None
-        self.queue_free: dict[tuple, float] = {}
-        self.queue_last: dict[tuple, int] = {}
-        self.setup_free: dict[tuple, float] = {}
+        # DMA queue key -> [issue free, its last record, transfer setup free] (one look-up per transfer)
+        self.queues: dict[tuple, list] = {}
         self.dma = [Timeline()] * dma_engines      # shared while transfers span the same engines
         self.dge_free = [0.0] * dge_instances
 
@@ -112,7 +111,7 @@ class CostModel:
 
     # -- listener entry point -------------------------------------------------------------------------
     def on_event(self, ev) -> None:
-        kind = type(ev)                 # the three per-instruction events by their exact class first
+        kind = type(ev)                 # the per-instruction events by their exact class first
         if kind is InstructionExecuted:
             self._instruction(ev)
         elif kind is TensorFreed:
@@ -124,7 +123,7 @@ class CostModel:
         elif kind is TensorAllocated:
             self.deps.allocated(ev.storage_id, AccessTracker.space(ev.kind, self.program_core.get(ev.program, 0)),
                                 ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
-        else:
+        elif kind is not LoopIteration:     # loops cost nothing by themselves
             self._other_event(ev)
 
     def _other_event(self, ev) -> None:
@@ -400,41 +399,46 @@ class CostModel:
 
     def _dma_plan(self, work) -> tuple:
         """What `_place_dma` derives from a transfer alone (its trigger engine and that engine's dependency
-        overhead, queue key, DMA engine span and data time), kept per DmaWork object: costs are memoised per signature, so a loop's
-        transfers share one (the object is held in the entry, so its id stays unique)."""
+        overhead, queue key, DMA engine span and data time, whether a hardware DGE issues it, its HBM
+        occupancy), kept per DmaWork object: costs are memoised per signature, so a loop's transfers share one
+        (the object is held in the entry, so its id stays unique)."""
         plan = self._dma_plans.get(id(work))
         if plan is None or plan[0] is not work:
-            dma = self.hw.cost.dma
+            hw = self.hw
+            dma = hw.cost.dma
             trigger = schedulable_engine(work.trigger)
             first, last = dma.engine_span(work.partition_start, work.partition_count)
             n_engines = last - first + 1
             t_data = work.size_bytes / n_engines / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
+            hbm = work.hbm_read_bytes + work.hbm_write_bytes
+            occupancy = hbm / (hw.cost.hbm_bandwidth_bytes_per_ns * self.launch_cores) if hbm else None
             if len(self._dma_plans) >= 4096:
                 self._dma_plans.clear()
             plan = self._dma_plans[id(work)] = (
                 work, trigger, self._overhead_ns[trigger._value_], (work.queue, trigger._value_), first, last,
-                n_engines, t_data, Row.of(trigger))
+                n_engines, t_data, Row.of(trigger), work.dge == "hwdge" and dma.hwdge_issue_ns is not None,
+                occupancy, t_data * n_engines)
         return plan
 
     def _place_dma(self, ev, cost, state, dep, index, plan) -> InstructionRecord:
-        hw = self.hw
-        dma = hw.cost.dma
-        work = cost.dma
-        _, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row = plan
-        t_start, pred, stall, kind = self._gate(overhead_ns, state.queue_free.get(queue, 0.0),
-                                                state.queue_last.get(queue, NO_PRODUCER), dep)
+        dma = self.hw.cost.dma
+        _, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row, hwdge, occupancy, engine_ns = plan
+        q = state.queues.get(queue)
+        if q is None:
+            q = state.queues[queue] = [0.0, NO_PRODUCER, 0.0]
+        t_start, pred, stall, kind = self._gate(overhead_ns, q[0], q[1], dep)
         t_end = t_start + cost.busy_ns
-        state.queue_free[queue] = t_end
-        state.queue_last[queue] = index
+        q[0] = t_end
+        q[1] = index
         ready = t_end
-        if work.dge == "hwdge" and dma.hwdge_issue_ns is not None:
+        if hwdge:
             i = min(range(len(state.dge_free)), key=state.dge_free.__getitem__)
             d_start = max(ready, state.dge_free[i])
             ready = state.dge_free[i] = d_start + dma.hwdge_issue_ns
         # a queue prepares one transfer at a time (descriptors, semaphores), overlapping the previous
         # transfer's data: a stream of transfers on one queue runs at max(setup, data) per transfer
-        setup_start = max(ready, state.setup_free.get(queue, 0.0))
-        data_ready = state.setup_free[queue] = setup_start + dma.fixed_latency_ns
+        setup_start = max(ready, q[2])
+        data_ready = q[2] = setup_start + dma.fixed_latency_ns
         timelines = state.dma[first:last + 1]
         if timelines.count(timelines[0]) == n_engines:      # the usual case: all share one timeline
             timeline, start, end, waited = timelines[0].spread(data_ready, t_data, index)
@@ -455,14 +459,12 @@ class CostModel:
                     start = s if start is None else min(start, s)
                     end = e_end if end is None else max(end, e_end)
                 state.dma[e] = new[0]
-        hbm = work.hbm_read_bytes + work.hbm_write_bytes
-        if hbm:
-            occupancy = hbm / (hw.cost.hbm_bandwidth_bytes_per_ns * self.launch_cores)
+        if occupancy is not None:
             self.hbm, _, h_end, _ = self.hbm.spread(start, occupancy, index)
             end = max(end, h_end)
-        rec = InstructionRecord(index, ev, cost, Row.dma(work.queue), start, end, pred, stall, kind)
+        rec = InstructionRecord(index, ev, cost, Row.dma(cost.dma.queue), start, end, pred, stall, kind)
         rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, issue_row
-        rec.dma_engine_ns = t_data * n_engines
+        rec.dma_engine_ns = engine_ns
         return rec
 
 
