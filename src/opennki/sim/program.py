@@ -184,6 +184,8 @@ class Program:
         self._spares: dict | None = {} if REUSE_RESULT_TILES and not listening else None
         # the lean issue path (LEAN_ISSUE): no listener needs the events, so checks are skipped by signature
         self.lean = LEAN_ISSUE and not listening
+        # the lean path's checks by signature (`_check`) change no event, so they apply with listeners too
+        self.lean_checks = LEAN_ISSUE
         self._token = None
         for setup in PROGRAM_SETUP:
             setup(self)
@@ -462,13 +464,13 @@ class Program:
         instruction's own check / its operand rules passed already; the bounds, the language rules and
         placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`).
 
-        Lean path (`lean`, no `mask=`): the operand rules are a function of the signature there, so a
+        Lean path (`lean_checks`, no `mask=`): the operand rules are a function of the signature there, so a
         signature whose rules and check passed (`Simulator.clean`) skips both (and with `checked` and
         `operands_checked` the signature is not even computed); the bounds (cached per view), the language
         rules and placement run as on the plain path, but for the observers of HBM writes when the instruction
         writes only on chip (the check passed, so it does)."""
         try:
-            if self.lean and instr.mask is None:
+            if self.lean_checks and instr.mask is None:
                 sig = True if checked and operands_checked else instr.signature()
                 if sig is not None:
                     if sig is not True:
