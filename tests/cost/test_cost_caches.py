@@ -1,6 +1,7 @@
 """The cost model's caches and fast paths change no figure. The plain path: the per-signature memo of cost
 rules, the scheduler's per-signature placement plans and the events' parameters kept per instruction
-signature (sim/program.py `event_params`) off (every cost computed by its rule, every engine
+signature (sim/program.py `event_params`) off, and every instruction checked in full (`program.LEAN_ISSUE`
+off: no checks skipped by signature) (every cost computed by its rule, every engine
 choice made from scratch, so the per-transfer caches of the scheduler and the result miss too), records
 keeping their events (the dependency search then lists every dependence edge). The fast path: the memos on,
 and for `keep_instructions=False` no events kept and no edges listed. Every record of an estimate (where,
@@ -85,6 +86,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     lean = estimate(kernel, args, target=target, keep_instructions=False)
     monkeypatch.setattr(registry, "_signature", lambda ev: None)
     monkeypatch.setattr(program, "event_params", lambda instr: instr.params())
+    monkeypatch.setattr(program, "LEAN_ISSUE", False)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)

@@ -12,8 +12,11 @@ import opennki.language as nl2
 import opennki.legacy as nki
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
+import opennki.legacy.typing as nt
 from opennki._src import core
-from opennki.errors import OpenNKIError
+from opennki.errors import MemoryKindError, OpenNKIError
+from opennki.instructions.base import REGISTRY
+from opennki.instructions.vector import TensorScalar, TensorTensor
 from opennki.sim import program
 from tests.isa.helpers import rand
 
@@ -226,3 +229,84 @@ def test_errors_name_the_kernel_line(rng):
     np.testing.assert_array_equal(_twice(into_hbm, a)[0], (a + one + one) * np.float32(2))
     assert _twice(parallel_writes, a)[0].code == "err_unexpected_output_dependencies"
     assert type(_twice(half_written, a)[0]).__name__ == "UninitializedReadError"
+
+
+def test_a_claimed_instruction_moved_to_its_destination_equals_its_replace(rng):
+    """`Instruction.moved_to` (the lean path's retarget of a claimed temporary) gives the fields, operands
+    and signature that `replace(dst=...)` gives."""
+    captured = []
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        acc = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        t = nl.add(x, 1.0)                          # held: deferred, then issued as it is
+        captured.append((program.active().pending.instr, acc))
+        acc[...] = nl.multiply(t, 2.0)
+        nl.store(out, value=acc)
+        return out
+
+    np.testing.assert_array_equal(kernel(rand(rng, 128, 64)) > -np.inf, True)
+    instr, dst = captured[0]
+    instr.operands()
+    replaced = instr.replace(dst=dst)
+    moved = instr.replace().moved_to(dst)
+    assert moved.operands() == replaced.operands() and moved.dst is dst
+    assert moved.signature() == replaced.signature()
+    assert {k: v for k, v in vars(moved).items() if not k.startswith("_")} == \
+        {k: v for k, v in vars(replaced).items() if not k.startswith("_")}
+
+
+@nki.jit
+def immutable_written(a: nt.tensor, b: nt.mutable_tensor):
+    acc = nl.load(a)
+    for _ in nl.sequential_range(2):
+        acc[...] = nl.add(acc, 1.0)                # on-chip writes: the parameter rules are not asked
+    nl.store(b, value=acc)                         # a mutable parameter, returned
+    nl.store(a, value=acc)                         # an immutable one
+    return b
+
+
+@nki.jit
+def mutable_not_returned(a, b: nt.mutable_tensor):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    acc[...] = nl.multiply(acc, 2.0)
+    nl.store(b, value=acc)
+    nl.store(out, value=acc)
+    return out
+
+
+def test_the_parameter_rules_give_the_plain_path_errors(rng):
+    a, b = rand(rng, 128, 64), rand(rng, 128, 64)
+    for kernel, code in ((immutable_written, "err_cannot_update_immutable_parameter"),
+                         (mutable_not_returned, "err_mutable_parameter_not_returned")):
+        lean, plain = _twice(kernel, a, b.copy())
+        _same(lean, plain)
+        assert lean.code == code
+
+
+def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng):
+    """`writes_on_chip_only` (the lean path then skips the observers of HBM writes) holds for exactly these
+    classes, and their check rejects an HBM destination."""
+    assert {cls for cls in REGISTRY.values() if cls.writes_on_chip_only} == {TensorScalar, TensorTensor}
+
+    def tensor_scalar_into_hbm(a):
+        out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.tensor_scalar(dst=out, data=x, op0=nl2.add, operand0=1.0)
+        return out
+
+    def tensor_tensor_into_hbm(a):
+        out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.tensor_tensor(dst=out, data1=x, data2=x, op=nl2.add)
+        return out
+
+    for fn in (tensor_scalar_into_hbm, tensor_tensor_into_hbm):
+        lean, plain = _twice(nki2.jit(fn), rand(rng, 128, 64))
+        _same(lean, plain)
+        assert isinstance(lean, MemoryKindError), lean

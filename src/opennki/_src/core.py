@@ -228,7 +228,7 @@ def _arg_key(v):
 def _plan_key(prog, *parts):
     """The memo key of a front-door call (the operator, the keys of its operands and destination, ...), or
     None when the lean path does not memoise it."""
-    if not prog.lean or prog.options.hardware_strict or None in parts[1:4]:
+    if not prog.lean or prog.options.hardware_strict or parts[1] is None or parts[2] is None or parts[3] is None:
         return None
     return parts
 
@@ -286,11 +286,11 @@ def defer_planned(prog, instr, result, api: str, frame, operands: tuple, params:
     return _defer_planned(prog, key, True, instr, result, api, frame)
 
 
-def _planned_binary(prog, key, plan, x, y, out, api: str):
-    """`binary`'s lean path: the instruction the plain path builds for these arguments (`plan`)."""
+def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
+    """`binary`'s lean path: the instruction the plain path builds for these arguments (`plan`). `frame`: the
+    kernel frame (user_frame) when the result is a new tile (`out` None)."""
     form, opdef, shape, result_dtype = plan
     if out is None:
-        frame = user_frame()
         result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
         if prog.loops or result.storage.site is not None:
             rules.record_scope(prog, result)
@@ -335,7 +335,7 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
         if key is not None:
             plan = _planned(key)
             if plan is not None:
-                return _planned_binary(prog, key, plan, x, y, out, api)
+                return _planned_binary(prog, key, plan, x, y, out, api, user_frame() if out is None else None)
     opdef = alu(op)
     tx, ty = not isinstance(x, SCALAR_TYPES), not isinstance(y, SCALAR_TYPES)
     if not tx and not ty:
@@ -639,9 +639,9 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         dsts = pending.plan             # a planned instruction: the destinations it was clean with (_defer_planned)
         if dsts is not None and (dst._sig or view_signature(dst)) in dsts:
             changes = {"dst": dst}      # a planned instruction holds its result tile in `dst` only
-            prog.execute(pending.instr.replace(dst=dst), pending.location, pending.api, checked=True,
-                         deferred=True, moved=changes)
-            prog.spare(pending.result)
+            prog.execute(pending.instr.moved_to(dst), pending.location, pending.api, checked=True,
+                         deferred=True, moved=changes)      # the claimed instruction: nothing else holds it
+            prog.spare(pending.result, root=True)       # made by new_tensor (the planned binary / unary)
             return
         changes = _retarget_changes(pending, dst)
         retargeted = _retargeted(prog, pending, changes)

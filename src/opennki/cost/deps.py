@@ -66,8 +66,8 @@ def box_of(storage_shape: tuple[int, ...], strides: tuple[int, ...] | None, offs
 
 def _boxes_overlap(a, b) -> bool:
     (alo, ahi), (blo, bhi) = a, b
-    for d in range(len(alo)):
-        if alo[d] >= bhi[d] or blo[d] >= ahi[d]:
+    for a0, a1, b0, b1 in zip(alo, ahi, blo, bhi):
+        if a0 >= b1 or b0 >= a1:
             return False
     return True
 
@@ -231,12 +231,12 @@ class AccessTracker:
                         found.setdefault((prod, "reuse"), i)
                     if end > ready:
                         ready, producer, kind = end, prod, "reuse"
-            if acc is None:
+            # nothing to search: a storage not accessed yet, or a read of one never written (kernel inputs)
+            if acc is None or not (acc.writes or (acc.reads and access is not _READ)):
                 continue
             shift = acc.shift
-            first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
-            ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i, found,
-                                                ready, producer, kind)
+            ready, producer, kind = self._pages(acc, region.byte_start >> shift, (region.byte_end - 1) >> shift,
+                                                region, box, access, engine, core, i, found, ready, producer, kind)
         dep.ready, dep.producer, dep.kind = ready, producer, kind
         return dep
 
@@ -248,8 +248,6 @@ class AccessTracker:
         on; over one page (the usual case) no `seen` set is needed."""
         writes = acc.writes
         reads = acc.reads if access is not _READ else None
-        if not writes and not reads:
-            return ready, producer, kind
         seen = set() if first != last else None
         kinds = (writes, "raw" if access is _READ else "waw", access is _ACCUMULATE), (reads, "war", False)
         for page in range(first, last + 1):

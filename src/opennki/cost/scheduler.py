@@ -40,12 +40,13 @@ from opennki.cost.rules import cost_of, registry
 from opennki.cost.rules.common import engine_spec, schedulable_engine
 from opennki.cost.timeline import Timeline
 from opennki.cost.value import Cost
-from opennki.events import (AccessKind, Engine, InstructionExecuted, LaunchStarted, MemoryKind, ProgramFinished,
-                            ProgramStarted, TensorAllocated, TensorFreed)
+from opennki.events import (AccessKind, Engine, InstructionExecuted, LaunchStarted, LoopIteration, MemoryKind,
+                            ProgramFinished, ProgramStarted, TensorAllocated, TensorFreed)
 from opennki.hw import get_target
 
 
 _PE = Engine.TENSOR.value
+_BY_VALUE = [Engine(v) for v in range(max(e.value for e in Engine) + 1)]      # the engines by value
 _PLANS_LIMIT = 4096
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _DMA, _VECTOR, _ACCUMULATE = Engine.TENSOR, Engine.DMA, Engine.VECTOR, AccessKind.ACCUMULATE
@@ -66,9 +67,8 @@ class _CoreState:
         self.ramp_origin = 0.0
         self.stationary = None
         self.act_table = None
-        self.queue_free: dict[tuple, float] = {}
-        self.queue_last: dict[tuple, int] = {}
-        self.setup_free: dict[tuple, float] = {}
+        # DMA queue key -> [issue free, its last record, transfer setup free] (one look-up per transfer)
+        self.queues: dict[tuple, list] = {}
         self.dma = [Timeline()] * dma_engines      # shared while transfers span the same engines
         self.dge_free = [0.0] * dge_instances
 
@@ -101,6 +101,9 @@ class CostModel:
         self.pending_fills: dict[int, InstructionExecuted] = {}
         self._dma_plans: dict[int, tuple] = {}
         self._plans: dict[tuple, tuple] = {}      # event signature -> CostModel._plan(event), for this hw
+        # by Engine value: the engine's dependency overhead (semaphore wait) in ns, which every placement adds
+        self._overhead_ns = [] if hw is None else [
+            spec.ns(spec.dependency_overhead_cycles) for spec in (engine_spec(hw, e) for e in _BY_VALUE)]
         self.launch_cores = max(1, cores)
         if hw is not None:
             self.result_ = CostResult(hw, keep_instructions=self.keep_instructions, kernel=kernel, grid=grid,
@@ -108,7 +111,7 @@ class CostModel:
 
     # -- listener entry point -------------------------------------------------------------------------
     def on_event(self, ev) -> None:
-        kind = type(ev)                 # the three per-instruction events by their exact class first
+        kind = type(ev)                 # the per-instruction events by their exact class first
         if kind is InstructionExecuted:
             self._instruction(ev)
         elif kind is TensorFreed:
@@ -120,7 +123,7 @@ class CostModel:
         elif kind is TensorAllocated:
             self.deps.allocated(ev.storage_id, AccessTracker.space(ev.kind, self.program_core.get(ev.program, 0)),
                                 ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
-        else:
+        elif kind is not LoopIteration:     # loops cost nothing by themselves
             self._other_event(ev)
 
     def _other_event(self, ev) -> None:
@@ -258,7 +261,7 @@ class CostModel:
         otherwise the given one (what a record reads of it does not depend on the engine)."""
         best = None
         for e, cost_e in choices:
-            start = self._slot(engine_spec(self.hw, e), state.lines[e._value_], dep, cost_e.busy_ns, ev)[0]
+            start = self._slot(self._overhead_ns[e._value_], state.lines[e._value_], dep, cost_e.busy_ns, ev)[0]
             finish = start + cost_e.busy_ns
             if best is None or finish < best[0]:
                 best = (finish, cost_e, e)
@@ -267,38 +270,39 @@ class CostModel:
             ev = dataclasses.replace(ev, engine=engine)
         return ev, cost, engine
 
-    def _gate(self, spec, free: float, last: int, dep) -> tuple[float, int, float, str | None]:
-        """(start, gating record, stall, stall kind) on an engine free at `free` after record `last`."""
+    @staticmethod
+    def _gate(overhead_ns: float, free: float, last: int, dep) -> tuple[float, int, float, str | None]:
+        """(start, gating record, stall, stall kind) on an engine free at `free` after record `last`, whose
+        dependency overhead is `overhead_ns`."""
         if dep.producer == NO_PRODUCER:
             return free, last, 0.0, None
-        ready = dep.ready + spec.ns(spec.dependency_overhead_cycles)
+        ready = dep.ready + overhead_ns
         if ready > free:
             return ready, dep.producer, ready - free, dep.kind
         return free, last, 0.0, None
 
-    def _slot(self, spec, line: Timeline, dep, duration: float, ev) -> tuple[float, int, float, str | None]:
+    def _slot(self, overhead_ns: float, line: Timeline, dep, duration: float, ev) -> tuple[float, int, float, str | None]:
         """(start, gating record, stall, stall kind) of an instruction on an engine timeline. Like the
         compiler's list scheduler, an instruction whose inputs are ready early runs in an idle stretch the
         engine left before instructions placed earlier (which waited for their own inputs), when it fits;
         an instruction inside `no_reorder` (`ev.ordered`) keeps program order on its engine."""
         if ev.ordered or not line.gaps:
-            return self._gate(spec, line.free, line.last, dep)
-        ready = 0.0 if dep.producer == NO_PRODUCER else dep.ready + spec.ns(spec.dependency_overhead_cycles)
+            return self._gate(overhead_ns, line.free, line.last, dep)
+        ready = 0.0 if dep.producer == NO_PRODUCER else dep.ready + overhead_ns
         start, gap = line.fit(ready, duration)
         if gap is None:
-            return self._gate(spec, line.free, line.last, dep)
+            return self._gate(overhead_ns, line.free, line.last, dep)
         if dep.producer != NO_PRODUCER and start == ready:
             return start, dep.producer, 0.0, None
         return start, NO_PRODUCER, 0.0, None
 
     def _place_engine(self, ev, cost, state, dep, index, engine) -> InstructionRecord:
-        spec = engine_spec(self.hw, engine)
         e = engine._value_
         duration = cost.busy_ns
         if cost.table is not None and engine is Engine.SCALAR and cost.table != state.act_table:
             duration += self.hw.cost.scalar.table_load_ns
             state.act_table = cost.table
-        start, pred, stall, kind = self._slot(spec, state.lines[e], dep, duration, ev)
+        start, pred, stall, kind = self._slot(self._overhead_ns[e], state.lines[e], dep, duration, ev)
         state.lines[e] = state.lines[e].reserved(start, duration, index)[0]
         end = start + duration
         return InstructionRecord(index, ev, cost, Row.of(engine), start, end, pred, stall, kind)
@@ -312,7 +316,7 @@ class CostModel:
                 return rec
         mm_free = state.free[_PE]
         last = state.last[_PE]
-        start, pred, stall, kind = self._gate(pe, mm_free, last, dep)
+        start, pred, stall, kind = self._gate(self._overhead_ns[_PE], mm_free, last, dep)
         ls_start = ls_end = None
         if cost.is_transpose:
             state.stationary = None
@@ -358,7 +362,7 @@ class CostModel:
         LoadStationary runs before its MultiplyMoving (no earlier matmul there to hide it behind), and the PE
         runs at the dI/dt throttle's starting rate when the gap began more than the throttle's idle time
         before (the rate at the start for the whole instruction, as for the in-order placement)."""
-        ready = 0.0 if dep.producer == NO_PRODUCER else dep.ready + pe.ns(pe.dependency_overhead_cycles)
+        ready = 0.0 if dep.producer == NO_PRODUCER else dep.ready + self._overhead_ns[_PE]
         gate = dep.producer
         for group in groups:
             end, prev = state.groups.get(group, (0.0, NO_PRODUCER))
@@ -394,42 +398,47 @@ class CostModel:
                 self.deps.write_serial(r.storage_id))
 
     def _dma_plan(self, work) -> tuple:
-        """What `_place_dma` derives from a transfer alone (its trigger engine and spec, queue key, DMA
-        engine span and data time), kept per DmaWork object: costs are memoised per signature, so a loop's
-        transfers share one (the object is held in the entry, so its id stays unique)."""
+        """What `_place_dma` derives from a transfer alone (its trigger engine and that engine's dependency
+        overhead, queue key, DMA engine span and data time, whether a hardware DGE issues it, its HBM
+        occupancy), kept per DmaWork object: costs are memoised per signature, so a loop's transfers share one
+        (the object is held in the entry, so its id stays unique)."""
         plan = self._dma_plans.get(id(work))
         if plan is None or plan[0] is not work:
-            dma = self.hw.cost.dma
+            hw = self.hw
+            dma = hw.cost.dma
             trigger = schedulable_engine(work.trigger)
             first, last = dma.engine_span(work.partition_start, work.partition_count)
             n_engines = last - first + 1
             t_data = work.size_bytes / n_engines / (dma.engine_bandwidth_bytes_per_ns * work.efficiency)
+            hbm = work.hbm_read_bytes + work.hbm_write_bytes
+            occupancy = hbm / (hw.cost.hbm_bandwidth_bytes_per_ns * self.launch_cores) if hbm else None
             if len(self._dma_plans) >= 4096:
                 self._dma_plans.clear()
             plan = self._dma_plans[id(work)] = (
-                work, trigger, engine_spec(self.hw, trigger), (work.queue, trigger._value_), first, last,
-                n_engines, t_data, Row.of(trigger))
+                work, trigger, self._overhead_ns[trigger._value_], (work.queue, trigger._value_), first, last,
+                n_engines, t_data, Row.of(trigger), work.dge == "hwdge" and dma.hwdge_issue_ns is not None,
+                occupancy, t_data * n_engines)
         return plan
 
     def _place_dma(self, ev, cost, state, dep, index, plan) -> InstructionRecord:
-        hw = self.hw
-        dma = hw.cost.dma
-        work = cost.dma
-        _, _, spec, queue, first, last, n_engines, t_data, issue_row = plan
-        t_start, pred, stall, kind = self._gate(spec, state.queue_free.get(queue, 0.0),
-                                                state.queue_last.get(queue, NO_PRODUCER), dep)
+        dma = self.hw.cost.dma
+        _, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row, hwdge, occupancy, engine_ns = plan
+        q = state.queues.get(queue)
+        if q is None:
+            q = state.queues[queue] = [0.0, NO_PRODUCER, 0.0]
+        t_start, pred, stall, kind = self._gate(overhead_ns, q[0], q[1], dep)
         t_end = t_start + cost.busy_ns
-        state.queue_free[queue] = t_end
-        state.queue_last[queue] = index
+        q[0] = t_end
+        q[1] = index
         ready = t_end
-        if work.dge == "hwdge" and dma.hwdge_issue_ns is not None:
+        if hwdge:
             i = min(range(len(state.dge_free)), key=state.dge_free.__getitem__)
             d_start = max(ready, state.dge_free[i])
             ready = state.dge_free[i] = d_start + dma.hwdge_issue_ns
         # a queue prepares one transfer at a time (descriptors, semaphores), overlapping the previous
         # transfer's data: a stream of transfers on one queue runs at max(setup, data) per transfer
-        setup_start = max(ready, state.setup_free.get(queue, 0.0))
-        data_ready = state.setup_free[queue] = setup_start + dma.fixed_latency_ns
+        setup_start = max(ready, q[2])
+        data_ready = q[2] = setup_start + dma.fixed_latency_ns
         timelines = state.dma[first:last + 1]
         if timelines.count(timelines[0]) == n_engines:      # the usual case: all share one timeline
             timeline, start, end, waited = timelines[0].spread(data_ready, t_data, index)
@@ -450,14 +459,12 @@ class CostModel:
                     start = s if start is None else min(start, s)
                     end = e_end if end is None else max(end, e_end)
                 state.dma[e] = new[0]
-        hbm = work.hbm_read_bytes + work.hbm_write_bytes
-        if hbm:
-            occupancy = hbm / (hw.cost.hbm_bandwidth_bytes_per_ns * self.launch_cores)
+        if occupancy is not None:
             self.hbm, _, h_end, _ = self.hbm.spread(start, occupancy, index)
             end = max(end, h_end)
-        rec = InstructionRecord(index, ev, cost, Row.dma(work.queue), start, end, pred, stall, kind)
+        rec = InstructionRecord(index, ev, cost, Row.dma(cost.dma.queue), start, end, pred, stall, kind)
         rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, issue_row
-        rec.dma_engine_ns = t_data * n_engines
+        rec.dma_engine_ns = engine_ns
         return rec
 
 

@@ -123,6 +123,8 @@ class Instruction:
     chooses_engine: ClassVar[bool] = False   # its `engine` field names the engine; None means default_engine
     result_like: ClassVar[str] = ""          # the read operand whose shape and dtype its result has (`result`)
     indirect_fields: ClassVar[tuple] = ()    # operand fields that take a tensor-indirection view (indirection.py)
+    # its check passes only if every operand it writes is in SBUF or PSUM (Observer.hbm_writes_only)
+    writes_on_chip_only: ClassVar[bool] = False
 
     mask: object = None
     name: object = None
@@ -192,6 +194,23 @@ class Instruction:
         if signature is not None:
             state["_signature"] = signature
         return new
+
+    def moved_to(self, dst) -> "Instruction":
+        """`self.replace(dst=dst)`, made by changing `self`: only for an instruction that nothing else holds (the
+        lean path's deferred temporary, which only its `Deferred` record held until it was claimed) and a
+        destination without run-time indices. The operand cache keeps its order (the destination's entry
+        replaced); the signature cache is dropped, as `replace` would recompute it."""
+        state = self.__dict__
+        old = state["dst"]
+        state["dst"] = dst
+        state.pop("_signature", None)
+        operands = state.get("_operands")
+        if operands is not None:
+            if operands[0][1] is old and operands[0][0] == "dst" and not old.dynamic:
+                state["_operands"] = (("dst", dst, operands[0][2]),) + operands[1:]
+            else:
+                del state["_operands"]
+        return self
 
     def runnable(self) -> "Instruction":
         """The instruction to run: itself, or for a constant `mask=True` (every element active; legacy kernels

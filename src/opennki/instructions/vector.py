@@ -25,6 +25,7 @@ from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
 from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_call, quiet_fp, to_float32
+from opennki.machine.tensor import TensorView
 
 _INT32 = ("int32", "uint32")
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
@@ -97,6 +98,7 @@ class TensorTensor(Instruction):
 
     opcode = "tensor_tensor"
     indirect_fields = ("dst", "data1")
+    writes_on_chip_only = True              # check_elementwise
     default_engine = Engine.VECTOR
 
     dst: object = operand(WRITE)
@@ -173,6 +175,7 @@ class TensorScalar(Instruction):
     opcode = "tensor_scalar"
     result_like = "data"
     indirect_fields = ("dst", "data")
+    writes_on_chip_only = True              # check_elementwise
     default_engine = Engine.VECTOR
     chooses_engine = True
 
@@ -234,7 +237,7 @@ class TensorScalar(Instruction):
             mask = self.mask
             if mask is not None:
                 x = read_operand(m, self.data, self.dst, mask)
-            elif is_tensor(self.operand0) or is_tensor(self.operand1):
+            elif isinstance(self.operand0, TensorView) or isinstance(self.operand1, TensorView):
                 x = flat(m.read_f32(self.data))     # [P, F]: a [P, 1] column broadcasts along F
             else:
                 x = m.read_f32(self.data)           # immediates broadcast to any shape: element-wise the same

@@ -64,18 +64,16 @@ def framework_of(value) -> Framework | None:
 
 
 def frameworks_in(values) -> set[Framework]:
-    found = set()
-
-    def walk(v):
+    """The frameworks of the tensors among `values`, also inside tuples and lists."""
+    found, todo = set(), list(values)
+    while todo:                         # a loop, not a closure calling itself (a reference cycle per call)
+        v = todo.pop()
         if isinstance(v, (tuple, list)):
-            for x in v:
-                walk(x)
-            return
+            todo.extend(v)
+            continue
         f = framework_of(v)
         if f is not None:
             found.add(f)
-    for v in values:
-        walk(v)
     return found
 
 

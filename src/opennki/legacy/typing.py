@@ -122,6 +122,8 @@ _READ = AccessKind.READ        # bound once: class lookups of members are slow (
 class ParameterRules(Observer):
     """The mutability rules for one program (module docstring)."""
 
+    hbm_writes_only = True      # kernel parameters are HBM tensors (Simulator._arg_tensor)
+
     def __init__(self, mutable: set[str], immutable: set[str], location: SourceLocation | None,
                  old_convention: bool = False):
         self.mutable = mutable

@@ -29,7 +29,7 @@ import itertools
 
 import numpy as np
 
-from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, location_of, user_location
+from opennki.errors import CodeOffsetMemo, KernelError, OpenNKIError, SourceLocation, is_internal, location_of, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
@@ -79,6 +79,10 @@ class Observer:
     """Base of the language-layer rule checkers a Program calls (`Program.observers`); they may raise
     OpenNKIErrors, which get the instruction and kernel line attached like the instruction's own."""
 
+    # its `check` raises or records something only for an instruction writing HBM: the lean path does not call
+    # it for an instruction whose class writes only on chip (`Instruction.writes_on_chip_only`)
+    hbm_writes_only = False
+
     def check(self, prog, instr) -> None:
         """After the instruction's own `check` (shapes, dtypes and buffers only)."""
 
@@ -102,15 +106,17 @@ class Observers(list):
     def __init__(self):
         super().__init__()
         self.checking: tuple = ()
+        self.checking_on_chip: tuple = ()       # those of `checking` that look at on-chip writes, too
         self.executing: tuple = ()
 
     def append(self, observer) -> None:
         super().append(observer)
         self.checking = tuple(o for o in self if type(o).check is not Observer.check)
+        self.checking_on_chip = tuple(o for o in self.checking if not o.hbm_writes_only)
         self.executing = tuple(o for o in self if type(o).executed is not Observer.executed)
 
 
-@dataclasses.dataclass
+@dataclasses.dataclass(slots=True)
 class Deferred:
     """A checked instruction waiting for its result tile to be consumed. `use`: what the kernel statement
     does with the result (`frames.result_use`: "temporary", "local" with `frame` and `name`, or "held")."""
@@ -178,6 +184,8 @@ class Program:
         self._spares: dict | None = {} if REUSE_RESULT_TILES and not listening else None
         # the lean issue path (LEAN_ISSUE): no listener needs the events, so checks are skipped by signature
         self.lean = LEAN_ISSUE and not listening
+        # the lean path's checks by signature (`_check`) change no event, so they apply with listeners too
+        self.lean_checks = LEAN_ISSUE
         self._token = None
         for setup in PROGRAM_SETUP:
             setup(self)
@@ -270,18 +278,19 @@ class Program:
         storage.site = site
         return self.launch.tensor_type.root(storage)
 
-    def spare(self, result: TensorView) -> None:
+    def spare(self, result: TensorView, root: bool = False) -> None:
         """`result`, the result tile of a deferred temporary (`t[...] = nl.exp(x)`), was just retargeted: it was
         never placed, written or read, and the statement drops it. The next tensor its call site makes of the
         same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
         to it (`_unshared`): such a tile is indistinguishable from a new one (the same name, kernel line,
         poison and scope; only its storage id is old, which no listener sees: reuse is off with listeners).
-        Making the tensor objects of a temporary was about a tenth of the cost of a small instruction."""
+        Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
+        the caller knows `result` is its storage's root view (`new_tensor` made it)."""
         st = result.storage
         site = st.site
         if (site is not None and self._spares is not None and st.placement is None and st._array is None
                 and not st.written and st.matmul_written is None
-                and st.unwritten is None and st.base is None and not st.declared and result.is_root):
+                and st.unwritten is None and st.base is None and not st.declared and (root or result.is_root)):
             self._spares[site[0]] = (site[1], result)
 
     # allocation events (Memory calls these when listeners are attached)
@@ -345,9 +354,22 @@ class Program:
             self.flush()
         if frame is None:
             frame = user_frame()        # the kernel line, and the statement that receives the result
-        location = None if frame is None else location_of(frame)
+        if frame is None:
+            self._check(instr, None, api, result.storage, checked=checked, operands_checked=checked)
+            self.pending = Deferred(instr, result, None, api)
+            return result
+        code, offset = frame.f_code, frame.f_lasti
+        site = _SITES.get(code, offset)
+        if site is None:
+            location = location_of(frame)
+            self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
+            use, user, name = result_use(frame)
+            if user is frame:           # decided in this frame (not through a helper's `return`)
+                _SITES.put(code, offset, (location, use, name))
+            self.pending = Deferred(instr, result, location, api, use, user, name)
+            return result
+        location, use, name = site
         self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
-        use, frame, name = result_use(frame) if frame is not None else ("held", None, None)
         self.pending = Deferred(instr, result, location, api, use, frame, name)
         return result
 
@@ -442,12 +464,13 @@ class Program:
         instruction's own check / its operand rules passed already; the bounds, the language rules and
         placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`).
 
-        Lean path (`lean`, no `mask=`): the operand rules are a function of the signature there, so a
+        Lean path (`lean_checks`, no `mask=`): the operand rules are a function of the signature there, so a
         signature whose rules and check passed (`Simulator.clean`) skips both (and with `checked` and
         `operands_checked` the signature is not even computed); the bounds (cached per view), the language
-        rules and placement run as on the plain path."""
+        rules and placement run as on the plain path, but for the observers of HBM writes when the instruction
+        writes only on chip (the check passed, so it does)."""
         try:
-            if self.lean and instr.mask is None:
+            if self.lean_checks and instr.mask is None:
                 sig = True if checked and operands_checked else instr.signature()
                 if sig is not None:
                     if sig is not True:
@@ -463,7 +486,9 @@ class Program:
                         if not view._inb:
                             check_static_bounds(instr, moved)
                             break
-                    for observer in self.observers.checking:
+                    observers = self.observers
+                    for observer in (observers.checking_on_chip if instr.writes_on_chip_only else
+                                     observers.checking):
                         observer.check(self, instr)
                     touch = next(_touches)
                     for _, view, _ in operands:
@@ -685,6 +710,11 @@ def uninitialized_finding(storage, offsets, location, api: str, program) -> Find
             "simulator's NaN poisoning shows it only if it reaches an output that no mask hides",
         fix="write every element before reading it (nl.zeros / memset, or load the whole tile), or pass the "
             "same mask= to the instructions that read the partly written tile")
+
+
+# (code object, offset) -> (location, use, name) of a call site issuing deferred instructions: its kernel line
+# (`location_of`) and what the statement does with the result (`result_use`, when decided in that frame)
+_SITES = CodeOffsetMemo(8192)
 
 
 def _unshared(view: TensorView) -> bool:

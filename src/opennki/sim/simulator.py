@@ -9,11 +9,14 @@ returns with its tensors converted to NumPy arrays. Listeners attached to the si
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import inspect
 import itertools
 import math
 import random
+import sys
+import threading
 import warnings
 
 import numpy as np
@@ -31,6 +34,68 @@ from opennki.sim.program import LaunchState, Program
 from opennki.sim.progress import progress_for
 
 HBM_ALIGN_BYTES = 64
+
+# The copies of array arguments are made in arrays that earlier launches' copies used (ArgumentCopies); False:
+# every copy is a new array (the plain path, which tests compare against). Needs CPython's reference counts.
+RECYCLE_ARGUMENT_COPIES = sys.implementation.name == "cpython"
+
+
+class ArgumentCopies:
+    """Arrays that finished launches copied their array arguments into, kept for the next launch's copies.
+
+    A launch copies every array argument (the kernel must see the values of the call, and may write them); a
+    fresh multi-megabyte array costs its page faults each time, because glibc hands freed memory of that size
+    back to the system at the end of the launch: for a [128, 8192] fp32 vector add, the faults of the two
+    argument copies cost more than the kernel's instructions. An array is only taken again when CPython's
+    reference count says nothing else refers to it (no storage, view or framework tensor of an earlier launch
+    is alive), and it is overwritten whole, so no launch can see another's values. At most `limit_bytes` are
+    kept, the most recently given first.
+    """
+
+    def __init__(self, limit_bytes: int):
+        self.limit_bytes = limit_bytes
+        self._kept: collections.deque = collections.deque()     # (dtype, size, array), oldest first
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def copy(self, array: np.ndarray) -> np.ndarray:
+        """A copy of the flat contiguous `array` (the plain path's `array.copy()`), in a kept array if one
+        of its dtype and size is free."""
+        if RECYCLE_ARGUMENT_COPIES:
+            kept = self._take(array.dtype, array.size)
+            if kept is not None:
+                np.copyto(kept, array)
+                return kept
+        return array.copy()
+
+    def _take(self, dtype, size):
+        with self._lock:
+            for i in range(len(self._kept) - 1, -1, -1):
+                if self._kept[i][0] == dtype and self._kept[i][1] == size:
+                    kept = self._kept[i][2]
+                    del self._kept[i]
+                    self._bytes -= kept.nbytes
+                    # the deque's entry is gone: `kept` and getrefcount's argument are the only references left
+                    # unless something of an earlier launch still holds the array, which then stays its own
+                    if sys.getrefcount(kept) == 2:
+                        return kept
+        return None
+
+    def give(self, arrays) -> None:
+        """Keep the arrays (argument copies of a finished launch) for later copies, dropping the oldest kept
+        beyond the limit."""
+        if not RECYCLE_ARGUMENT_COPIES:
+            return
+        with self._lock:
+            for array in arrays:
+                if array is not None and array.nbytes <= self.limit_bytes:
+                    self._kept.append((array.dtype, array.size, array))
+                    self._bytes += array.nbytes
+            while self._bytes > self.limit_bytes:
+                self._bytes -= self._kept.popleft()[2].nbytes
+
+
+ARGUMENT_COPIES = ArgumentCopies(limit_bytes=64 << 20)
 
 
 class ShapeSpec:
@@ -167,7 +232,10 @@ class Simulator:
         self.emit(LaunchFinished(name, ran))
         self._write_back(arg_storages)
         self._report(launch, checker)
-        return self._outputs(result)
+        outputs = self._outputs(result)
+        if not self.options.shape_only:
+            ARGUMENT_COPIES.give([storage.array for storage, _ in arg_storages])
+        return outputs
 
     def _report(self, launch, checker, raising: bool = True) -> None:
         """Hand on what the checks found in the launch (listeners/findings.py): into the open `collecting()`
@@ -196,28 +264,32 @@ class Simulator:
     def _bind(self, fn, args, kwargs, launch):
         """Wrap array arguments (also inside tuples/lists) as HBM tensors named after the parameters."""
         storages = []
-
-        def wrap(value, name):
-            if isinstance(value, np.generic):
-                return value.item()      # a NumPy scalar (`1 / np.sqrt(d)`) is a scalar argument, like a float
-            if is_array_arg(value):
-                view = self._arg_tensor(value, name, launch)
-                storages.append((view.storage, value))
-                return view
-            if isinstance(value, (tuple, list)):
-                return type(value)(wrap(v, f"{name}[{i}]") for i, v in enumerate(value))
-            return value
-
+        wrap = self._wrap
         try:
             bound = inspect.signature(fn).bind(*args, **kwargs)
         except TypeError as e:
             raise KernelError(f"kernel {launch.kernel_name} called with mismatching arguments: {e}") from None
         except ValueError:   # no introspectable signature: positional names arg0, arg1, ...
-            return (tuple(wrap(a, f"arg{i}") for i, a in enumerate(args)),
-                    {k: wrap(v, k) for k, v in kwargs.items()}, storages)
+            return (tuple(wrap(a, f"arg{i}", launch, storages) for i, a in enumerate(args)),
+                    {k: wrap(v, k, launch, storages) for k, v in kwargs.items()}, storages)
         for pname, value in list(bound.arguments.items()):
-            bound.arguments[pname] = wrap(value, pname)
+            bound.arguments[pname] = wrap(value, pname, launch, storages)
         return bound.args, bound.kwargs, storages
+
+    def _wrap(self, value, name, launch, storages):
+        """An argument as the kernel sees it: arrays as HBM tensors (their storages and the caller's values
+        appended to `storages`), also inside tuples and lists. A method rather than a closure calling itself:
+        such a closure is a reference cycle, which kept the launch and its argument copies alive until the
+        garbage collector ran."""
+        if isinstance(value, np.generic):
+            return value.item()      # a NumPy scalar (`1 / np.sqrt(d)`) is a scalar argument, like a float
+        if is_array_arg(value):
+            view = self._arg_tensor(value, name, launch)
+            storages.append((view.storage, value))
+            return view
+        if isinstance(value, (tuple, list)):
+            return type(value)(self._wrap(v, f"{name}[{i}]", launch, storages) for i, v in enumerate(value))
+        return value
 
     def _arg_tensor(self, value, name, launch) -> TensorView:
         dtype = dtype_of(value.dtype, f"kernel argument {name!r}")
@@ -232,7 +304,7 @@ class Simulator:
             src = np.asarray(value)
             array = np.ascontiguousarray(convert(src.reshape(shape), dtype, self.options.precise_fp)).reshape(-1)
             if array is src or np.shares_memory(array, src):
-                array = array.copy()
+                array = ARGUMENT_COPIES.copy(array)
         storage = Storage(MemoryRegion.shared_hbm, dtype, shape, array, Placement(0, address), name, None)
         storage.is_kernel_arg = True
         storage.read_only = isinstance(value, np.ndarray) and not value.flags.writeable

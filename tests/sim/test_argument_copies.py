@@ -1,0 +1,165 @@
+"""Argument copies are made in arrays earlier launches' copies used (sim/simulator.ArgumentCopies): kernels give
+the values, write-backs and errors of the plain path, where every copy is a new array; an array anything still
+refers to is never taken again."""
+
+import numpy as np
+import pytest
+
+import opennki.legacy as nki
+import opennki.legacy.language as nl
+from opennki.sim import simulator
+from opennki.sim.simulator import ArgumentCopies
+from tests.raises import raises_at
+
+
+@pytest.fixture
+def copies(monkeypatch):
+    """A fresh store of kept arrays for the test (the process's one may hold other tests' arrays)."""
+    fresh = ArgumentCopies(limit_bytes=1 << 20)
+    monkeypatch.setattr(simulator, "ARGUMENT_COPIES", fresh)
+    return fresh
+
+
+def _bits(a):
+    return np.ascontiguousarray(a).view(np.uint8)
+
+
+@nki.jit
+def add_and_bump(a, b, res, out):
+    for j in nl.affine_range(2):          # returns nothing: its outputs are arguments, copied back
+        cols = nl.ds(j * 32, 32)
+        x = nl.load(a[:, cols])
+        nl.store(res[:, cols], value=nl.add(x, nl.load(b[:, cols])))
+        nl.store(out[:, cols], value=nl.multiply(x, 2.0))
+
+
+@nki.jit
+def returns_its_argument(a):
+    return a
+
+
+def _calls(rng, n=4):
+    results = []
+    for _ in range(n):
+        a, b = (rng.standard_normal((128, 64), dtype=np.float32) for _ in range(2))
+        res, out = np.zeros_like(a), np.zeros_like(a)
+        assert add_and_bump(a, b, res, out) is None
+        same = returns_its_argument(b)
+        results.append((a, b, res, out, same))
+    return results
+
+
+def test_recycled_copies_give_the_plain_path_values(rng, copies, monkeypatch):
+    seed = rng.integers(1 << 30)
+    taken = []
+    take = copies._take
+
+    def spy(*key):                      # counts the copies made in kept arrays, holding none of them
+        kept = take(*key)
+        taken.append(kept is not None)
+        return kept
+    monkeypatch.setattr(copies, "_take", spy)
+    fast = _calls(np.random.default_rng(seed))
+    assert sum(taken) >= 12, "later launches made their copies in kept arrays"
+    monkeypatch.setattr(simulator, "RECYCLE_ARGUMENT_COPIES", False)
+    plain = _calls(np.random.default_rng(seed))
+    for got, want in zip(fast, plain):
+        for x, y in zip(got, want):
+            np.testing.assert_array_equal(_bits(x), _bits(y))
+    for a, b, res, out, same in fast:            # every result is its own array, unchanged by later calls
+        np.testing.assert_array_equal(res, a + b)
+        np.testing.assert_array_equal(out, a * 2)
+        np.testing.assert_array_equal(same, b)
+        assert not np.shares_memory(same, b)
+
+
+def test_a_kept_array_is_taken_again_and_overwritten_whole(copies):
+    first = copies.copy(np.arange(8, dtype=np.float32))
+    address = first.ctypes.data
+    copies.give([first])
+    del first                                    # nothing but the store refers to it now
+    again = copies.copy(np.full(8, 3.0, np.float32))
+    assert again.ctypes.data == address
+    np.testing.assert_array_equal(again, np.full(8, 3.0, np.float32))
+    copies.give([again])
+    other = copies.copy(np.arange(8, dtype=np.int32))            # another dtype: a new array
+    assert other.ctypes.data != address and other.dtype == np.int32
+
+
+def test_an_array_still_referred_to_is_not_taken(copies):
+    first = copies.copy(np.arange(8, dtype=np.float32))
+    copies.give([first])
+    view = first[2:4]
+    del first                                    # the view still refers to it
+    again = copies.copy(np.zeros(8, np.float32))
+    assert not np.shares_memory(again, view)
+    np.testing.assert_array_equal(view, [2.0, 3.0])
+    assert not copies._kept                       # dropped: it belongs to whoever holds it
+
+
+def test_at_most_the_limit_is_kept_the_oldest_dropped(copies):
+    big = [copies.copy(np.zeros(copies.limit_bytes // 4 // 2, np.float32)) for _ in range(3)]
+    copies.give(big)
+    assert [entry[2] for entry in copies._kept] == big[1:]
+    copies.give([np.zeros(copies.limit_bytes // 4 + 1, np.float32)])    # larger than the limit: not kept
+    assert [entry[2] for entry in copies._kept] == big[1:]
+
+
+stashed = []
+
+
+@nki.jit
+def stashes_its_argument(a):
+    stashed.append(a)                 # the tensor outlives the launch: its copy must stay its own
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.load(a))
+    return out
+
+
+def test_a_copy_an_earlier_tensor_still_holds_is_not_reused(rng, copies):
+    a1, a2 = (rng.standard_normal((128, 16), dtype=np.float32) for _ in range(2))
+    np.testing.assert_array_equal(stashes_its_argument(a1), a1)
+    np.testing.assert_array_equal(stashes_its_argument(a2), a2)
+    try:
+        first, second = (t.storage.array.reshape(t.shape) for t in stashed)
+        np.testing.assert_array_equal(first, a1)
+        np.testing.assert_array_equal(second, a2)
+    finally:
+        stashed.clear()
+
+
+@nki.jit
+def fails_after_a_load(a):
+    t = nl.load(a)
+    return nl.load(t[0:200, :])
+
+
+def test_errors_are_the_plain_paths_and_later_calls_are_right(rng, copies, monkeypatch):
+    a = rng.standard_normal((128, 16), dtype=np.float32)
+    messages = []
+    for recycle in (True, False):
+        monkeypatch.setattr(simulator, "RECYCLE_ARGUMENT_COPIES", recycle)
+        with raises_at(Exception, line="return nl.load(t[0:200, :])") as caught:
+            fails_after_a_load(a)
+        messages.append((type(caught.value), str(caught.value)))
+        np.testing.assert_array_equal(returns_its_argument(a), a)
+    assert messages[0] == messages[1]
+
+
+def test_torch_tensors_written_in_place_as_on_the_plain_path(rng, copies, monkeypatch):
+    torch = pytest.importorskip("torch")
+    seed = rng.integers(1 << 30)
+    runs = []
+    for recycle in (True, False):
+        monkeypatch.setattr(simulator, "RECYCLE_ARGUMENT_COPIES", recycle)
+        data = np.random.default_rng(seed)
+        got = []
+        for _ in range(3):
+            a, b = (torch.from_numpy(data.standard_normal((128, 64), dtype=np.float32)) for _ in range(2))
+            res, out = torch.zeros(128, 64), torch.zeros(128, 64)
+            add_and_bump(a, b, res, out)
+            got.append([_bits(t.numpy()) for t in (res, out, returns_its_argument(a))])
+        runs.append(got)
+    for fast, plain in zip(*runs):
+        for x, y in zip(fast, plain):
+            np.testing.assert_array_equal(x, y)
