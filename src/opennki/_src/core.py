@@ -271,15 +271,15 @@ def _defer_planned(prog, key, vkey, instr, result, api: str, frame):
 
 def defer_planned(prog, instr, result, api: str, frame, operands: tuple, params: tuple = ()):
     """Defer `instr` (no `mask=`), which a front door built for its new result tile `result` from the
-    tensors `operands` and the hashable `params` alone (its class and `api` aside), as a planned
+    tensor views `operands` and the hashable `params` alone (its class and `api` aside), as a planned
     instruction (`_defer_planned`): its signature is then a function of the operands' signatures and the
     params, so it is checked only until that signature is clean. Off the lean path, under hardware-strict
     rules and for an operand with run-time indices it is deferred as `Program.defer` does."""
-    keys = tuple([_arg_key(t) for t in operands])
-    key = None if None in keys else _plan_key(prog, type(instr), api, keys, params)
-    if key is None:
-        return prog.defer(instr, result, api, frame)
-    return _defer_planned(prog, key, True, instr, result, api, frame)
+    if prog.lean and not prog.options.hardware_strict:
+        keys = tuple([t._sig or view_signature(t) for t in operands])
+        if None not in keys:
+            return _defer_planned(prog, (type(instr), api, keys, params), True, instr, result, api, frame)
+    return prog.defer(instr, result, api, frame)
 
 
 def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
