@@ -210,35 +210,31 @@ def hardware_limits(prog, opdef, x, y, shape, api: str, limits: Limits | None) -
 
 
 # The lean path (Program.lean) memoises what `binary` and `unary` decide from their arguments (the instruction,
-# its operand order, the result's shape and dtype): a function of the operands' signatures (`_arg_key`), the
-# operator, the dtypes asked for and the API name, so it is decided once per such key. (key) -> plan tuple.
+# its operand order, the result's shape and dtype): a function of the operands' signatures, the operator, the
+# dtypes asked for and the API name, so it is decided once per such key. (key) -> plan tuple.
 _PLANS: dict = {}
 _PLANS_MAX = 4096
 
 
-def _arg_key(v):
-    """What the front doors' decisions read of an argument: a tensor's signature (None for run-time indices:
-    not memoised), a scalar's type (its value is read again each time)."""
-    if isinstance(v, TensorView):
-        return v._sig or view_signature(v)
-    return type(v)
-
-
-def _plan_key(prog, *parts):
-    """The memo key of a front-door call (the operator, the keys of its operands and destination, ...), or
-    None when the lean path does not memoise it."""
-    if not prog.lean or prog.options.hardware_strict or parts[1] is None or parts[2] is None or parts[3] is None:
-        return None
-    return parts
-
-
-def _planned(key):
-    """The plan memoised under `key` (None: none yet); an unhashable argument is never memoised (the plain
-    path says what is wrong with it)."""
+def _plan(prog, op, x, y, out, dtype, default_dtype, api: str) -> tuple:
+    """(key, plan) of a front-door call without `mask=`: its memo key (the operator; of each operand and of the
+    destination what the decisions read, a tensor's signature or a scalar's type, whose value is read again
+    each time; the dtypes asked for and the API name) and the plan memoised under it. `y`: `type` for a
+    one-operand call; `out`: None for a new result tile. Key None: not memoised (not the lean path,
+    hardware-strict, an operand with run-time indices); plan None: none yet (or an unhashable argument,
+    never memoised: the plain path says what is wrong with it)."""
+    if not prog.lean or prog.options.hardware_strict:
+        return None, None
+    kx = (x._sig or view_signature(x)) if isinstance(x, TensorView) else type(x)
+    ky = (y._sig or view_signature(y)) if isinstance(y, TensorView) else type(y)
+    ko = False if out is None else out._sig or view_signature(out)
+    if kx is None or ky is None or ko is None:
+        return None, None
+    key = (op, kx, ky, ko, dtype, default_dtype, api)
     try:
-        return _PLANS.get(key)
+        return key, _PLANS.get(key)
     except TypeError:
-        return None
+        return key, None
 
 
 def _remember(key, plan) -> None:
@@ -316,12 +312,9 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
     prog = current(api)
     key = None
     if mask is None:
-        key = _plan_key(prog, op, _arg_key(x), _arg_key(y), False if out is None else _arg_key(out), dtype,
-                        default_dtype, api)
-        if key is not None:
-            plan = _planned(key)
-            if plan is not None:
-                return _planned_binary(prog, key, plan, x, y, out, api, user_frame() if out is None else None)
+        key, plan = _plan(prog, op, x, y, out, dtype, default_dtype, api)
+        if plan is not None:
+            return _planned_binary(prog, key, plan, x, y, out, api, user_frame() if out is None else None)
     opdef = alu(op)
     tx, ty = not isinstance(x, SCALAR_TYPES), not isinstance(y, SCALAR_TYPES)
     if not tx and not ty:
@@ -385,8 +378,7 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
 def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     """`fn(x)` on the Scalar Engine into a new SBUF tile."""
     prog = current(api)
-    key = _plan_key(prog, fn_name, _arg_key(x), type, False, dtype, None, api) if mask is None else None
-    plan = _planned(key) if key is not None else None
+    key, plan = _plan(prog, fn_name, x, type, None, dtype, None, api) if mask is None else (None, None)
     if plan is not None:                 # the lean path: what the plain path below decides for this key
         op, shape, result_dtype = plan
         frame = user_frame()
