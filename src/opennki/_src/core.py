@@ -77,12 +77,13 @@ def normalize_shape(shape) -> tuple[int, ...]:
     return as_shape(shape)
 
 
-def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None) -> TensorView:
-    """A new tensor in `buffer` (poisoned unless `fill`)."""
+def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None, frame=None) -> TensorView:
+    """A new tensor in `buffer` (poisoned unless `fill`). `frame`: the kernel frame, if the caller found it
+    already (user_frame)."""
     prog = current("nl.ndarray")
     region = buffer if type(buffer) is MemoryRegion else region_of(buffer)
     t = prog.new_tensor(region, normalize_shape(shape), dtype if type(dtype) is DataType else dtype_of(dtype),
-                        name or None, fill=fill, address=address)
+                        name or None, fill=fill, address=address, frame=frame)
     if prog.loops or t.storage.site is not None:     # a site: maybe a reused result tile (Program.spare)
         rules.record_scope(prog, t)
     return t
@@ -266,6 +267,19 @@ def _defer_planned(prog, key, vkey, instr, result, api: str, frame):
     if dsts is not None:
         prog.pending.plan = dsts
     return result
+
+
+def defer_planned(prog, instr, result, api: str, frame, operands: tuple, params: tuple = ()):
+    """Defer `instr` (no `mask=`), which a front door built for its new result tile `result` from the
+    tensor views `operands` and the hashable `params` alone (its class and `api` aside), as a planned
+    instruction (`_defer_planned`): its signature is then a function of the operands' signatures and the
+    params, so it is checked only until that signature is clean. Off the lean path, under hardware-strict
+    rules and for an operand with run-time indices it is deferred as `Program.defer` does."""
+    if prog.lean and not prog.options.hardware_strict:
+        keys = tuple([t._sig or view_signature(t) for t in operands])
+        if None not in keys:
+            return _defer_planned(prog, (type(instr), api, keys, params), True, instr, result, api, frame)
+    return prog.defer(instr, result, api, frame)
 
 
 def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
@@ -454,8 +468,12 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
         # a 1-D access `x[0:128, j]` loads as a [128, 1] column and one element (`seed[0]`) as [1, 1]: the
         # partition dim comes first and on-chip tiles have at least two dims (the official samples rely on it)
         src = _as_column(src)
-    result = alloc(src.shape, dtype if dtype is not None else src.dtype, SBUF)
-    return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api)
+    frame = user_frame()
+    result = alloc(src.shape, dtype if dtype is not None else src.dtype, SBUF, frame=frame)
+    instr = DmaCopy(dst=result, src=src, mask=mask)
+    if mask is not None:
+        return prog.defer(instr, result, api, frame)
+    return defer_planned(prog, instr, result, api, frame, (src,), (result.dtype,))   # the tile's shape is src's
 
 
 def _as_column(t: TensorView) -> TensorView:
@@ -700,11 +718,25 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
         if deferred is not None:
             if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
                 changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
+                dsts = deferred.plan if deferred.use == "temporary" else None
+                mark = None
+                if dsts is not None and not dst.dynamic:
+                    # a planned matmul (legacy nc_matmul): the retargeted one is a function of its plan's key,
+                    # dst's signature and the accumulate flag, so once that was clean it is issued as checked,
+                    # as Program.retarget issues a temporary's instruction otherwise
+                    mark = (dst._sig or view_signature(dst), changes["accumulate"])
+                    if mark in dsts:
+                        prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api,
+                                     checked=True, deferred=True, moved=changes)
+                        prog.spare(deferred.result)
+                        return
                 if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates
                     # (adding one PSUM tile into another is no engine's operation)
                     prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
                     prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+                elif mark is not None and deferred.instr.replace(**changes).signature() in prog.sim.clean:
+                    dsts.add(mark)
                 return
             prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     if is_tensor(value) and value.shape != dst.shape:
@@ -712,5 +744,5 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
     binary(op, dst, value, api=api, out=dst)
 
 
-__all__ = ["alloc", "binary", "unary", "unary_alu", "reduce", "mean", "load", "store", "copy", "transpose",
-           "matmul", "assign", "accumulate", "region_of", "is_tensor", "is_scalar", "DataType"]
+__all__ = ["alloc", "defer_planned", "binary", "unary", "unary_alu", "reduce", "mean", "load", "store", "copy",
+           "transpose", "matmul", "assign", "accumulate", "region_of", "is_tensor", "is_scalar", "DataType"]
