@@ -35,6 +35,29 @@ def _bits(a):
     return np.ascontiguousarray(a).view(np.uint8)
 
 
+def _outcome(call):
+    """The output's bits, or the error's class and text."""
+    try:
+        return _bits(call())
+    except Exception as e:                       # noqa: BLE001  (compared between the paths)
+        return type(e), str(e)
+
+
+def _on_both_paths(monkeypatch, seed, calls):
+    """`calls(rng)` (a list of outcomes) with kept arrays, then on the plain path, on the same random data:
+    the outcomes are compared (bit for bit, errors by class and text) and those of the first run returned."""
+    runs = []
+    for recycle in (True, False):
+        monkeypatch.setattr(arrays, "RECYCLE_HBM_ARRAYS", recycle)
+        runs.append(calls(np.random.default_rng(seed)))
+    for fast, plain in zip(*runs):
+        if isinstance(fast, tuple) or isinstance(plain, tuple):
+            assert fast == plain
+        else:
+            np.testing.assert_array_equal(fast, plain)
+    return runs[0]
+
+
 @nki.jit
 def add_and_bump(a, b, res, out):
     for j in nl.affine_range(2):          # returns nothing: its outputs are arguments, copied back
@@ -56,24 +79,20 @@ def _calls(rng, n=4):
         res, out = np.zeros_like(a), np.zeros_like(a)
         assert add_and_bump(a, b, res, out) is None
         same = returns_its_argument(b)
-        results.append((a, b, res, out, same))
+        assert not np.shares_memory(same, b)
+        np.testing.assert_array_equal(same, b)
+        results += [_bits(x) for x in (a, b, res, out, same)]
     return results
 
 
 def test_recycled_copies_give_the_plain_path_values(rng, copies, monkeypatch):
-    seed = rng.integers(1 << 30)
-    fast = _calls(np.random.default_rng(seed))
+    fast = _on_both_paths(monkeypatch, rng.integers(1 << 30), _calls)
     assert copies.taken >= 12, "later launches made their copies in kept arrays"
-    monkeypatch.setattr(arrays, "RECYCLE_HBM_ARRAYS", False)
-    plain = _calls(np.random.default_rng(seed))
-    for got, want in zip(fast, plain):
-        for x, y in zip(got, want):
-            np.testing.assert_array_equal(_bits(x), _bits(y))
-    for a, b, res, out, same in fast:            # every result is its own array, unchanged by later calls
+    for i in range(0, len(fast), 5):            # every result is its own array, unchanged by later calls
+        a, b, res, out, same = (x.view(np.float32) for x in fast[i:i + 5])
         np.testing.assert_array_equal(res, a + b)
         np.testing.assert_array_equal(out, a * 2)
         np.testing.assert_array_equal(same, b)
-        assert not np.shares_memory(same, b)
 
 
 def test_a_kept_array_is_taken_again_and_overwritten_whole(copies):
@@ -151,21 +170,16 @@ def test_errors_are_the_plain_paths_and_later_calls_are_right(rng, copies, monke
 
 def test_torch_tensors_written_in_place_as_on_the_plain_path(rng, copies, monkeypatch):
     torch = pytest.importorskip("torch")
-    seed = rng.integers(1 << 30)
-    runs = []
-    for recycle in (True, False):
-        monkeypatch.setattr(arrays, "RECYCLE_HBM_ARRAYS", recycle)
-        data = np.random.default_rng(seed)
+
+    def calls(data):
         got = []
         for _ in range(3):
             a, b = (torch.from_numpy(data.standard_normal((128, 64), dtype=np.float32)) for _ in range(2))
             res, out = torch.zeros(128, 64), torch.zeros(128, 64)
             add_and_bump(a, b, res, out)
-            got.append([_bits(t.numpy()) for t in (res, out, returns_its_argument(a))])
-        runs.append(got)
-    for fast, plain in zip(*runs):
-        for x, y in zip(fast, plain):
-            np.testing.assert_array_equal(x, y)
+            got += [_bits(t.numpy()) for t in (res, out, returns_its_argument(a))]
+        return got
+    _on_both_paths(monkeypatch, rng.integers(1 << 30), calls)
 
 
 @nki.jit
@@ -188,41 +202,21 @@ def per_program(a):
     return out
 
 
-def _outcome(call):
-    """The output's bits, or the error's class and text."""
-    try:
-        return _bits(call())
-    except Exception as e:                       # noqa: BLE001  (compared between the paths)
-        return type(e), str(e)
-
-
-def _same(x, y):
-    if isinstance(x, tuple) or isinstance(y, tuple):
-        assert x == y
-    else:
-        np.testing.assert_array_equal(x, y)
-
-
 @pytest.mark.parametrize("checks,precise", [({}, "1"), ({}, "0"), ({"uninitialized": "zero"}, "1"),
                                             ({"uninitialized": "raise"}, "1")])
 def test_poisoned_hbm_tensors_in_kept_arrays_as_on_the_plain_path(rng, copies, monkeypatch, checks, precise):
     monkeypatch.setenv("NKI_PRECISE_FP", precise)
     part, grid = nki.jit(writes_part.func, **checks), nki.jit(per_program.func, **checks)
-    seed = rng.integers(1 << 30)
-    runs = []
-    for recycle in (True, False):
-        monkeypatch.setattr(arrays, "RECYCLE_HBM_ARRAYS", recycle)
-        data = np.random.default_rng(seed)
+
+    def calls(data):
         got = []
         for dtype in (nl.float32, nl.bfloat16, nl.int32, nl.float32):
             a = data.standard_normal((128, 32), dtype=np.float32) * 50
             got.append(_outcome(lambda: part(a, dtype)))
             b = data.standard_normal((384, 32), dtype=np.float32)
             got.append(_outcome(lambda: grid[3](b)))
-        runs.append(got)
-        if recycle and not checks:
-            assert copies.taken >= 10, "later launches made HBM tensors in kept arrays"
-    for fast, plain in zip(*runs):
-        _same(fast, plain)
+        return got
+    fast = _on_both_paths(monkeypatch, rng.integers(1 << 30), calls)
     if not checks:
-        assert np.isnan(runs[0][0].view(np.float32)[:, 24:]).all()     # the unwritten part is poison
+        assert copies.taken >= 10, "later launches made HBM tensors in kept arrays"
+        assert np.isnan(fast[0].view(np.float32)[:, 24:]).all()     # the unwritten part is poison
