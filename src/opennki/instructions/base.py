@@ -139,7 +139,9 @@ class Instruction:
     _key_fields: ClassVar[tuple] = ()
     _key_places: ClassVar[dict] = {}
     _operand_rules: ClassVar[tuple] = ()
-    _operands = None                # `operands()` of an instance, once made, in its instance dict (no field)
+    # `operands()` of an instance once made, in its instance dict (not a field): `instr._operands or
+    # instr.operands()` in the issue path's per-instruction loops reads it without a call
+    _operands = None
 
     @classmethod
     def api_name(cls) -> str:
@@ -206,10 +208,11 @@ class Instruction:
         old = state["dst"]
         state["dst"] = dst
         state.pop("_signature", None)
-        operands = state.get("_operands")
+        operands = self._operands
         if operands is not None:
-            if operands[0][1] is old and operands[0][0] == "dst" and not old.dynamic:
-                state["_operands"] = (("dst", dst, operands[0][2]),) + operands[1:]
+            first = operands[0]
+            if first[1] is old and first[0] == "dst" and not old.dynamic:
+                state["_operands"] = (("dst", dst, first[2]), *operands[1:])
             else:
                 del state["_operands"]
         return self
