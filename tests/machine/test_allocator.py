@@ -66,6 +66,26 @@ def test_storage_memory_is_released_when_unreachable():
     assert mem.sbuf.used_bytes == 0
 
 
+def test_storage_memory_is_released_once_when_it_dies_in_a_cycle_or_early():
+    hw = get_target("trn2")
+    mem = Memory(hw, Allocator(MemoryKind.HBM, hw.memory.hbm_bytes, 64, hw.name), precise=True, shape_only=False,
+                 program=())
+    st = mem.new_storage(MemoryRegion.sbuf, float32, (128, 1024), "t", None)
+    holder = [st]
+    holder.append(holder)           # only a reference cycle keeps it: the collector frees it
+    st.site = holder
+    del st, holder
+    assert mem.sbuf.used_bytes == 4096
+    gc.collect()
+    assert mem.sbuf.used_bytes == 0
+    early = mem.new_storage(MemoryRegion.sbuf, float32, (128, 1024), "e", None)
+    Memory.release_early(early)     # released now; its death later frees nothing more
+    other = mem.new_storage(MemoryRegion.sbuf, float32, (128, 512), "o", None)
+    del early
+    gc.collect()
+    assert mem.sbuf.used_bytes == 2048 and other.release.alive
+
+
 def test_fresh_storage_is_poisoned():
     import numpy as np
     hw = get_target("trn3")

@@ -121,3 +121,19 @@ def test_operators_are_keyed_by_name_and_registers_are_not_keyed():
         registers = {}
     register = VirtualRegister(Holder())
     assert TensorScalar(dst=sb, data=sb, op0="add", operand0=register).signature() is None
+
+
+def test_view_signatures_are_numbers_never_given_to_other_contents(monkeypatch):
+    """`view_signature` numbers a view's signature contents: equal contents, the same number while the table
+    holds it; after the table is emptied (when full), new numbers, never an old one for other contents."""
+    from opennki.instructions import base
+    monkeypatch.setattr(base, "_SIG_NUMBERS", {})
+    monkeypatch.setattr(base, "_SIG_NUMBERS_LIMIT", 3)
+    views = [_root(MemoryRegion.sbuf, (32, 8 + k), float32) for k in range(3)]
+    numbers = [base.view_signature(v) for v in views]
+    assert len(set(numbers)) == 3 and all(numbers)
+    assert base.view_signature(_root(MemoryRegion.sbuf, (32, 8), float32)) == numbers[0]    # while held
+    again = [base.view_signature(_root(MemoryRegion.sbuf, (32, 8 + k), float32)) for k in (5, 0)]
+    assert len(base._SIG_NUMBERS) == 2                         # emptied when full, then refilled
+    assert not set(again) & set(numbers)                       # new numbers, the old contents' included
+    assert base.view_signature(views[1]) == numbers[1]         # a view keeps its number

@@ -310,3 +310,29 @@ def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng)
         lean, plain = _twice(nki2.jit(fn), rand(rng, 128, 64))
         _same(lean, plain)
         assert isinstance(lean, MemoryKindError), lean
+
+
+def _helper_add(t, v):
+    return nl.add(t, v)              # one call site; what its result becomes depends on the caller
+
+
+@nki.jit
+def helper_results(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    kept = []
+    for i in nl.sequential_range(3):
+        acc[...] = _helper_add(acc, 1.0)            # a temporary, through the helper's return
+        t = _helper_add(acc, 0.5)                   # bound to a local, read again below
+        kept.append(_helper_add(t, 0.25))           # held by a list
+        acc[...] = nl.multiply(t, 0.5)
+        u = _helper_add(acc, 2.0)                   # a local never read again
+    acc[...] = nl.add(acc, kept[0])
+    acc[...] = nl.add(acc, kept[2])
+    nl.store(out, value=acc)
+    return out
+
+
+def test_results_through_a_helper_give_the_plain_path_values(rng):
+    lean, plain = _twice(helper_results, rand(rng, 128, 64))
+    _same(lean, plain)

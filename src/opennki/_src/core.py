@@ -77,12 +77,13 @@ def normalize_shape(shape) -> tuple[int, ...]:
     return as_shape(shape)
 
 
-def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None) -> TensorView:
-    """A new tensor in `buffer` (poisoned unless `fill`)."""
+def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None, frame=None) -> TensorView:
+    """A new tensor in `buffer` (poisoned unless `fill`). `frame`: the kernel frame, if the caller found it
+    already (user_frame)."""
     prog = current("nl.ndarray")
     region = buffer if type(buffer) is MemoryRegion else region_of(buffer)
     t = prog.new_tensor(region, normalize_shape(shape), dtype if type(dtype) is DataType else dtype_of(dtype),
-                        name or None, fill=fill, address=address)
+                        name or None, fill=fill, address=address, frame=frame)
     if prog.loops or t.storage.site is not None:     # a site: maybe a reused result tile (Program.spare)
         rules.record_scope(prog, t)
     return t
@@ -210,35 +211,31 @@ def hardware_limits(prog, opdef, x, y, shape, api: str, limits: Limits | None) -
 
 
 # The lean path (Program.lean) memoises what `binary` and `unary` decide from their arguments (the instruction,
-# its operand order, the result's shape and dtype): a function of the operands' signatures (`_arg_key`), the
-# operator, the dtypes asked for and the API name, so it is decided once per such key. (key) -> plan tuple.
+# its operand order, the result's shape and dtype): a function of the operands' signatures, the operator, the
+# dtypes asked for and the API name, so it is decided once per such key. (key) -> plan tuple.
 _PLANS: dict = {}
 _PLANS_MAX = 4096
 
 
-def _arg_key(v):
-    """What the front doors' decisions read of an argument: a tensor's signature (None for run-time indices:
-    not memoised), a scalar's type (its value is read again each time)."""
-    if isinstance(v, TensorView):
-        return v._sig or view_signature(v)
-    return type(v)
-
-
-def _plan_key(prog, *parts):
-    """The memo key of a front-door call (the operator, the keys of its operands and destination, ...), or
-    None when the lean path does not memoise it."""
-    if not prog.lean or prog.options.hardware_strict or parts[1] is None or parts[2] is None or parts[3] is None:
-        return None
-    return parts
-
-
-def _planned(key):
-    """The plan memoised under `key` (None: none yet); an unhashable argument is never memoised (the plain
-    path says what is wrong with it)."""
+def _plan(prog, op, x, y, out, dtype, default_dtype, api: str) -> tuple:
+    """(key, plan) of a front-door call without `mask=`: its memo key (the operator; of each operand and of the
+    destination what the decisions read, a tensor's signature or a scalar's type, whose value is read again
+    each time; the dtypes asked for and the API name) and the plan memoised under it. `y`: `type` for a
+    one-operand call; `out`: None for a new result tile. Key None: not memoised (not the lean path,
+    hardware-strict, an operand with run-time indices); plan None: none yet (or an unhashable argument,
+    never memoised: the plain path says what is wrong with it)."""
+    if not prog.lean or prog.options.hardware_strict:
+        return None, None
+    kx = (x._sig or view_signature(x)) if isinstance(x, TensorView) else type(x)
+    ky = (y._sig or view_signature(y)) if isinstance(y, TensorView) else type(y)
+    ko = False if out is None else out._sig or view_signature(out)
+    if kx is None or ky is None or ko is None:
+        return None, None
+    key = (op, kx, ky, ko, dtype, default_dtype, api)
     try:
-        return _PLANS.get(key)
+        return key, _PLANS.get(key)
     except TypeError:
-        return None
+        return key, None
 
 
 def _remember(key, plan) -> None:
@@ -270,6 +267,19 @@ def _defer_planned(prog, key, vkey, instr, result, api: str, frame):
     if dsts is not None:
         prog.pending.plan = dsts
     return result
+
+
+def defer_planned(prog, instr, result, api: str, frame, operands: tuple, params: tuple = ()):
+    """Defer `instr` (no `mask=`), which a front door built for its new result tile `result` from the
+    tensor views `operands` and the hashable `params` alone (its class and `api` aside), as a planned
+    instruction (`_defer_planned`): its signature is then a function of the operands' signatures and the
+    params, so it is checked only until that signature is clean. Off the lean path, under hardware-strict
+    rules and for an operand with run-time indices it is deferred as `Program.defer` does."""
+    if prog.lean and not prog.options.hardware_strict:
+        keys = tuple([t._sig or view_signature(t) for t in operands])
+        if None not in keys:
+            return _defer_planned(prog, (type(instr), api, keys, params), True, instr, result, api, frame)
+    return prog.defer(instr, result, api, frame)
 
 
 def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
@@ -316,12 +326,9 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
     prog = current(api)
     key = None
     if mask is None:
-        key = _plan_key(prog, op, _arg_key(x), _arg_key(y), False if out is None else _arg_key(out), dtype,
-                        default_dtype, api)
-        if key is not None:
-            plan = _planned(key)
-            if plan is not None:
-                return _planned_binary(prog, key, plan, x, y, out, api, user_frame() if out is None else None)
+        key, plan = _plan(prog, op, x, y, out, dtype, default_dtype, api)
+        if plan is not None:
+            return _planned_binary(prog, key, plan, x, y, out, api, user_frame() if out is None else None)
     opdef = alu(op)
     tx, ty = not isinstance(x, SCALAR_TYPES), not isinstance(y, SCALAR_TYPES)
     if not tx and not ty:
@@ -385,8 +392,7 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
 def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     """`fn(x)` on the Scalar Engine into a new SBUF tile."""
     prog = current(api)
-    key = _plan_key(prog, fn_name, _arg_key(x), type, False, dtype, None, api) if mask is None else None
-    plan = _planned(key) if key is not None else None
+    key, plan = _plan(prog, fn_name, x, type, None, dtype, None, api) if mask is None else (None, None)
     if plan is not None:                 # the lean path: what the plain path below decides for this key
         op, shape, result_dtype = plan
         frame = user_frame()
@@ -462,8 +468,12 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
         # a 1-D access `x[0:128, j]` loads as a [128, 1] column and one element (`seed[0]`) as [1, 1]: the
         # partition dim comes first and on-chip tiles have at least two dims (the official samples rely on it)
         src = _as_column(src)
-    result = alloc(src.shape, dtype if dtype is not None else src.dtype, SBUF)
-    return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api)
+    frame = user_frame()
+    result = alloc(src.shape, dtype if dtype is not None else src.dtype, SBUF, frame=frame)
+    instr = DmaCopy(dst=result, src=src, mask=mask)
+    if mask is not None:
+        return prog.defer(instr, result, api, frame)
+    return defer_planned(prog, instr, result, api, frame, (src,), (result.dtype,))   # the tile's shape is src's
 
 
 def _as_column(t: TensorView) -> TensorView:
@@ -708,11 +718,25 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
         if deferred is not None:
             if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
                 changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
+                dsts = deferred.plan if deferred.use == "temporary" else None
+                mark = None
+                if dsts is not None and not dst.dynamic:
+                    # a planned matmul (legacy nc_matmul): the retargeted one is a function of its plan's key,
+                    # dst's signature and the accumulate flag, so once that was clean it is issued as checked,
+                    # as Program.retarget issues a temporary's instruction otherwise
+                    mark = (dst._sig or view_signature(dst), changes["accumulate"])
+                    if mark in dsts:
+                        prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api,
+                                     checked=True, deferred=True, moved=changes)
+                        prog.spare(deferred.result)
+                        return
                 if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates
                     # (adding one PSUM tile into another is no engine's operation)
                     prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
                     prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+                elif mark is not None and deferred.instr.replace(**changes).signature() in prog.sim.clean:
+                    dsts.add(mark)
                 return
             prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     if is_tensor(value) and value.shape != dst.shape:
@@ -720,5 +744,5 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
     binary(op, dst, value, api=api, out=dst)
 
 
-__all__ = ["alloc", "binary", "unary", "unary_alu", "reduce", "mean", "load", "store", "copy", "transpose",
-           "matmul", "assign", "accumulate", "region_of", "is_tensor", "is_scalar", "DataType"]
+__all__ = ["alloc", "defer_planned", "binary", "unary", "unary_alu", "reduce", "mean", "load", "store", "copy",
+           "transpose", "matmul", "assign", "accumulate", "region_of", "is_tensor", "is_scalar", "DataType"]

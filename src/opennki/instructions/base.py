@@ -24,6 +24,7 @@ import dataclasses
 import enum
 import functools
 import inspect
+import itertools
 from dataclasses import dataclass, field
 from typing import ClassVar
 
@@ -138,6 +139,7 @@ class Instruction:
     _key_fields: ClassVar[tuple] = ()
     _key_places: ClassVar[dict] = {}
     _operand_rules: ClassVar[tuple] = ()
+    _operands = None                # `operands()` of an instance, once made, in its instance dict (no field)
 
     @classmethod
     def api_name(cls) -> str:
@@ -152,10 +154,10 @@ class Instruction:
 
     def operands(self) -> tuple:
         """(role, view, access) for every tensor operand present, including run-time index tiles."""
-        fields = self.__dict__
-        cached = fields.get("_operands")
+        cached = self._operands         # the instance's cache, else the class's None (one attribute read)
         if cached is not None:
             return cached
+        fields = self.__dict__
         out = []
         for fname, access in self._operand_fields:
             value = fields[fname]
@@ -349,17 +351,29 @@ def _patched_operands(instr, changes: dict):
 
 def view_signature(view: TensorView):
     """What an instruction check may read of a tensor operand (`Instruction.signature`), and whether it is a
-    read-only kernel argument (which the operand rules read: `Simulator.clean`); None for a view with
-    run-time indices. Cached on the (immutable) view; its shape as a plain tuple (a `Shape`'s Python-level
-    __eq__ would run in every look-up of the simulator's set of checked signatures)."""
+    read-only kernel argument (which the operand rules read: `Simulator.clean`), as a number; None for a view
+    with run-time indices. Cached on the (immutable) view. Equal contents get the same number while
+    `_SIG_NUMBERS` holds it, and a number is never given to other contents: hashing a tuple hashes every
+    part, and a memo key holding one (the plans, the checked signatures) was hashed for every instruction."""
     sig = view._sig
     if sig is None:
         if view.dynamic:
             return None
         st = view.storage
-        sig = view._sig = (st.region._value_, st.dtype.name, st.shape, view.coords, tuple(view.shape),
-                           view.mask is None, (st.base or st).read_only)
+        contents = (st.region._value_, st.dtype.name, st.shape, view.coords, tuple(view.shape), view.mask is None,
+                    (st.base or st).read_only)
+        sig = _SIG_NUMBERS.get(contents)
+        if sig is None:
+            if len(_SIG_NUMBERS) >= _SIG_NUMBERS_LIMIT:
+                _SIG_NUMBERS.clear()            # the contents get new numbers: memos keyed by the old ones miss
+            sig = _SIG_NUMBERS[contents] = next(_sig_numbers)
+        view._sig = sig
     return sig
+
+
+_SIG_NUMBERS: dict = {}             # a view signature's contents -> its number (view_signature)
+_SIG_NUMBERS_LIMIT = 1 << 16
+_sig_numbers = itertools.count(1)   # from 1: `view._sig or view_signature(view)` tests the number's truth
 
 
 def _param_key(value):

@@ -259,9 +259,10 @@ def to_float32(stored: np.ndarray, dt: DataType) -> np.ndarray:
         return stored
     if dtype == _BF16_STORAGE:
         # a bfloat16 is the upper half of the fp32 with the same value: widening shifts its bits into place
-        # (exact for every pattern, NaNs included; NumPy does this faster than the ml_dtypes cast)
-        wide = np.empty(stored.shape, np.uint32)
-        np.left_shift(stored.view(np.uint16), 16, out=wide, dtype=np.uint32)
+        # (exact for every pattern, NaNs included; NumPy does this faster than the ml_dtypes cast, and a cast
+        # to uint32 then an in-place shift faster than one shift casting as it goes)
+        wide = stored.view(np.uint16).astype(np.uint32, order="C")     # the layout np.empty gave it
+        wide <<= 16
         return wide.view(np.float32)
     return stored.astype(np.float32)
 

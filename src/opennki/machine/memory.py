@@ -3,8 +3,8 @@
 Imports events (for MemoryKind), errors and the dtype module. A `Storage` is one allocation: a NumPy array
 holding its elements (None in shape-only mode), its logical shape, dtype and where it lives. On chip every
 storage owns the same byte range in each of its partitions, as NKI places tiles; that range comes from an
-`Allocator` and is released as soon as the storage becomes unreachable (a `weakref.finalize`), which is when
-the kernel drops the last tensor or view that refers to it.
+`Allocator` and is released as soon as the storage becomes unreachable (a weak-reference callback,
+`_Release`), which is when the kernel drops the last tensor or view that refers to it.
 
 Allocation is next-fit: a new tensor goes after the most recent one, wrapping around. Like a compiler that
 multi-buffers, this keeps a tensor allocated inside a loop at a different address in consecutive iterations,
@@ -133,7 +133,7 @@ class Storage:
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
         self.id = next(_ids)
         self.region = region
-        self.kind = region.kind
+        self.kind = _REGION_KIND[region._value_]     # region.kind, without the property call
         self.dtype = dtype
         self.shape = shape
         self._array = array
@@ -148,7 +148,7 @@ class Storage:
         self.matmul_written = None   # PSUM only: per-element "last written by nc_matmul" flags
         self.unwritten = None        # PSUM only, once written: per-element "not written since declared" flags
         self.base = None             # for reinterpreting views (`t.view(dtype)`): the storage owning the memory
-        self.release = None          # the finalizer that returns the address range to the allocator
+        self.release = None          # once placed: the _Release that returns its address range to the allocator
         self.declared = False        # created by a tensor declaration (`nl.ndarray`...), not as an API result
         self.physical = None         # directly placed on chip: the PhysicalImage whose bytes it shares
         self.spilled = False         # on chip: its range was given back under pressure (Memory._spill)
@@ -361,7 +361,7 @@ class Allocator:
 class Memory:
     """The memories of one SPMD program: its own SBUF and PSUM allocators, plus the launch's shared HBM.
 
-    `new_storage` creates, poisons and places a tensor; a finalizer frees its range when it dies.
+    `new_storage` creates, poisons and places a tensor; its _Release frees the range when it dies.
     """
 
     def __init__(self, hw, hbm: Allocator, precise: bool, shape_only: bool, program, listeners_emit=None,
@@ -383,8 +383,9 @@ class Memory:
         # by kind value: hashing an Enum member runs Python code, and every placement looks its allocator up
         self._allocators = {MemoryKind.SBUF.value: self.sbuf, MemoryKind.PSUM.value: self.psum,
                             MemoryKind.HBM.value: hbm}
-        # (kind, start) -> (storage placed there, placement order)
+        # (kind, start) -> (storage placed there, through its _Release; placement order)
         self._owners: dict[tuple[str, int], tuple[weakref.ref, int]] = {}
+        self._releases: dict[int, _Release] = {}          # the claims not fired or detached yet (_Release)
         self._placements = itertools.count()
         self._images: dict[str, PhysicalImage] = {}       # kind -> bytes shared by directly placed tensors
         self._sizes: dict[tuple, int] = {}       # (kind value, shape, item size) -> footprint (`_size_of`)
@@ -399,7 +400,7 @@ class Memory:
         when an instruction first touches it (`place`), as a compiler allocates by liveness: in
         `t = nl.ndarray(...)` inside a loop, the previous iteration's `t` is released before the new one is
         used, so both never have to fit at once."""
-        kind = region.kind
+        kind = _REGION_KIND[region._value_]          # region.kind, without the property call
         shape = tuple(map(int, shape))
         key = (kind._value_, shape, dtype.itemsize)
         nbytes = self._sizes.get(key)
@@ -498,10 +499,10 @@ class Memory:
                 self.emit.reloaded(storage)
 
     def _track(self, storage: Storage, allocator: Allocator, start: int) -> None:
-        storage.release = weakref.finalize(storage, _release, allocator.free, start, self.emit, storage.id,
-                                           storage.kind)
-        if storage.kind.is_on_chip:
-            self._owners[(storage.kind.value, start)] = (weakref.ref(storage), next(self._placements))
+        release = storage.release = _Release(storage, self._releases,
+                                             (allocator.free, start, self.emit, storage.id, storage.kind))
+        if storage.kind is not _HBM:
+            self._owners[(storage.kind._value_, start)] = (release, next(self._placements))
 
     def placed(self, kind: MemoryKind) -> list[Storage]:
         """The live on-chip storages of `kind` that hold an address range now, earliest placed first."""
@@ -555,8 +556,8 @@ class Memory:
     def release_early(storage: Storage) -> None:
         """Return a storage's range now (it is dead though still referenced); if it is touched again it
         simply gets a new range. Addresses only shape the event stream, never values."""
-        if storage.release is not None and storage.release.alive:
-            storage.release()
+        if storage.release is not None:
+            storage.release.fire()
         storage.placement = None
         storage.release = None
 
@@ -570,7 +571,44 @@ def _try_allocate(allocator: Allocator, nbytes: int, storage: Storage) -> int | 
         return None
 
 
-def _release(free, start, emit, storage_id, kind):
-    free(start)
-    if emit is not None:
-        emit.freed(storage_id, kind)
+class _Release(weakref.ref):
+    """A placed storage's claim on its address range: `fire` (called when the storage dies, or early) returns
+    the range to its allocator and tells the listeners, once; `detach` drops the claim without that. What
+    `weakref.finalize` does, at a quarter of its cost (a placement per tile of a loop): a weak reference with
+    a callback, which its Memory's registry keeps alive until it fires or is detached (one the garbage
+    collector finds dead together with its storage would never call back). Called, it gives the storage
+    (None once dead), as any weak reference; `Memory.placed` looks storages up through it."""
+
+    __slots__ = ("args", "registry")
+
+    def __new__(cls, storage, registry: dict, args: tuple):
+        self = weakref.ref.__new__(cls, storage, _died)
+        self.args = args                # (allocator.free, start, emit, storage id, kind) until it fires
+        self.registry = registry
+        registry[id(self)] = self
+        return self
+
+    def __init__(self, storage, registry: dict, args: tuple):
+        pass                            # `__new__` made the reference (weakref.ref's own __init__ only checks)
+
+    @property
+    def alive(self) -> bool:
+        return self.args is not None
+
+    def fire(self) -> None:
+        args = self.args
+        if args is not None:
+            self.args = None
+            self.registry.pop(id(self), None)
+            free, start, emit, storage_id, kind = args
+            free(start)
+            if emit is not None:
+                emit.freed(storage_id, kind)
+
+    def detach(self) -> None:
+        self.args = None
+        self.registry.pop(id(self), None)
+
+
+def _died(release: _Release) -> None:
+    release.fire()

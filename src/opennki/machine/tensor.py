@@ -308,7 +308,11 @@ class TensorView:
             key = (_ALL,) * self.ndim
         elif not isinstance(key, tuple):
             key = (key,)
-        plain = all(type(k) is slice for k in key)     # the usual `t[a:b, c:d]`: no `...`, no index expressions
+        plain = True                    # the usual `t[a:b, c:d]`: no `...`, no index expressions
+        for k in key:
+            if type(k) is not slice:
+                plain = False
+                break
         if not plain and any(k is Ellipsis for k in key):
             i = next(j for j, k in enumerate(key) if k is Ellipsis)
             fill = self.ndim - (len(key) - 1)
@@ -372,16 +376,20 @@ class TensorView:
         """`_basic` of step-1 slices on every axis of a view whose map is the identity (a tensor, or such a
         slice of one: `lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128]`), geometry included; None for any
         other key."""
-        ss = row_major_strides(self.coords)
+        ss = _root_geometry(self.coords)[1]           # row_major_strides(self.coords), cached
         consts, shape, ranges = [], [], []
         offset = 0
         inside = True
         for k, n, c, s, dim_size in zip(key, self.shape, self.consts, ss, self.coords):
             if type(k) is not slice:
                 return None
-            start, length, step = slice_params(k, n)
-            if step != 1:
-                return None
+            start, stop = k.start, k.stop
+            if k.step is None and type(start) is int and type(stop) is int and 0 <= start <= stop:
+                length = stop - start           # what slice_params gives such a slice
+            else:
+                start, length, step = slice_params(k, n)
+                if step != 1:
+                    return None
             c += start
             consts.append(c)
             shape.append(length)

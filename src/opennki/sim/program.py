@@ -26,6 +26,8 @@ import sys
 import dataclasses
 import functools
 import itertools
+import math
+import weakref
 
 import numpy as np
 
@@ -36,6 +38,7 @@ from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion
 from opennki.machine.tensor import TensorView, row_major_strides
+from opennki.sim import arrays
 from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
                                 user_frame)
@@ -155,6 +158,7 @@ class LaunchState:
         self.findings: list = []        # listeners.findings.Finding records of the checks in the programs
         self.collecting = False         # a findings.collecting() block is open: record findings, don't raise
         self.finding_keys: set = set()
+        self.hbm_tensors: list = []     # weak references to the HBM storages the kernel made (sim/arrays.py)
 
 
 class Program:
@@ -184,6 +188,10 @@ class Program:
         self._spares: dict | None = {} if REUSE_RESULT_TILES and not listening else None
         # the lean issue path (LEAN_ISSUE): no listener needs the events, so checks are skipped by signature
         self.lean = LEAN_ISSUE and not listening
+        # a poisoned HBM tensor may get a kept array (sim/arrays.py); not where fresh memory holds zeros or
+        # its elements are tracked, which `new_storage` decides only for a tensor without an array
+        memory = self.memory
+        self._recycles_hbm = not (memory.shape_only or memory.track_initialized or memory.fresh_fill is not None)
         # the lean path's checks by signature (`_check`) change no event, so they apply with listeners too
         self.lean_checks = LEAN_ISSUE
         self._token = None
@@ -271,8 +279,14 @@ class Program:
                                       expected=(storage.shape, storage.dtype), got=(shape, dtype))
                 return self.launch.tensor_type.root(storage)
         name = name or default_name(region._value_, shape)
+        array = None
+        hbm = region.kind is _HBM
+        if hbm and fill is None and address is None and self._recycles_hbm:
+            array = arrays.HBM_ARRAYS.poisoned(dtype, math.prod(shape), self.memory.precise)
         storage = self.memory.new_storage(region, dtype, shape, name, location, fill=fill, address=address,
-                                          lazy=fill is None)
+                                          lazy=fill is None, array=array)
+        if hbm:
+            self.launch.hbm_tensors.append(weakref.ref(storage))
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             self.launch.shared.append(storage)
         storage.site = site

@@ -9,14 +9,11 @@ returns with its tensors converted to NumPy arrays. Listeners attached to the si
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import inspect
 import itertools
 import math
 import random
-import sys
-import threading
 import warnings
 
 import numpy as np
@@ -29,73 +26,12 @@ from opennki.listeners.races import RaceChecker
 from opennki.machine.dtypes import convert, dtype_of, to_public
 from opennki.machine.memory import Allocator, MemoryRegion, Placement, Storage
 from opennki.machine.tensor import TensorView
+from opennki.sim import arrays
 from opennki.sim.options import SimOptions
 from opennki.sim.program import LaunchState, Program
 from opennki.sim.progress import progress_for
 
 HBM_ALIGN_BYTES = 64
-
-# The copies of array arguments are made in arrays that earlier launches' copies used (ArgumentCopies); False:
-# every copy is a new array (the plain path, which tests compare against). Needs CPython's reference counts.
-RECYCLE_ARGUMENT_COPIES = sys.implementation.name == "cpython"
-
-
-class ArgumentCopies:
-    """Arrays that finished launches copied their array arguments into, kept for the next launch's copies.
-
-    A launch copies every array argument (the kernel must see the values of the call, and may write them); a
-    fresh multi-megabyte array costs its page faults each time, because glibc hands freed memory of that size
-    back to the system at the end of the launch: for a [128, 8192] fp32 vector add, the faults of the two
-    argument copies cost more than the kernel's instructions. An array is only taken again when CPython's
-    reference count says nothing else refers to it (no storage, view or framework tensor of an earlier launch
-    is alive), and it is overwritten whole, so no launch can see another's values. At most `limit_bytes` are
-    kept, the most recently given first.
-    """
-
-    def __init__(self, limit_bytes: int):
-        self.limit_bytes = limit_bytes
-        self._kept: collections.deque = collections.deque()     # (dtype, size, array), oldest first
-        self._bytes = 0
-        self._lock = threading.Lock()
-
-    def copy(self, array: np.ndarray) -> np.ndarray:
-        """A copy of the flat contiguous `array` (the plain path's `array.copy()`), in a kept array if one
-        of its dtype and size is free."""
-        if RECYCLE_ARGUMENT_COPIES:
-            kept = self._take(array.dtype, array.size)
-            if kept is not None:
-                np.copyto(kept, array)
-                return kept
-        return array.copy()
-
-    def _take(self, dtype, size):
-        with self._lock:
-            for i in range(len(self._kept) - 1, -1, -1):
-                if self._kept[i][0] == dtype and self._kept[i][1] == size:
-                    kept = self._kept[i][2]
-                    del self._kept[i]
-                    self._bytes -= kept.nbytes
-                    # the deque's entry is gone: `kept` and getrefcount's argument are the only references left
-                    # unless something of an earlier launch still holds the array, which then stays its own
-                    if sys.getrefcount(kept) == 2:
-                        return kept
-        return None
-
-    def give(self, arrays) -> None:
-        """Keep the arrays (argument copies of a finished launch) for later copies, dropping the oldest kept
-        beyond the limit."""
-        if not RECYCLE_ARGUMENT_COPIES:
-            return
-        with self._lock:
-            for array in arrays:
-                if array is not None and array.nbytes <= self.limit_bytes:
-                    self._kept.append((array.dtype, array.size, array))
-                    self._bytes += array.nbytes
-            while self._bytes > self.limit_bytes:
-                self._bytes -= self._kept.popleft()[2].nbytes
-
-
-ARGUMENT_COPIES = ArgumentCopies(limit_bytes=64 << 20)
 
 
 class ShapeSpec:
@@ -234,7 +170,9 @@ class Simulator:
         self._report(launch, checker)
         outputs = self._outputs(result)
         if not self.options.shape_only:
-            ARGUMENT_COPIES.give([storage.array for storage, _ in arg_storages])
+            made = (ref() for ref in launch.hbm_tensors)
+            arrays.HBM_ARRAYS.give([storage.array for storage, _ in arg_storages] +
+                                   [st._array for st in made if st is not None and st._array is not None])
         return outputs
 
     def _report(self, launch, checker, raising: bool = True) -> None:
@@ -304,7 +242,7 @@ class Simulator:
             src = np.asarray(value)
             array = np.ascontiguousarray(convert(src.reshape(shape), dtype, self.options.precise_fp)).reshape(-1)
             if array is src or np.shares_memory(array, src):
-                array = ARGUMENT_COPIES.copy(array)
+                array = arrays.HBM_ARRAYS.copy(array)
         storage = Storage(MemoryRegion.shared_hbm, dtype, shape, array, Placement(0, address), name, None)
         storage.is_kernel_arg = True
         storage.read_only = isinstance(value, np.ndarray) and not value.flags.writeable

@@ -40,6 +40,7 @@ from opennki._src.constants import fp32, target_nc_version  # noqa: F401
 from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index, Predicate
+from opennki.sim.frames import user_frame
 from opennki.sim.program import current
 
 
@@ -59,22 +60,23 @@ def get_nc_version() -> nc_version:
 
 
 
-def _out(shape, dtype, buffer=core.SBUF):
-    return core.alloc(tuple(shape), dtype, buffer)
+def _out(shape, dtype, buffer=core.SBUF, frame=None):
+    return core.alloc(tuple(shape), dtype, buffer, frame=frame)
 
 
-def _result(cls, dtype=None, buffer=core.SBUF, **inputs):
+def _result(cls, dtype=None, buffer=core.SBUF, frame=None, **inputs):
     """A new tile for the result of instruction class `cls` on `inputs` (named as its fields), by the
-    instruction's own rule (`cls.result`); of `dtype` when one is given."""
+    instruction's own rule (`cls.result`); of `dtype` when one is given. `frame`: the kernel frame, if the
+    caller found it already (user_frame)."""
     shape, default = cls.result(**inputs)
-    return _out(shape, dtype_of(dtype) if dtype is not None else default, buffer)
+    return _out(shape, dtype_of(dtype) if dtype is not None else default, buffer, frame)
 
 
-def _defer(instr, result):
+def _defer(instr, result, frame=None):
     api = instr.api_name()
     prog = current(api)
     check_operator_args(instr, prog.options.hardware_strict, names=True)
-    return prog.defer(instr, result, api)
+    return prog.defer(instr, result, api, frame)
 
 
 def _issue(instr) -> None:
@@ -322,12 +324,22 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     `psum_tile += nisa.nc_matmul(...)`. `perf_mode='double_row_gen3'` (kwargs) selects fp8 double-row."""
     perf_mode = kwargs.get("perf_mode")
     stationary, moving = _pe_input(stationary), _pe_input(moving)
-    out = _result(_pe.NcMatmul, None, core.PSUM, stationary=stationary, moving=moving, is_transpose=is_transpose,
-                  perf_mode=perf_mode)
-    return _defer(_pe.NcMatmul(dst=out, stationary=stationary, moving=moving,
-                               is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
-                               is_transpose=is_transpose, accumulate=False, tile_position=tuple(tile_position),
-                               tile_size=tuple(tile_size), perf_mode=perf_mode, mask=mask), out)
+    frame = user_frame()
+    out = _result(_pe.NcMatmul, None, core.PSUM, frame, stationary=stationary, moving=moving,
+                  is_transpose=is_transpose, perf_mode=perf_mode)
+    instr = _pe.NcMatmul(dst=out, stationary=stationary, moving=moving, is_stationary_onezero=is_stationary_onezero,
+                         is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, accumulate=False,
+                         tile_position=tuple(tile_position), tile_size=tuple(tile_size), perf_mode=perf_mode,
+                         mask=mask)
+    flags = (is_stationary_onezero, is_moving_onezero, is_transpose)
+    if mask is not None or tile_position or tile_size or perf_mode is not None or \
+            not all(type(f) is bool for f in flags):
+        return _defer(instr, out, frame)
+    # the usual matmul: a function of its operands' signatures and flags (core.defer_planned)
+    api = instr.api_name()
+    prog = current(api)
+    check_operator_args(instr, prog.options.hardware_strict, names=True)
+    return core.defer_planned(prog, instr, out, api, frame, (stationary, moving), flags)
 
 
 def _pe_input(t):

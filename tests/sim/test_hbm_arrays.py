@@ -1,27 +1,61 @@
-"""Argument copies are made in arrays earlier launches' copies used (sim/simulator.ArgumentCopies): kernels give
-the values, write-backs and errors of the plain path, where every copy is a new array; an array anything still
-refers to is never taken again."""
+"""Argument copies and poisoned HBM tensors are made in the HBM arrays of earlier launches (sim/arrays.py):
+kernels give the values, write-backs and errors of the plain path, where every copy and tensor gets a new
+array; an array anything still refers to is never taken again."""
 
 import numpy as np
 import pytest
 
 import opennki.legacy as nki
 import opennki.legacy.language as nl
-from opennki.sim import simulator
-from opennki.sim.simulator import ArgumentCopies
+from opennki.sim import arrays
+from opennki.sim.arrays import HbmArrays
 from tests.raises import raises_at
+
+
+class Counting(HbmArrays):
+    """Counts the arrays taken again (holding none of them)."""
+
+    taken = 0
+
+    def _take(self, dtype, size):
+        kept = super()._take(dtype, size)
+        self.taken += kept is not None
+        return kept
 
 
 @pytest.fixture
 def copies(monkeypatch):
     """A fresh store of kept arrays for the test (the process's one may hold other tests' arrays)."""
-    fresh = ArgumentCopies(limit_bytes=1 << 20)
-    monkeypatch.setattr(simulator, "ARGUMENT_COPIES", fresh)
+    fresh = Counting(limit_bytes=1 << 20)
+    monkeypatch.setattr(arrays, "HBM_ARRAYS", fresh)
     return fresh
 
 
 def _bits(a):
     return np.ascontiguousarray(a).view(np.uint8)
+
+
+def _outcome(call):
+    """The output's bits, or the error's class and text."""
+    try:
+        return _bits(call())
+    except Exception as e:                       # noqa: BLE001  (compared between the paths)
+        return type(e), str(e)
+
+
+def _on_both_paths(monkeypatch, seed, calls):
+    """`calls(rng)` (a list of outcomes) with kept arrays, then on the plain path, on the same random data:
+    the outcomes are compared (bit for bit, errors by class and text) and those of the first run returned."""
+    runs = []
+    for recycle in (True, False):
+        monkeypatch.setattr(arrays, "RECYCLE_HBM_ARRAYS", recycle)
+        runs.append(calls(np.random.default_rng(seed)))
+    for fast, plain in zip(*runs):
+        if isinstance(fast, tuple) or isinstance(plain, tuple):
+            assert fast == plain
+        else:
+            np.testing.assert_array_equal(fast, plain)
+    return runs[0]
 
 
 @nki.jit
@@ -45,32 +79,20 @@ def _calls(rng, n=4):
         res, out = np.zeros_like(a), np.zeros_like(a)
         assert add_and_bump(a, b, res, out) is None
         same = returns_its_argument(b)
-        results.append((a, b, res, out, same))
+        assert not np.shares_memory(same, b)
+        np.testing.assert_array_equal(same, b)
+        results += [_bits(x) for x in (a, b, res, out, same)]
     return results
 
 
 def test_recycled_copies_give_the_plain_path_values(rng, copies, monkeypatch):
-    seed = rng.integers(1 << 30)
-    taken = []
-    take = copies._take
-
-    def spy(*key):                      # counts the copies made in kept arrays, holding none of them
-        kept = take(*key)
-        taken.append(kept is not None)
-        return kept
-    monkeypatch.setattr(copies, "_take", spy)
-    fast = _calls(np.random.default_rng(seed))
-    assert sum(taken) >= 12, "later launches made their copies in kept arrays"
-    monkeypatch.setattr(simulator, "RECYCLE_ARGUMENT_COPIES", False)
-    plain = _calls(np.random.default_rng(seed))
-    for got, want in zip(fast, plain):
-        for x, y in zip(got, want):
-            np.testing.assert_array_equal(_bits(x), _bits(y))
-    for a, b, res, out, same in fast:            # every result is its own array, unchanged by later calls
+    fast = _on_both_paths(monkeypatch, rng.integers(1 << 30), _calls)
+    assert copies.taken >= 12, "later launches made their copies in kept arrays"
+    for i in range(0, len(fast), 5):            # every result is its own array, unchanged by later calls
+        a, b, res, out, same = (x.view(np.float32) for x in fast[i:i + 5])
         np.testing.assert_array_equal(res, a + b)
         np.testing.assert_array_equal(out, a * 2)
         np.testing.assert_array_equal(same, b)
-        assert not np.shares_memory(same, b)
 
 
 def test_a_kept_array_is_taken_again_and_overwritten_whole(copies):
@@ -138,7 +160,7 @@ def test_errors_are_the_plain_paths_and_later_calls_are_right(rng, copies, monke
     a = rng.standard_normal((128, 16), dtype=np.float32)
     messages = []
     for recycle in (True, False):
-        monkeypatch.setattr(simulator, "RECYCLE_ARGUMENT_COPIES", recycle)
+        monkeypatch.setattr(arrays, "RECYCLE_HBM_ARRAYS", recycle)
         with raises_at(Exception, line="return nl.load(t[0:200, :])") as caught:
             fails_after_a_load(a)
         messages.append((type(caught.value), str(caught.value)))
@@ -148,18 +170,53 @@ def test_errors_are_the_plain_paths_and_later_calls_are_right(rng, copies, monke
 
 def test_torch_tensors_written_in_place_as_on_the_plain_path(rng, copies, monkeypatch):
     torch = pytest.importorskip("torch")
-    seed = rng.integers(1 << 30)
-    runs = []
-    for recycle in (True, False):
-        monkeypatch.setattr(simulator, "RECYCLE_ARGUMENT_COPIES", recycle)
-        data = np.random.default_rng(seed)
+
+    def calls(data):
         got = []
         for _ in range(3):
             a, b = (torch.from_numpy(data.standard_normal((128, 64), dtype=np.float32)) for _ in range(2))
             res, out = torch.zeros(128, 64), torch.zeros(128, 64)
             add_and_bump(a, b, res, out)
-            got.append([_bits(t.numpy()) for t in (res, out, returns_its_argument(a))])
-        runs.append(got)
-    for fast, plain in zip(*runs):
-        for x, y in zip(fast, plain):
-            np.testing.assert_array_equal(x, y)
+            got += [_bits(t.numpy()) for t in (res, out, returns_its_argument(a))]
+        return got
+    _on_both_paths(monkeypatch, rng.integers(1 << 30), calls)
+
+
+@nki.jit
+def writes_part(a, dtype):
+    out = nl.ndarray(a.shape, dtype=dtype, buffer=nl.shared_hbm)      # half of it is never written: poison
+    nl.store(out[:, 0:16], value=nl.load(a[:, 0:16]))
+    scratch = nl.ndarray(a.shape, dtype=dtype, buffer=nl.shared_hbm)  # written whole, then read
+    nl.store(scratch, value=nl.multiply(nl.load(a), 3.0))
+    nl.store(out[:, 16:24], value=nl.load(scratch[:, 0:8]))
+    return out
+
+
+@nki.jit
+def per_program(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    i = nl.program_id(0)
+    mine = nl.ndarray((128, 32), dtype=a.dtype, buffer=nl.private_hbm)
+    nl.store(mine[:, 0:16], value=nl.add(nl.load(a[i * 128:(i + 1) * 128, 0:16]), 1.0))
+    nl.store(out[i * 128:(i + 1) * 128, :], value=nl.load(mine))       # its other half is poison
+    return out
+
+
+@pytest.mark.parametrize("checks,precise", [({}, "1"), ({}, "0"), ({"uninitialized": "zero"}, "1"),
+                                            ({"uninitialized": "raise"}, "1")])
+def test_poisoned_hbm_tensors_in_kept_arrays_as_on_the_plain_path(rng, copies, monkeypatch, checks, precise):
+    monkeypatch.setenv("NKI_PRECISE_FP", precise)
+    part, grid = nki.jit(writes_part.func, **checks), nki.jit(per_program.func, **checks)
+
+    def calls(data):
+        got = []
+        for dtype in (nl.float32, nl.bfloat16, nl.int32, nl.float32):
+            a = data.standard_normal((128, 32), dtype=np.float32) * 50
+            got.append(_outcome(lambda: part(a, dtype)))
+            b = data.standard_normal((384, 32), dtype=np.float32)
+            got.append(_outcome(lambda: grid[3](b)))
+        return got
+    fast = _on_both_paths(monkeypatch, rng.integers(1 << 30), calls)
+    if not checks:
+        assert copies.taken >= 10, "later launches made HBM tensors in kept arrays"
+        assert np.isnan(fast[0].view(np.float32)[:, 24:]).all()     # the unwritten part is poison

@@ -1,0 +1,101 @@
+"""`nl.load` and the legacy `nisa.nc_matmul` defer planned instructions on the lean path (`core.defer_planned`):
+checked until their signature is clean, then deferred as checked; `acc += nisa.nc_matmul(...)` then retargets
+into a destination (and accumulate flag) it was clean with without checking again. Kernels give the values
+and the errors (class, text, kernel line) of the plain path, on random fp32 and bf16 data, odd shapes and
+several accumulation groups."""
+
+import numpy as np
+import pytest
+
+import opennki.legacy as nki
+import opennki.legacy.isa as nisa
+import opennki.legacy.language as nl
+from tests.sim.test_lean_issue import _same, _twice
+
+
+@nki.jit
+def tiled(lhsT, rhs):
+    """K, M, N need not be multiples of the tile sizes: the last tiles are smaller (other signatures)."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    for m in nl.affine_range((M + 63) // 64):
+        for n in nl.affine_range((N + 255) // 256):
+            ms, ns = min(64, M - m * 64), min(256, N - n * 256)
+            acc = nl.zeros((ms, ns), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range((K + 127) // 128):
+                ks = min(128, K - k * 128)
+                a = nl.load(lhsT[k * 128:k * 128 + ks, m * 64:m * 64 + ms])
+                b = nl.load(rhs[k * 128:k * 128 + ks, n * 256:n * 256 + ns])
+                acc += nisa.nc_matmul(a, b)
+            nl.store(out[m * 64:m * 64 + ms, n * 256:n * 256 + ns], value=nl.copy(acc, dtype=out.dtype))
+    return out
+
+
+@nki.jit
+def groups(lhsT, rhs):
+    """Accumulation groups: a declared PSUM tile the first `+=` overwrites, groups closed by a copy, a second
+    accumulator of another shape, a product bound to a local, and loads assigned into a declared tile."""
+    out = nl.ndarray((3, 64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((64, 128), nl.float32, buffer=nl.psum)
+    small = nl.zeros((32, 128), nl.float32, buffer=nl.psum)
+    buf = nl.ndarray((128, 64), lhsT.dtype, buffer=nl.sbuf)
+    for g in nl.sequential_range(3):
+        for k in nl.sequential_range(2):
+            buf[...] = nl.load(lhsT[k * 128:(k + 1) * 128, 0:64])
+            b = nl.load(rhs[k * 128:(k + 1) * 128, :])
+            acc += nisa.nc_matmul(buf, b)
+            small += nisa.nc_matmul(buf[:, 0:32], b)
+            p = nisa.nc_matmul(buf, b)
+            acc += p
+        nl.store(out[g], value=nl.copy(acc))          # reading the tile ends the group: the next overwrites
+    nl.store(out[0, 0:32, :], value=nl.copy(small))
+    return out
+
+
+@nki.jit
+def load_out_of_bounds(lhsT, rhs):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((64, 128), nl.float32, buffer=nl.psum)
+    for k in nl.sequential_range(3):          # the third load of the same signature reads past the end
+        a = nl.load(lhsT[k * 100:k * 100 + 128, 0:64])
+        b = nl.load(rhs[0:128, 0:128])
+        acc += nisa.nc_matmul(a, b)
+    nl.store(out[0:64, :], value=nl.copy(acc[:, 0:64]))
+    return out
+
+
+@nki.jit
+def mixed_dtypes(lhsT, rhs):
+    out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((64, 128), nl.float32, buffer=nl.psum)
+    a = nl.load(lhsT[0:128, 0:64])
+    b = nl.load(rhs[0:128, 0:128])
+    acc += nisa.nc_matmul(a, b)
+    acc += nisa.nc_matmul(a, nl.load(rhs[0:128, 0:128], dtype=nl.bfloat16))     # fp32 with bf16: an error
+    nl.store(out, value=nl.copy(acc))
+    return out
+
+
+def _inputs(rng, shape_l, shape_r, dtype):
+    lhsT = rng.standard_normal(shape_l, dtype=np.float32).astype(dtype)
+    rhs = rng.standard_normal(shape_r, dtype=np.float32).astype(dtype)
+    return lhsT, rhs
+
+
+@pytest.mark.parametrize("dtype", [np.float32, nl.bfloat16])
+@pytest.mark.parametrize("shapes", [((384, 128), (384, 512)), ((200, 100), (200, 300))])
+def test_tiled_matmul_gives_the_plain_path_values(rng, dtype, shapes):
+    _same(*_twice(tiled, *_inputs(rng, *shapes, dtype)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, nl.bfloat16])
+def test_accumulation_groups_give_the_plain_path_values(rng, dtype):
+    _same(*_twice(groups, *_inputs(rng, (256, 64), (256, 128), dtype)))
+
+
+@pytest.mark.parametrize("kernel", [load_out_of_bounds, mixed_dtypes])
+def test_planned_instructions_give_the_plain_path_errors(rng, kernel):
+    lean, plain = _twice(kernel, *_inputs(rng, (256, 64), (128, 128), np.float32))
+    assert isinstance(plain, Exception)
+    _same(lean, plain)
