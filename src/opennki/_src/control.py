@@ -35,23 +35,18 @@ class LoopFrame:
         location: the kernel line of the loop.
         legacy: True for the legacy generation's loops, whose kinds carry semantics (independent affine
             iterations, loop-local tensors); the new generation's are plain aliases of `range`.
+        is_parallel: iterations must be independent (legacy affine_range).
+        is_scope: tensors created in the body are local to it (legacy affine / sequential ranges; NKI unrolls
+            static_range while tracing).
+    The last two are fixed by the kind (attributes, not properties: every instruction in a loop asks).
     """
 
-    __slots__ = ("loop_id", "kind", "iteration", "location", "legacy")
+    __slots__ = ("loop_id", "kind", "iteration", "location", "legacy", "is_parallel", "is_scope")
 
     def __init__(self, loop_id, kind, location, legacy):
         self.loop_id, self.kind, self.iteration, self.location, self.legacy = loop_id, kind, None, location, legacy
-
-    @property
-    def is_parallel(self) -> bool:
-        """Iterations must be independent (legacy affine_range)."""
-        return self.legacy and self.kind == "affine_range"
-
-    @property
-    def is_scope(self) -> bool:
-        """Tensors created in the body are local to it (legacy affine / sequential ranges; NKI unrolls
-        static_range while tracing)."""
-        return self.legacy and self.kind != "static_range"
+        self.is_parallel = legacy and kind == "affine_range"
+        self.is_scope = legacy and kind != "static_range"
 
 
 class LoopRange:

@@ -39,6 +39,7 @@ from opennki.machine.machine import Machine
 from opennki.sim.program import Observer
 
 STATE = "opennki._src.dependencies"
+_WRITE = AccessKind.WRITE       # looking an enum member up on its class is slow (every write in a loop asks)
 
 
 class _Write:
@@ -173,7 +174,7 @@ class OutputDependencyChecker(Observer):
         if not frames:
             return
         for _, view, access in instr.operands():
-            if access is not AccessKind.WRITE or view.storage.id in self.exempt:
+            if access is not _WRITE or view.storage.id in self.exempt:
                 continue
             if _is_accumulation(instr, view):
                 continue

@@ -62,7 +62,7 @@ class LanguageRules(Observer):
             scope = scopes.get(view.storage.id)
             if scope is None:
                 continue
-            for frame in prog.loops:
+            for frame in reversed(prog.loops):      # innermost first: where most operands were made
                 if frame.loop_id == scope[0]:
                     break
             else:

@@ -139,6 +139,7 @@ class Instruction:
     _key_fields: ClassVar[tuple] = ()
     _key_places: ClassVar[dict] = {}
     _operand_rules: ClassVar[tuple] = ()
+    _operands = None                # `operands()` of an instance, once made, in its instance dict (no field)
 
     @classmethod
     def api_name(cls) -> str:
@@ -153,10 +154,10 @@ class Instruction:
 
     def operands(self) -> tuple:
         """(role, view, access) for every tensor operand present, including run-time index tiles."""
-        fields = self.__dict__
-        cached = fields.get("_operands")
+        cached = self._operands         # the instance's cache, else the class's None (one attribute read)
         if cached is not None:
             return cached
+        fields = self.__dict__
         out = []
         for fname, access in self._operand_fields:
             value = fields[fname]

@@ -133,7 +133,7 @@ class Storage:
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
         self.id = next(_ids)
         self.region = region
-        self.kind = region.kind
+        self.kind = _REGION_KIND[region._value_]     # region.kind, without the property call
         self.dtype = dtype
         self.shape = shape
         self._array = array
@@ -400,7 +400,7 @@ class Memory:
         when an instruction first touches it (`place`), as a compiler allocates by liveness: in
         `t = nl.ndarray(...)` inside a loop, the previous iteration's `t` is released before the new one is
         used, so both never have to fit at once."""
-        kind = region.kind
+        kind = _REGION_KIND[region._value_]          # region.kind, without the property call
         shape = tuple(map(int, shape))
         key = (kind._value_, shape, dtype.itemsize)
         nbytes = self._sizes.get(key)
