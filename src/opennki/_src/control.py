@@ -113,7 +113,8 @@ class LoopRange:
         prog.loops.append(frame)
         try:
             for i in trips:
-                prog.flush()    # the previous iteration's pending instruction belongs to that iteration
+                if prog.pending is not None:    # the previous iteration's pending instruction belongs to it
+                    prog.flush()
                 frame.iteration = i
                 if listening:
                     sim.emit(LoopIteration(loop_id, i))
