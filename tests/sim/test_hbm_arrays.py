@@ -119,6 +119,13 @@ def test_an_array_still_referred_to_is_not_taken(copies):
     assert not copies._kept                       # dropped: it belongs to whoever holds it
 
 
+def test_views_are_not_kept(copies):
+    owner = copies.copy(np.arange(8, dtype=np.float32))
+    copies.give([owner.view(np.int32), owner.reshape(2, 4)])    # views of an array someone may still use
+    del owner
+    assert not copies._kept
+
+
 def test_at_most_the_limit_is_kept_the_oldest_dropped(copies):
     big = [copies.copy(np.zeros(copies.limit_bytes // 4 // 2, np.float32)) for _ in range(3)]
     copies.give(big)

@@ -254,6 +254,10 @@ def test_a_claimed_instruction_moved_to_its_destination_equals_its_replace(rng):
     moved = instr.replace().moved_to(dst)
     assert moved.operands() == replaced.operands() and moved.dst is dst
     assert moved.signature() == replaced.signature()
+    # the operand cache the issue path reads directly (`instr._operands or instr.operands()`) is what a fresh
+    # build gives; an instruction without one reads the class's None
+    rebuilt = type(moved)(**{k: v for k, v in vars(moved).items() if not k.startswith("_")})
+    assert rebuilt._operands is None and moved._operands == rebuilt.operands() == rebuilt._operands
     assert {k: v for k, v in vars(moved).items() if not k.startswith("_")} == \
         {k: v for k, v in vars(replaced).items() if not k.startswith("_")}
 

@@ -58,7 +58,7 @@ class LanguageRules(Observer):
         scopes = self.scopes
         if not scopes:
             return
-        for _, view, _ in instr.operands():
+        for _, view, _ in instr._operands or instr.operands():
             scope = scopes.get(view.storage.id)
             if scope is None:
                 continue

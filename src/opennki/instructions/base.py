@@ -139,6 +139,9 @@ class Instruction:
     _key_fields: ClassVar[tuple] = ()
     _key_places: ClassVar[dict] = {}
     _operand_rules: ClassVar[tuple] = ()
+    # `operands()` of an instance once made, in its instance dict (not a field): `instr._operands or
+    # instr.operands()` in the issue path's per-instruction loops reads it without a call
+    _operands = None
 
     @classmethod
     def api_name(cls) -> str:
@@ -153,10 +156,10 @@ class Instruction:
 
     def operands(self) -> tuple:
         """(role, view, access) for every tensor operand present, including run-time index tiles."""
-        fields = self.__dict__
-        cached = fields.get("_operands")
+        cached = self._operands         # the instance's cache, else the class's None (one attribute read)
         if cached is not None:
             return cached
+        fields = self.__dict__
         out = []
         for fname, access in self._operand_fields:
             value = fields[fname]
@@ -205,10 +208,11 @@ class Instruction:
         old = state["dst"]
         state["dst"] = dst
         state.pop("_signature", None)
-        operands = state.get("_operands")
+        operands = self._operands
         if operands is not None:
-            if operands[0][1] is old and operands[0][0] == "dst" and not old.dynamic:
-                state["_operands"] = (("dst", dst, operands[0][2]),) + operands[1:]
+            first = operands[0]
+            if first[1] is old and first[0] == "dst" and not old.dynamic:
+                state["_operands"] = (("dst", dst, first[2]), *operands[1:])
             else:
                 del state["_operands"]
         return self

@@ -75,7 +75,9 @@ class HbmArrays:
             return
         with self._lock:
             for array in arrays:
-                if array.nbytes <= self.limit_bytes:
+                # a view (a reinterpreting tensor's, a reshaped conversion's) is not kept: its base is memory
+                # that another array may reach, which the view's own reference count cannot tell
+                if array.base is None and array.nbytes <= self.limit_bytes:
                     self._kept.append((array.dtype, array.size, array))
                     self._bytes += array.nbytes
             while self._bytes > self.limit_bytes:

@@ -495,7 +495,7 @@ class Program:
                             if not checked:
                                 self.check_instruction(instr)
                             clean.add(sig)
-                    operands = instr.operands()
+                    operands = instr._operands or instr.operands()
                     for _, view, _ in operands:
                         if not view._inb:
                             check_static_bounds(instr, moved)
@@ -633,7 +633,7 @@ class Program:
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
             if executor is not _TENSOR:                # a non-matmul access ends an accumulation group
-                for _, view, _access in instr.operands():
+                for _, view, _access in instr._operands or instr.operands():
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
                         Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
