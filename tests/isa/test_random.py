@@ -11,6 +11,7 @@ import opennki.legacy.language as nl
 from opennki.errors import DtypeError, KernelError, ShapeError
 from opennki.sim.options import SimOptions
 from tests.isa.helpers import rand, rejecting, run, to_hbm
+from tests.running import run as run_grid
 
 
 def _dropout_kernel(prob_tile):
@@ -51,6 +52,23 @@ def test_dropout_is_deterministic_per_seed_and_keeps_integer_data(rng):
     assert not np.array_equal(a, c)
     np.testing.assert_array_equal(a[a != 0], x[a != 0])
 
+
+
+def test_dropout_draws_from_the_launch_seed_in_every_program(rng):
+    """Each program's generator is PCG64 seeded with the launch seed (made when first drawn from): the kept
+    elements are those whose uniform draw reaches the probability, in every program of a grid alike."""
+    x = rand(rng, 128, 64, low=1.0, high=2.0)
+    prob = np.full((128, 1), 0.4, np.float32)
+
+    def kernel(x, prob):
+        out = nl.ndarray((2, 128, 64), dtype=x.dtype, buffer=nl.shared_hbm)
+        nl.store(out[nl.program_id(0)], nisa.dropout(nl.load(x), prob=nl.load(prob)))
+        return out
+
+    got = run_grid(kernel, x, prob, grid=2, target="trn3", options=SimOptions(seed=11))
+    keep = np.random.default_rng(11).random(x.shape, dtype=np.float32) >= np.float32(0.4)
+    for program in got:
+        np.testing.assert_array_equal(program, np.where(keep, x, 0))
 
 def _seeded_bits(seed_a, seed_b):
     def kernel():

@@ -50,12 +50,26 @@ class Machine:
         lanes = hw.memory.partitions
         self.act_acc = np.zeros(lanes, np.float32)
         self.dve_acc = np.full(lanes, np.nan, np.float32)
-        self.rng = np.random.default_rng(seed)
+        self._seed = seed
+        self._rng = None                # made on first use (rng): most programs draw nothing
         self.registers: dict[int, int | float | None] = {}
         self.offsets: dict[int, np.ndarray] = {}
         self.uninitialized_reads: list[tuple[TensorView, np.ndarray]] = []
         self.instruction_mask = None    # the running instruction's mask= (set by the simulator around run)
         self.engine = Engine.UNKNOWN    # the running instruction's engine (likewise; lays out tensor indirection)
+
+    @property
+    def rng(self) -> np.random.Generator:
+        """The program's random generator, seeded with the launch seed; made when first asked for, which
+        gives the same draws as making it with the machine (its seed is fixed), and costs a program that draws
+        nothing about 10 us less."""
+        if self._rng is None:
+            self._rng = np.random.default_rng(self._seed)
+        return self._rng
+
+    @rng.setter
+    def rng(self, generator: np.random.Generator) -> None:
+        self._rng = generator
 
     # -- hidden engine state ------------------------------------------------------------------------------
     def hidden_state(self) -> tuple:
