@@ -96,14 +96,31 @@ def _read_later(code, lasti: int, name: str) -> bool:
         if k in seen:
             continue
         seen.add(k)
-        ins = instructions[k]
-        if ins.argval == name:
-            if ins.opname.startswith("LOAD_FAST"):
-                return True
-            if ins.opname in ("STORE_FAST", "DELETE_FAST"):
-                continue                # the current value dies here on this path
+        effect = local_effect(instructions[k].opname, instructions[k].argval, name)
+        if effect == "read":
+            return True
+        if effect == "dies":
+            continue                    # the current value dies here on this path
         todo.extend(successors[k])
     return False
+
+
+def local_effect(opname: str, argval, name: str) -> str | None:
+    """What one instruction does to the local variable `name`: "read" (it loads the current value), "dies"
+    (it stores or deletes it first), or None. Covers each CPython's forms: LOAD_FAST and its variants
+    (LOAD_FAST_CHECK, LOAD_FAST_AND_CLEAR, 3.14's LOAD_FAST_BORROW), and the 3.13+ superinstructions whose
+    argval is a pair of names, LOAD_FAST_LOAD_FAST (two loads), STORE_FAST_LOAD_FAST (a store, then a load)
+    and STORE_FAST_STORE_FAST (two stores)."""
+    names = argval if isinstance(argval, tuple) else (argval,)
+    if name not in names:
+        return None
+    if opname == "STORE_FAST_LOAD_FAST":
+        return "dies" if names[0] == name else "read"
+    if opname.startswith("LOAD_FAST"):
+        return "read"
+    if opname in ("STORE_FAST", "DELETE_FAST", "STORE_FAST_STORE_FAST"):
+        return "dies"
+    return None
 
 
 def read_later(frame, name: str) -> bool:
