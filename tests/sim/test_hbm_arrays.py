@@ -2,6 +2,8 @@
 kernels give the values, write-backs and errors of the plain path, where every copy and tensor gets a new
 array; an array anything still refers to is never taken again."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -227,3 +229,21 @@ def test_poisoned_hbm_tensors_in_kept_arrays_as_on_the_plain_path(rng, copies, m
     if not checks:
         assert copies.taken >= 10, "later launches made HBM tensors in kept arrays"
         assert np.isnan(fast[0].view(np.float32)[:, 24:]).all()     # the unwritten part is poison
+
+
+def _passed(value):
+    return sys.getrefcount(value)
+
+
+def test_the_reference_count_fast_paths_follow_the_interpreters_counts():
+    """The fast paths that read reference counts are on exactly when this interpreter counts a variable alone
+    as 2 (HBM arrays) and, for result tiles, a passed variable as 3 (CPython 3.11-3.13; 3.10 counts 4, and 3.14
+    documents lower counts for some loads of locals)."""
+    from opennki.sim import program
+
+    probe = object()
+    local, passed = sys.getrefcount(probe), _passed(probe)
+    cpython = sys.implementation.name == "cpython"
+    assert (arrays.COUNT_OF_A_LOCAL, arrays.COUNT_OF_AN_ARGUMENT) == (local, passed)
+    assert arrays.RECYCLE_HBM_ARRAYS is (cpython and local == 2)
+    assert program.REUSE_RESULT_TILES is (cpython and local == 2 and passed == 3)

@@ -47,8 +47,9 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
 _TENSOR, _PSUM, _HBM = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
-# tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts.
-REUSE_RESULT_TILES = sys.implementation.name == "cpython"
+# tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts as
+# `_unshared` reads them (sim/arrays.py measures them).
+REUSE_RESULT_TILES = arrays.CPYTHON and arrays.COUNT_OF_A_LOCAL == 2 and arrays.COUNT_OF_AN_ARGUMENT == 3
 # Without listeners, instructions take the lean issue path (`Program.lean`: checks skipped by signature,
 # deferred temporaries retargeted without the general machinery, element-wise runs without the general read
 # and write); False: every instruction takes the plain path (which tests compare against).
