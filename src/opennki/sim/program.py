@@ -801,9 +801,12 @@ def _shared(views: list, boxes: set[int] = frozenset()) -> set[int]:
     roots = [v.storage.base or v.storage for v in views]
     root_ids = {id(st): st for st in roots}
     shared = set()
-    for referrer in gc.get_referrers(*views, *roots):
-        if (referrer is views or referrer is roots or referrer is view_ids or referrer is root_ids
-                or id(referrer) in boxes):
+    # the call's argument tuple refers to them all: made here and passed as it is (a tuple given to `*` is not
+    # copied), so that it can be told apart (CPython 3.13 reports it among the referrers)
+    asked = (*views, *roots)
+    for referrer in gc.get_referrers(*asked):
+        if (referrer is asked or referrer is views or referrer is roots or referrer is view_ids
+                or referrer is root_ids or id(referrer) in boxes):
             continue
         for target in gc.get_referents(referrer):
             if id(target) in view_ids:
