@@ -369,23 +369,19 @@ class Program:
             self.flush()
         if frame is None:
             frame = user_frame()        # the kernel line, and the statement that receives the result
-        if frame is None:
-            self._check(instr, None, api, result.storage, checked=checked, operands_checked=checked)
-            self.pending = Deferred(instr, result, None, api)
-            return result
-        code, offset = frame.f_code, frame.f_lasti
-        site = _SITES.get(code, offset)
-        if site is None:
-            location = location_of(frame)
-            self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
+        location, use, user, name, site = None, "held", None, None, None
+        if frame is not None:
+            site = _SITES.get(frame.f_code, frame.f_lasti)
+            if site is None:
+                location = location_of(frame)
+            else:
+                (location, use, name), user = site, frame
+        self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
+        if frame is not None and site is None:
             use, user, name = result_use(frame)
             if user is frame:           # decided in this frame (not through a helper's `return`)
-                _SITES.put(code, offset, (location, use, name))
-            self.pending = Deferred(instr, result, location, api, use, user, name)
-            return result
-        location, use, name = site
-        self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
-        self.pending = Deferred(instr, result, location, api, use, frame, name)
+                _SITES.put(frame.f_code, frame.f_lasti, (location, use, name))
+        self.pending = Deferred(instr, result, location, api, use, user, name)
         return result
 
     def take_pending(self, result) -> Deferred | None:
