@@ -262,6 +262,96 @@ def test_scope_entries_of_dead_tensors_are_dropped_and_live_ones_kept(rng, monke
     assert sizes and sizes[0] < 16, sizes
 
 
+SCOPE = "err_local_variable_used_out_of_scope"
+
+
+def test_a_tile_of_a_finished_inner_loop_is_out_of_scope_in_the_outer_loop(rng):
+    x = rng.standard_normal((2, 3, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((2, 16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            for j in nl.sequential_range(3):
+                t = nl.load(x[i, j])
+            nl.store(out[i], value=t)
+        return out
+    with raises_at(KernelError, match=SCOPE, line="nl.store(out[i], value=t)"):
+        run(kernel, x)
+
+
+def test_each_run_of_an_inner_loop_is_a_scope_of_its_own(rng):
+    """A tile made in the first run of the inner loop is out of scope in its second run (a new loop)."""
+    x = rng.standard_normal((2, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        first = None
+        for i in nl.sequential_range(2):
+            for j in nl.sequential_range(1):
+                if first is None:
+                    first = nl.load(x[i])
+                else:
+                    nl.store(out, value=nl.add(first, 1.0))
+        return out
+    with raises_at(KernelError, match=SCOPE, line="nl.store(out, value=nl.add(first, 1.0))"):
+        run(kernel, x)
+
+
+def test_tiles_of_running_loops_and_of_earlier_iterations_are_in_scope(rng):
+    x = rng.standard_normal((3, 4, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((3, 16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(3):
+            base = nl.load(x[i, 0])                 # made in the outer loop, used in the inner one
+            prev = base
+            for j in nl.sequential_range(1, 4):
+                cur = nl.add(prev, nl.load(x[i, j]))   # `prev`: the previous iteration's tile
+                prev = cur
+                if j == 3:
+                    nl.store(out[i], value=nl.multiply(cur, base))
+        return out
+    expected = x.sum(axis=1) * x[:, 0]
+    np.testing.assert_allclose(run(kernel, x), expected, rtol=1e-5)
+
+
+def test_leaving_a_loop_by_break_finishes_its_scope(rng):
+    x = rng.standard_normal((4, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.sequential_range(4):
+            t = nl.load(x[i])
+            if i == 1:
+                break
+        nl.store(out, value=t)
+        return out
+    with raises_at(KernelError, match=SCOPE, line="nl.store(out, value=t)"):
+        run(kernel, x)
+
+
+def test_entries_of_finished_loops_are_dropped_when_their_tensors_die(rng, monkeypatch):
+    import opennki._src.rules as rules
+    from opennki.sim.program import current
+    monkeypatch.setattr(rules, "_PRUNE_MIN", 16)
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    sizes = []
+
+    def kernel(x):
+        out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        kept = None
+        for i in nl.sequential_range(200):      # 200 inner loops, each leaving one live tile when it finishes
+            for _ in nl.sequential_range(1):
+                t = nl.load(x)
+            kept = t if i == 0 else kept
+        sizes.append(len(rules.rules(current()).closed))
+        nl.store(out, value=kept)
+        return out
+    with raises_at(KernelError, match=SCOPE, line="nl.store(out, value=kept)"):
+        run(kernel, x)
+    assert sizes and sizes[0] < 32, sizes
+
+
 def test_new_generation_loops_are_plain_ranges(rng):
     import opennki.language as nl2
     x = rng.standard_normal((4, 16, 8)).astype(np.float32)

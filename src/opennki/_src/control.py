@@ -18,7 +18,7 @@ from opennki.instructions.ops import alu
 from opennki.instructions.registers import RuntimeInt, VirtualRegister
 from opennki.instructions.scalars import NkiScalar
 from opennki.instructions.vector import TensorTensor
-from opennki._src import core, dependencies
+from opennki._src import core, dependencies, rules
 from opennki.releases import Change, Generation, level_of, release
 from opennki.sim.frames import peek_variable, pending_store_target, stores_into_subscript, user_frame
 from opennki.sim.program import NO_REORDER, active, current
@@ -122,6 +122,8 @@ class LoopRange:
             prog.flush()
         finally:
             prog.loops.remove(frame)
+            if frame.is_scope:
+                rules.rules(prog).loop_finished(loop_id)
             if checker is not None:
                 checker.loop_finished(loop_id)
             if listening:

@@ -32,19 +32,55 @@ _PRUNE_MIN = 1024          # scope entries kept before the first pruning of dead
 class LanguageRules(Observer):
     """The per-program checker of the module's rules. `scopes` holds an entry per live tensor created in a
     scoped loop; entries of tensors that died are dropped in batches (`remember`), so a long kernel keeps
-    as many entries as it has live tensors, not one per tensor it ever made."""
+    as many entries as it has live tensors, not one per tensor it ever made. When a loop finishes, the entries
+    of its still-live tensors move to `closed` (`loop_finished`): an operand found there is used out of its
+    scope. A tensor was made inside its loop, so "its loop is not running" is "its loop has finished", and the
+    check per operand is one look-up in `closed` (empty in most programs) instead of a walk of the running
+    loops."""
 
     def __init__(self):
         # storage id -> (loop id, lineno, name, weak reference to the storage)
         self.scopes: dict[int, tuple[int, int, object, weakref.ref]] = {}
         self.prune_at = _PRUNE_MIN
+        self.by_loop: dict[int, list[tuple[int, tuple]]] = {}     # loop id -> (storage id, entry) made in it
+        self.closed: dict[int, tuple[int, int, object, weakref.ref]] = {}   # entries of finished loops
+        self.prune_closed_at = _PRUNE_MIN
 
     def remember(self, storage, loop_id: int, line, name) -> None:
         scopes = self.scopes
-        scopes[storage.id] = (loop_id, line, name, weakref.ref(storage))
+        sid = storage.id
+        entry = scopes[sid] = (loop_id, line, name, weakref.ref(storage))
+        made = self.by_loop.get(loop_id)
+        if made is None:
+            self.by_loop[loop_id] = [(sid, entry)]
+        else:
+            made.append((sid, entry))
+        if self.closed:
+            self.closed.pop(sid, None)              # a result tile reused in another loop (Program.spare)
         if len(scopes) >= self.prune_at:
             self.scopes = scopes = {sid: e for sid, e in scopes.items() if e[3]() is not None}
             self.prune_at = max(_PRUNE_MIN, 2 * len(scopes))    # amortised: each entry is looked at O(1) times
+
+    def forget(self, storage) -> None:
+        """`storage` (a reused result tile) was made again outside every scoped loop: it has no scope."""
+        sid = storage.id
+        self.scopes.pop(sid, None)
+        if self.closed:
+            self.closed.pop(sid, None)
+
+    def loop_finished(self, loop_id: int) -> None:
+        """The scoped loop `loop_id` has finished: its tensors that still live and still belong to it are out
+        of scope from now on."""
+        made = self.by_loop.pop(loop_id, None)
+        if not made:
+            return
+        scopes, closed = self.scopes, self.closed
+        for sid, entry in made:
+            if entry[3]() is not None and scopes.get(sid) is entry:
+                closed[sid] = entry
+        if len(closed) >= self.prune_closed_at:
+            self.closed = closed = {sid: e for sid, e in closed.items() if e[3]() is not None}
+            self.prune_closed_at = max(_PRUNE_MIN, 2 * len(closed))
 
     def check(self, prog, instr) -> None:
         mask = instr.mask
@@ -55,17 +91,13 @@ class LanguageRules(Observer):
                                   code="err_unsupported_expression_in_mask",
                                   hint="% and // or run-time values cannot be masks; restructure the index or "
                                        "use nl.where")
-        scopes = self.scopes
-        if not scopes:
+        closed = self.closed
+        if not closed:
             return
         for _, view, _ in instr._operands or instr.operands():
-            scope = scopes.get(view.storage.id)
-            if scope is None:
-                continue
-            for frame in reversed(prog.loops):      # innermost first: where most operands were made
-                if frame.loop_id == scope[0]:
-                    break
-            else:
+            st = view.storage
+            scope = closed.get(st.id)
+            if scope is not None and scope[3]() is st:
                 raise KernelError(f"Local variable '{scope[2]}' is referenced outside of its parent scope: it "
                                   f"was created inside the loop at line {scope[1]}, which has finished",
                                   code="err_local_variable_used_out_of_scope",
@@ -74,13 +106,13 @@ class LanguageRules(Observer):
     def reclaim(self, prog, kind) -> bool:
         """Tensors created in a loop body that has finished are dead (using them is the error above), even
         while a Python variable still holds them: release their memory, as a compiler's liveness would."""
-        if not self.scopes:
+        closed = self.closed
+        if not closed:
             return False
-        running = {frame.loop_id for frame in prog.loops}
         freed = False
         for st in prog.memory.placed(kind):
-            scope = self.scopes.get(st.id)
-            if scope is not None and scope[0] not in running:
+            scope = closed.get(st.id)
+            if scope is not None and scope[3]() is st:
                 Memory.release_early(st)
                 freed = True
         return freed
@@ -104,7 +136,7 @@ def record_scope(prog, view) -> None:
             line = frame.location.lineno if frame.location is not None else "?"
             checker.remember(storage, frame.loop_id, line, view.name)
             return
-    checker.scopes.pop(storage.id, None)
+    checker.forget(storage)
 
 
 def _install(prog) -> None:
