@@ -262,6 +262,37 @@ def test_scope_entries_of_dead_tensors_are_dropped_and_live_ones_kept(rng, monke
     assert sizes and sizes[0] < 16, sizes
 
 
+def test_a_write_in_a_finished_inner_loop_conflicts_with_the_next_outer_iteration(rng):
+    x = rng.standard_normal((2, 3, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((3, 16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            for j in nl.affine_range(3):
+                nl.store(out[j], value=nl.load(x[i, j]))     # each j its own slice, but again for every i
+        return out
+    with raises_at(KernelError, match=DEPENDENCY, line="nl.store(out[j], value=nl.load(x[i, j]))") as exc:
+        run(kernel, x)
+    assert "iterations 0 and 1" in str(exc.value)
+
+
+def test_runs_of_an_affine_loop_inside_a_sequential_loop_are_ordered(rng, monkeypatch):
+    from opennki._src import dependencies
+    from opennki.sim.program import current
+    x = rng.standard_normal((3, 2, 16, 8)).astype(np.float32)
+    left = []
+
+    def kernel(x):
+        out = nl.ndarray((2, 16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        for s in nl.sequential_range(3):
+            for i in nl.affine_range(2):
+                nl.store(out[i], value=nl.load(x[s, i]))    # each run rewrites what the last one wrote
+            left.append(len(dependencies.checker(current()).writes))
+        return out
+    np.testing.assert_array_equal(run(kernel, x), x[2])
+    assert left == [0, 0, 0]            # no affine loop running: the writes are dropped
+
+
 SCOPE = "err_local_variable_used_out_of_scope"
 
 

@@ -116,6 +116,8 @@ class LoopRange:
                 if prog.pending is not None:    # the previous iteration's pending instruction belongs to it
                     prog.flush()
                 frame.iteration = i
+                if checker is not None:
+                    checker.iteration_started()
                 if listening:
                     sim.emit(LoopIteration(loop_id, i))
                 yield self.induction(prog, i)
@@ -125,7 +127,7 @@ class LoopRange:
             if frame.is_scope:
                 rules.rules(prog).loop_finished(loop_id)
             if checker is not None:
-                checker.loop_finished(loop_id)
+                checker.loop_finished(prog)
             if listening:
                 sim.emit(LoopFinished(loop_id))
 

@@ -50,15 +50,18 @@ class _Write:
     __slots__ = ("frames", "box", "offsets", "location", "name")
 
     def __init__(self, frames, box, offsets, location, name):
-        self.frames = frames
+        self.frames = frames            # the running loops' (loop id, iteration) pairs, shared by many writes
         self.box = box
         self.offsets = offsets
         self.location = location
         self.name = name
 
-    def iteration(self, loop_id: int):
-        """The iteration of loop `loop_id` that made this write."""
-        return next(i for lid, i in self.frames if lid == loop_id)
+    def iteration(self, loop_id: int, default=None):
+        """The iteration of loop `loop_id` that made this write (`default` if that loop was not running)."""
+        for lid, i in self.frames:
+            if lid == loop_id:
+                return i
+        return default
 
 
 def _box(view) -> tuple[tuple[int, int], ...] | None:
@@ -160,20 +163,36 @@ class _Writes:
 
 
 class OutputDependencyChecker(Observer):
-    """Per-program checker (module docstring)."""
+    """Per-program checker (module docstring). `writes` keeps, per tensor, the writes made while affine loops
+    run, each with the iterations of the loops running then (`_Write.frames`); a write is compared, for each
+    affine loop running now, with the earlier writes made in another iteration of that loop. Loop ids are new
+    for every run of a loop, so the writes of a finished loop never match a running one; all are dropped when
+    no affine loop runs any more. One record per tensor (not one per running loop) keeps the usual write, a
+    tile's first, to a look-up and an insertion."""
 
     def __init__(self):
-        self.writes: dict[int, dict[int, _Writes]] = {}   # loop id -> storage id -> writes
+        self.writes: dict[int, _Write | _Writes] = {}       # storage id -> writes
         self.exempt: set[int] = set()
+        self.frames: tuple | None = None    # (loop id, iteration) of the running affine loops; None: stale
 
-    def loop_finished(self, loop_id: int) -> None:
-        self.writes.pop(loop_id, None)
+    def iteration_started(self) -> None:
+        """An affine loop started an iteration: the running iterations changed."""
+        self.frames = None
+
+    def loop_finished(self, prog) -> None:
+        self.frames = None
+        for frame in prog.loops:
+            if frame.is_parallel:
+                return
+        self.writes.clear()
 
     def executed(self, prog, instr, location) -> None:
-        frames = tuple([(f.loop_id, f.iteration) for f in prog.loops if f.is_parallel])
+        frames = self.frames
+        if frames is None:
+            frames = self.frames = tuple([(f.loop_id, f.iteration) for f in prog.loops if f.is_parallel])
         if not frames:
             return
-        for _, view, access in instr.operands():
+        for _, view, access in instr._operands or instr.operands():
             if access is not _WRITE or view.storage.id in self.exempt:
                 continue
             if _is_accumulation(instr, view):
@@ -181,44 +200,39 @@ class OutputDependencyChecker(Observer):
             self._record(prog, instr, view, frames, location)
 
     def _record(self, prog, instr, view, frames, location) -> None:
-        """Compare the write with the earlier writes of its tensor in each running affine loop, then keep it.
-        A loop's writes of one tensor are a single `_Write` until a second one comes (most tensors a loop
-        writes are tiles written once per iteration), then a `_Writes` index."""
+        """Compare the write with the earlier writes of its tensor made in another iteration of each running
+        affine loop (outermost loop first, earlier writes first), then keep it. A tensor's writes are a single
+        `_Write` until a second one comes (most tensors are tiles written once), then a `_Writes` index."""
         sid = view.storage.id
         box = _box(view)
-        mine = None
         writes = self.writes
-        for loop_id, iteration in frames:
-            by_storage = writes.get(loop_id)
-            previous = None if by_storage is None else by_storage.get(sid)
-            if previous is None:
-                continue
-            for w in (previous,) if type(previous) is _Write else previous.near(box):
-                if not _overlaps(w.box, box) or w.iteration(loop_id) == iteration:
-                    continue
-                if mine is None:
-                    mine = _offsets(prog.machine, view, instr.mask)
-                theirs = w.offsets.get() if isinstance(w.offsets, _LazyOffsets) else w.offsets
-                common = np.intersect1d(theirs, mine, assume_unique=True)
-                if common.size:
-                    self._report(prog, loop_id, w, iteration, view, common)
+        previous = writes.get(sid)
+        mine = None
+        if previous is not None:
+            near = (previous,) if type(previous) is _Write else previous.near(box)
+            for loop_id, iteration in frames:
+                for w in near:
+                    theirs_at = w.iteration(loop_id, iteration)
+                    if theirs_at == iteration or not _overlaps(w.box, box):
+                        continue
+                    if mine is None:
+                        mine = _offsets(prog.machine, view, instr.mask)
+                    theirs = w.offsets.get() if isinstance(w.offsets, _LazyOffsets) else w.offsets
+                    common = np.intersect1d(theirs, mine, assume_unique=True)
+                    if common.size:
+                        self._report(prog, loop_id, w, iteration, view, common)
         if mine is None and view.dynamic:
             mine = _offsets(prog.machine, view, instr.mask)   # run-time offsets are only known now
         write = _Write(frames, box, mine if mine is not None else _LazyOffsets(view, instr.mask), location,
                        view.name)
-        for loop_id, _ in frames:
-            by_storage = writes.get(loop_id)
-            if by_storage is None:
-                by_storage = writes[loop_id] = {}
-            previous = by_storage.get(sid)
-            if previous is None:
-                by_storage[sid] = write
-            elif type(previous) is _Write:
-                index = by_storage[sid] = _Writes()
-                index.add(previous)
-                index.add(write)
-            else:
-                previous.add(write)
+        if previous is None:
+            writes[sid] = write
+        elif type(previous) is _Write:
+            index = writes[sid] = _Writes()
+            index.add(previous)
+            index.add(write)
+        else:
+            previous.add(write)
 
     def _report(self, prog, loop_id, first, iteration, view, common) -> None:
         where = f" (first written at line {first.location.lineno})" if first.location else ""
@@ -236,7 +250,8 @@ class _LazyOffsets:
     tensor can still be freed."""
 
     def __init__(self, view, mask):
-        self.spec = (view.shape, view.strides, view.offset, Machine.effective_mask(view, mask))
+        active = None if mask is None and view.mask is None else Machine.effective_mask(view, mask)
+        self.spec = (view.shape, view.strides, view.offset, active)
 
     def get(self) -> np.ndarray:
         if self.spec is not None:
