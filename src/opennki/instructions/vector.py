@@ -28,6 +28,10 @@ from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_call, qu
 from opennki.machine.tensor import TensorView
 
 _INT32 = ("int32", "uint32")
+# binary ALU functions that give an fp32 result for fp32 operands (arrays or fp32 scalars): an instruction
+# computing one for an fp32 destination computes straight into it (Machine.fp32_target). NumPy's ufuncs give
+# the values they would give into a new array, overlapping operands included.
+_INTO_FP32 = frozenset((np.add, np.subtract, np.multiply, np.maximum, np.minimum))
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
 _ACT_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
 
@@ -154,7 +158,13 @@ class TensorTensor(Instruction):
                     raw=True)
             return
         elif self.mask is None:
-            result = apply(op, flat(m.read_f32(self.data1)), flat(m.read_f32(self.data2)), False)
+            a, b = flat(m.read_f32(self.data1)), flat(m.read_f32(self.data2))
+            if op.fn in _INTO_FP32 and tuple.__eq__(a.shape, b.shape) and tuple.__eq__(a.shape, self.dst.shape):
+                out = m.fp32_target(self.dst)
+                if out is not None:
+                    quiet_call(op.fn, a, b, out=out)
+                    return
+            result = apply(op, a, b, False)
         else:
             a, b = (read_operand(m, v, self.dst, self.mask) for v in (self.data1, self.data2))
             result = apply(op, a, b, False)
@@ -241,9 +251,21 @@ class TensorScalar(Instruction):
                 x = flat(m.read_f32(self.data))     # [P, F]: a [P, 1] column broadcasts along F
             else:
                 x = m.read_f32(self.data)           # immediates broadcast to any shape: element-wise the same
-            t = apply(op0, x, operand_f32(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
+            s0 = operand_f32(m, self.operand0, P) if op0.arity == 2 else None
+            s1 = operand_f32(m, self.operand1, P) if op1 is not None and op1.arity == 2 else None
+            # two stages into the destination only with an immediate second operand: a column read as a view
+            # of the destination would see the first stage's values
+            if (mask is None and op0.fn in _INTO_FP32 and tuple.__eq__(x.shape, self.dst.shape)
+                    and (op1 is None or (op1.fn in _INTO_FP32 and not isinstance(self.operand1, TensorView)))):
+                out = m.fp32_target(self.dst)
+                if out is not None:
+                    quiet_call(op0.fn, *((s0, x) if self.reverse0 else (x, s0)), out=out)
+                    if op1 is not None:
+                        quiet_call(op1.fn, *((s1, out) if self.reverse1 else (out, s1)), out=out)
+                    return
+            t = apply(op0, x, s0, self.reverse0)
             if op1 is not None:
-                t = apply(op1, t, operand_f32(m, self.operand1, P) if op1.arity == 2 else None, self.reverse1)
+                t = apply(op1, t, s1, self.reverse1)
         t = np.asarray(t)
         m.write(self.dst, t if tuple.__eq__(t.shape, self.dst.shape) else t.reshape(self.dst.shape), self.mask)
 

@@ -51,15 +51,15 @@ class quiet_fp:
             _FP_STATE.reset(self._token)
         return False
 
-def quiet_call(fn, *args):
-    """`fn(*args)` inside `quiet_fp()`, without the calls of a context manager (element-wise instructions
-    make one such call per run)."""
+def quiet_call(fn, *args, **kwargs):
+    """`fn(*args, **kwargs)` inside `quiet_fp()`, without the calls of a context manager (element-wise
+    instructions make one such call per run)."""
     if _FP_STATE is None:
         with np.errstate(all="ignore"):
-            return fn(*args)
+            return fn(*args, **kwargs)
     token = _FP_STATE.set(_FP_IGNORE)
     try:
-        return fn(*args)
+        return fn(*args, **kwargs)
     finally:
         _FP_STATE.reset(token)
 

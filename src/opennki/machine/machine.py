@@ -22,6 +22,9 @@ from opennki.machine.memory import Memory
 from opennki.machine.tensor import TensorView, indirection_group
 
 _PSUM = MemoryKind.PSUM
+# Engines compute fp32 results straight into fp32 destinations (`Machine.fp32_target`); False: the plain path,
+# every result computed into a new array and then written (tests/sim/test_into_destination.py compares them)
+COMPUTE_INTO_FP32_TARGETS = True
 
 
 class Machine:
@@ -212,18 +215,14 @@ class Machine:
         """Write `values` (broadcast to the view) into `view`, rounding to its dtype unless `raw` (values
         already in the storage format: bit-exact copies). Masked-off elements are left untouched."""
         st = view.storage
-        if (view._inb and mask is None and view.mask is None and st.base is None and st.initialized is None
-                and st.physical is None and st.kind is not _PSUM):
+        dst = self._plain_target(view) if mask is None else None
+        if dst is not None:
             # the usual case (a DMA's tile, an engine's result), as below does it
-            if st._array is None and view.covers_all():
-                st.fresh_array()
-            dst = view._np if view._np is not None else view.np_view()
             if not raw:
                 dst[...] = convert(values, st.dtype, self.precise)
             else:
                 vals = np.asarray(values)
                 dst[...] = vals if vals.dtype == dst.dtype else vals.astype(dst.dtype)
-            st.written = True
             return
         m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
         if m is None and st._array is None and view.covers_all():
@@ -264,6 +263,30 @@ class Machine:
             st.unwritten[offs] = False
         if st.physical is not None:
             st.physical.written(st, *view.extent())
+
+    @staticmethod
+    def _plain_target(view: TensorView) -> np.ndarray | None:
+        """The NumPy view that a write of all of `view`'s elements goes through in the usual case (in bounds,
+        no operand mask, its own storage, no initialisation flags, no physical image, not PSUM), with the
+        storage marked written (and given its memory, without poison, when the view covers all of it);
+        None otherwise. The caller writes every element."""
+        st = view.storage
+        if not (view._inb and view.mask is None and st.base is None and st.initialized is None
+                and st.physical is None and st.kind is not _PSUM):
+            return None
+        if st._array is None and view.covers_all():
+            st.fresh_array()
+        st.written = True
+        return view._np if view._np is not None else view.np_view()
+
+    def fp32_target(self, view: TensorView) -> np.ndarray | None:
+        """Where an engine may compute an fp32 result for all of `view` straight into: the NumPy view of the
+        usual write (`_plain_target`) of an fp32 tensor stored as fp32, whose rounding on write is the
+        identity, so computing into it stores what `write` would (without the temporary and the copy).
+        Marks the storage written; None: compute, then `write`."""
+        if view.storage.dtype.mant_bits != 23 or not COMPUTE_INTO_FP32_TARGETS:   # fp32 (tf32 rounds)
+            return None
+        return self._plain_target(view)
 
     def _wrote_direct(self, view: TensorView, m) -> None:
         """The bookkeeping of a write through the NumPy view of an in-bounds direct view (`m`: the effective
