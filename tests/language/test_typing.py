@@ -90,3 +90,22 @@ def test_the_legacy_generation_makes_unannotated_parameters_immutable(rng):
     out = np.zeros_like(x)
     sim.launch(old_convention, (x, out), tensor_type=NkiTensor, generation=Generation.LEGACY)
     np.testing.assert_array_equal(out, x)
+
+
+def test_a_launched_kernel_is_not_kept_alive_by_its_remembered_rules(rng):
+    import gc
+    import weakref
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    big = np.ones(1 << 20, np.float32)
+
+    def kernel(a: nt.tensor[16, 8]):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.add(nl.load(a), float(big[0])))      # the closure holds `big`
+        return out
+    np.testing.assert_array_equal(nki.jit(kernel)(x), x + 1)
+    with raises_at(KernelError, match="err_annotation_shape_mismatch"):      # remembered rules, checked again
+        nki.jit(kernel)(rng.standard_normal((8, 8)).astype(np.float32))
+    gone = weakref.ref(kernel)
+    del kernel
+    gc.collect()
+    assert gone() is None

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dis
 import functools
 import inspect
+import weakref
 
 from opennki.errors import KernelError, SourceLocation
 from opennki.events import AccessKind
@@ -188,9 +189,43 @@ def _rules_of(launch):
     """(mutable, immutable, location, old_convention) for the launch's kernel, or None when no rule applies;
     checks the annotated argument shapes."""
     fn = inspect.unwrap(launch.fn) if launch.fn is not None else None
-    code = getattr(fn, "__code__", None)
-    if code is None:
+    if getattr(fn, "__code__", None) is None:
         return None
+    known = _KERNEL_RULES.get(fn)
+    if known is None:
+        known = _KERNEL_RULES[fn] = {}
+    generation = launch.generation
+    if generation not in known:
+        known[generation] = _kernel_rules(fn, generation)
+    static = known[generation]
+    if static is None:
+        return None
+    signature, shapes, rules = static
+    if shapes:
+        try:
+            arguments = signature.bind(*launch.args[0], **launch.args[1]).arguments
+        except TypeError:
+            arguments = {}
+        for name, shape in shapes.items():
+            value = arguments.get(name)
+            got = tuple(getattr(value, "shape", ()))
+            if value is not None and got != shape:
+                raise KernelError(f"argument '{name}' does not match its annotation nt.tensor{list(shape)}",
+                                  expected=shape, got=got, code="err_annotation_shape_mismatch",
+                                  location=rules[2])
+    return rules if rules[0] or rules[1] or rules[3] else None
+
+
+# kernel function -> generation -> _kernel_rules(...); weak keys: a kernel (and what its closure holds) is not
+# kept alive by having been launched
+_KERNEL_RULES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _kernel_rules(fn, generation):
+    """What `_rules_of` reads of a kernel function, which does not change from launch to launch (`_KERNEL_RULES`
+    keeps it): (its signature, the shapes its `nt.tensor[...]` annotations ask for, (mutable, immutable,
+    location, old_convention)); None when it has no signature."""
+    code = fn.__code__
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
@@ -204,25 +239,11 @@ def _rules_of(launch):
             mutable.add(name)
         if shape is not None:
             shapes[name] = shape
-    if shapes:
-        try:
-            arguments = signature.bind(*launch.args[0], **launch.args[1]).arguments
-        except TypeError:
-            arguments = {}
-        for name, shape in shapes.items():
-            value = arguments.get(name)
-            got = tuple(getattr(value, "shape", ()))
-            if value is not None and got != shape:
-                raise KernelError(f"argument '{name}' does not match its annotation nt.tensor{list(shape)}",
-                                  expected=shape, got=got, code="err_annotation_shape_mismatch",
-                                  location=location)
-    legacy_rules = uses_nt or launch.generation is Generation.LEGACY
+    legacy_rules = uses_nt or generation is Generation.LEGACY
     returns = returns_value(code)
     immutable = {n for n in signature.parameters if n not in mutable} if legacy_rules and returns else set()
-    old_convention = launch.generation is Generation.LEGACY and not returns and bool(signature.parameters)
-    if immutable or mutable or old_convention:
-        return mutable, immutable, location, old_convention
-    return None
+    old_convention = generation is Generation.LEGACY and not returns and bool(signature.parameters)
+    return signature, shapes, (frozenset(mutable), frozenset(immutable), location, old_convention)
 
 
 PROGRAM_SETUP.append(_install)
