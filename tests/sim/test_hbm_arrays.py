@@ -11,17 +11,30 @@ import opennki.legacy as nki
 import opennki.legacy.language as nl
 from opennki.sim import arrays
 from opennki.sim.arrays import HbmArrays
+from opennki.errors import KernelError
 from tests.raises import raises_at
 
 
 class Counting(HbmArrays):
-    """Counts the arrays taken again (holding none of them)."""
+    """Counts the argument copies, the arrays taken again (holding none of them), and those taken for poisoned
+    HBM tensors."""
 
     taken = 0
+    taken_poisoned = 0
+    copied = 0
 
     def _take(self, dtype, size):
         kept = super()._take(dtype, size)
         self.taken += kept is not None
+        return kept
+
+    def copy(self, array):
+        self.copied += 1
+        return super().copy(array)
+
+    def poisoned(self, dtype, size, precise):
+        kept = super().poisoned(dtype, size, precise)
+        self.taken_poisoned += kept is not None
         return kept
 
 
@@ -227,7 +240,8 @@ def test_poisoned_hbm_tensors_in_kept_arrays_as_on_the_plain_path(rng, copies, m
         return got
     fast = _on_both_paths(monkeypatch, rng.integers(1 << 30), calls)
     if not checks:
-        assert copies.taken >= 10, "later launches made HBM tensors in kept arrays"
+        # the kernels' own HBM tensors, as their arguments are the caller's arrays (immutable parameters)
+        assert copies.taken_poisoned >= 4, "later launches made poisoned HBM tensors in kept arrays"
         assert np.isnan(fast[0].view(np.float32)[:, 24:]).all()     # the unwritten part is poison
 
 
@@ -247,3 +261,66 @@ def test_the_reference_count_fast_paths_follow_the_interpreters_counts():
     assert (arrays.COUNT_OF_A_LOCAL, arrays.COUNT_OF_AN_ARGUMENT) == (local, passed)
     assert arrays.RECYCLE_HBM_ARRAYS is (cpython and local == 2)
     assert program.REUSE_RESULT_TILES is (cpython and local == 2 and passed == 3)
+
+
+@nki.jit
+def reads_only(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.add(nl.load(a), 2.0))
+    return out
+
+
+@nki.jit
+def three_tensors(a):
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    first = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    second = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    nl.store(first, value=nl.add(nl.load(a), 1.0))
+    nl.store(second, value=nl.add(nl.load(first), 1.0))
+    nl.store(out, value=nl.add(nl.load(second), 1.0))
+    return out
+
+
+@nki.jit
+def old_convention(a, out):                    # no return: its parameters are its outputs, copied
+    nl.store(out, value=nl.add(nl.load(a), 2.0))
+
+
+def test_arguments_no_instruction_may_write_are_the_callers_arrays(rng, copies):
+    """Immutable legacy parameters and read-only arrays are not copied (their checks reject every write);
+    parameters a kernel may write are, and the caller's arrays never go to later launches."""
+    a = rng.standard_normal((128, 32), dtype=np.float32)
+    keep = a.copy()
+    np.testing.assert_array_equal(reads_only(a), a + np.float32(2.0))
+    assert copies.copied == 0
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    out = np.zeros_like(a)
+    old_convention(frozen, out)
+    np.testing.assert_array_equal(out, a + np.float32(2.0))
+    assert copies.copied == 1                   # `out` only: `frozen` is read-only
+    b = rng.standard_normal((128, 32), dtype=np.float32)
+    for _ in range(3):          # three poisoned HBM tensors of a's size and dtype a launch, in kept arrays
+        one = np.float32(1.0)
+        np.testing.assert_array_equal(three_tensors(b), b + one + one + one)
+    np.testing.assert_array_equal(a, keep)
+
+
+def test_a_write_to_an_uncopied_argument_fails_before_it_runs(rng, copies):
+    a = rng.standard_normal((128, 32), dtype=np.float32)
+    keep = a.copy()
+
+    @nki.jit
+    def writes_input(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        nl.store(a, value=nl.add(nl.load(a), 1.0))
+        return out
+    with raises_at(KernelError, match="err_cannot_update_immutable_parameter",
+                   line="nl.store(a, value=nl.add(nl.load(a), 1.0))"):
+        writes_input(a)
+    frozen = a.copy()
+    frozen.flags.writeable = False
+    with raises_at(KernelError, match="read-only", line="nl.store(out, value=nl.add(nl.load(a), 2.0))"):
+        old_convention(a, frozen)
+    assert copies.copied == 1                   # old_convention's `a`
+    np.testing.assert_array_equal(a, keep)

@@ -36,7 +36,7 @@ from opennki.errors import KernelError, SourceLocation
 from opennki.events import AccessKind
 from opennki.machine.dtypes import dtype_of
 from opennki.sim.program import PROGRAM_SETUP, Observer
-from opennki.sim.simulator import ShapeSpec
+from opennki.sim.simulator import UNWRITABLE_ARGUMENTS, ShapeSpec
 from opennki.releases import Generation
 
 
@@ -191,13 +191,7 @@ def _rules_of(launch):
     fn = inspect.unwrap(launch.fn) if launch.fn is not None else None
     if getattr(fn, "__code__", None) is None:
         return None
-    known = _KERNEL_RULES.get(fn)
-    if known is None:
-        known = _KERNEL_RULES[fn] = {}
-    generation = launch.generation
-    if generation not in known:
-        known[generation] = _kernel_rules(fn, generation)
-    static = known[generation]
+    static = _kernel_rules_of(fn, launch.generation)
     if static is None:
         return None
     signature, shapes, rules = static
@@ -219,6 +213,16 @@ def _rules_of(launch):
 # kernel function -> generation -> _kernel_rules(...); weak keys: a kernel (and what its closure holds) is not
 # kept alive by having been launched
 _KERNEL_RULES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _kernel_rules_of(fn, generation):
+    """`_kernel_rules(fn, generation)`, worked out once (`_KERNEL_RULES`)."""
+    known = _KERNEL_RULES.get(fn)
+    if known is None:
+        known = _KERNEL_RULES[fn] = {}
+    if generation not in known:
+        known[generation] = _kernel_rules(fn, generation)
+    return known[generation]
 
 
 def _kernel_rules(fn, generation):
@@ -246,6 +250,17 @@ def _kernel_rules(fn, generation):
     return signature, shapes, (frozenset(mutable), frozenset(immutable), location, old_convention)
 
 
+def _immutable_argument(launch, name: str) -> bool:
+    """The kernel parameter `name` is immutable: every instruction writing it fails `ParameterRules.check`
+    before it runs (simulator.UNWRITABLE_ARGUMENTS)."""
+    fn = inspect.unwrap(launch.fn) if launch.fn is not None else None
+    if getattr(fn, "__code__", None) is None:
+        return False
+    static = _kernel_rules_of(fn, launch.generation)
+    return static is not None and name in static[2][1]
+
+
 PROGRAM_SETUP.append(_install)
+UNWRITABLE_ARGUMENTS.append(_immutable_argument)
 
 __all__ = ["tensor", "mutable_tensor", "scalar", "TensorType"]
