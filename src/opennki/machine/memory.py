@@ -126,8 +126,7 @@ class Storage:
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
                  "declared", "physical", "spilled", "read_only", "initialized", "last_touch", "spill_address", "site",
-                 "direct",
-                 "__weakref__")
+                 "direct", "nbytes", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -157,6 +156,7 @@ class Storage:
         self.initialized = None      # uninitialized="raise": per-element "written" flags (None: not tracked)
         self.site = None             # a result tile's call site, while it may be reused there (Program.spare)
         self.direct = False          # placed by the kernel (`address=`, nki.compiler allocation), not the allocator
+        self.nbytes = None           # its footprint (`Memory.footprint`), once new_storage computed it
 
     @property
     def array(self):
@@ -323,18 +323,37 @@ class Allocator:
     def allocate(self, nbytes: int, name: str, location: SourceLocation | None = None) -> int:
         """The start of a new range of `nbytes` for tensor `name` (created at `location`, which an overflow
         error names)."""
-        size = max(nbytes, 1)
-        size = -(-size // self.alignment) * self.alignment
-        start = self._find(self.cursor, size)
-        if start is None:
-            start = self._find(0, size)
+        start = self.take(nbytes, name)
         if start is None:
             self.overflow(nbytes, name, location)
+        return start
+
+    def take(self, nbytes: int, name: str) -> int | None:
+        """`allocate` without the error: the start of a new range of `nbytes`, or None when none fits (every
+        placement asks, and most fit at the cursor, so the live-range search is inlined for that case)."""
+        alignment = self.alignment
+        size = -(-(nbytes if nbytes > 0 else 1) // alignment) * alignment
+        candidate = -(-self.cursor // alignment) * alignment
+        if self.bank_bytes:
+            candidate = self._fit(candidate, size)
+        starts = self._starts
+        i = bisect.bisect_right(starts, candidate)
+        if candidate + size > self.capacity_bytes or (i and self.live[starts[i - 1]][0] > candidate) or \
+                (i < len(starts) and starts[i] < candidate + size):
+            start = self._find_live(candidate, size)      # the cursor's range is taken: search from it
+            if start is None:
+                start = self._find(0, size)
+            if start is None:
+                return None
+            i = bisect.bisect_right(starts, start)
+        else:
+            start = candidate
         self.live[start] = (start + size, name)
-        bisect.insort(self._starts, start)
+        starts.insert(i, start)
         self.cursor = start + size
-        self._used += size
-        self.peak_bytes = max(self.peak_bytes, self._used)
+        used = self._used = self._used + size
+        if used > self.peak_bytes:
+            self.peak_bytes = used
         return start
 
     def overflow(self, nbytes: int, name: str, location: SourceLocation | None = None):
@@ -383,10 +402,8 @@ class Memory:
         # by kind value: hashing an Enum member runs Python code, and every placement looks its allocator up
         self._allocators = {MemoryKind.SBUF.value: self.sbuf, MemoryKind.PSUM.value: self.psum,
                             MemoryKind.HBM.value: hbm}
-        # (kind, start) -> (storage placed there, through its _Release; placement order)
-        self._owners: dict[tuple[str, int], tuple[weakref.ref, int]] = {}
-        self._releases: dict[int, _Release] = {}          # the claims not fired or detached yet (_Release)
-        self._placements = itertools.count()
+        # the claims not fired or detached yet (_Release), by id, in the order they were made
+        self._releases: dict[int, _Release] = {}
         self._images: dict[str, PhysicalImage] = {}       # kind -> bytes shared by directly placed tensors
         self._sizes: dict[tuple, int] = {}       # (kind value, shape, item size) -> footprint (`_size_of`)
 
@@ -417,6 +434,7 @@ class Memory:
             array = new_array(dtype, math.prod(shape), self.precise, fill)
         program = self.program if on_chip or region is MemoryRegion.private_hbm else None
         storage = Storage(region, dtype, shape, array, None, name, location, program)
+        storage.nbytes = nbytes
         if poison:
             storage.poison_later(self.precise)
         if fresh and self.track_initialized and not self.shape_only and address is None:
@@ -478,17 +496,13 @@ class Memory:
         tiles to SBUF; `keep()` names the storage ids that must stay (the instruction's operands). Raises
         AllocationError when none of this makes room."""
         kind = storage.kind
-        nbytes = self.footprint(storage)
-        allocator = self.allocator(kind)
-        start = _try_allocate(allocator, nbytes, storage)
-        if start is None and reclaim is not None and reclaim(kind):
-            start = _try_allocate(allocator, nbytes, storage)
-        if start is None and kind.is_on_chip and self._relocate(allocator, kind, nbytes):
-            start = _try_allocate(allocator, nbytes, storage)
-        if start is None and kind.is_on_chip:
-            start = self._spill(allocator, storage, nbytes, keep() if keep is not None else ())
+        nbytes = storage.nbytes
+        if nbytes is None:
+            nbytes = self.footprint(storage)
+        allocator = self._allocators[kind._value_]
+        start = allocator.take(nbytes, storage.name)
         if start is None:
-            start = allocator.allocate(nbytes, storage.name, storage.location)    # raises the overflow error
+            start = self._make_room(allocator, storage, nbytes, reclaim, keep)
         storage.placement = Placement(0, start)
         self._track(storage, allocator, start)
         if self.emit is not None:
@@ -498,21 +512,38 @@ class Memory:
             if self.emit is not None:
                 self.emit.reloaded(storage)
 
+    def _make_room(self, allocator: Allocator, storage: Storage, nbytes: int, reclaim, keep) -> int:
+        """`place` when no free range fits: reclaim, relocate, spill (on chip), in this order, else raise."""
+        kind = storage.kind
+        start = None
+        if reclaim is not None and reclaim(kind):
+            start = allocator.take(nbytes, storage.name)
+        if start is None and kind.is_on_chip and self._relocate(allocator, kind, nbytes):
+            start = allocator.take(nbytes, storage.name)
+        if start is None and kind.is_on_chip:
+            start = self._spill(allocator, storage, nbytes, keep() if keep is not None else ())
+        if start is None:
+            start = allocator.allocate(nbytes, storage.name, storage.location)    # raises the overflow error
+        return start
+
     def _track(self, storage: Storage, allocator: Allocator, start: int) -> None:
-        release = storage.release = _Release(storage, self._releases,
-                                             (allocator.free, start, self.emit, storage.id, storage.kind))
-        if storage.kind is not _HBM:
-            self._owners[(storage.kind._value_, start)] = (release, next(self._placements))
+        """Claim the range at `start` for `storage` (its _Release, registered as the module docstring says:
+        made here, not through a Python-level constructor, since every placement makes one)."""
+        release = storage.release = _new_release(_Release, storage, _Release.fire)
+        release.args = (allocator.free, start, self.emit, storage.id, storage.kind)
+        registry = release.registry = self._releases
+        registry[id(release)] = release
 
     def placed(self, kind: MemoryKind) -> list[Storage]:
-        """The live on-chip storages of `kind` that hold an address range now, earliest placed first."""
+        """The live on-chip storages of `kind` that hold an address range now, earliest placed first: the
+        claims in the registry (`_releases`, in the order they were made, a relocation's anew) whose storage
+        still holds them."""
         out = []
-        for (value, start), (ref, order) in list(self._owners.items()):
-            st = ref() if value == kind.value else None
-            if st is not None and st.placement is not None and st.placement.address == start \
-                    and st.release is not None and st.release.alive:
-                out.append((order, st))
-        return [st for _, st in sorted(out, key=lambda item: item[0])]
+        for release in list(self._releases.values()):
+            st = release()
+            if st is not None and st.kind is kind and st.release is release and st.placement is not None:
+                out.append(st)
+        return out
 
     def _spill(self, allocator: Allocator, storage: Storage, nbytes: int, keep) -> int | None:
         """Release on-chip tensors not in `keep` until `storage` fits (see `place`): in PSUM the earliest
@@ -528,9 +559,9 @@ class Memory:
                 self.emit.spilled(victim)
             Memory.release_early(victim)
             victim.spilled = True
-            start = _try_allocate(allocator, nbytes, storage)
+            start = allocator.take(nbytes, storage.name)
             if start is None and self._relocate(allocator, storage.kind, nbytes):
-                start = _try_allocate(allocator, nbytes, storage)
+                start = allocator.take(nbytes, storage.name)
             if start is not None:
                 return start
         return None
@@ -562,15 +593,6 @@ class Memory:
         storage.release = None
 
 
-def _try_allocate(allocator: Allocator, nbytes: int, storage: Storage) -> int | None:
-    # no `except ... as e` kept around: a stored exception's traceback would keep the kernel's frames, and so
-    # the tensors they hold, alive
-    try:
-        return allocator.allocate(nbytes, storage.name, storage.location)
-    except AllocationError:
-        return None
-
-
 class _Release(weakref.ref):
     """A placed storage's claim on its address range: `fire` (called when the storage dies, or early) returns
     the range to its allocator and tells the listeners, once; `detach` drops the claim without that. What
@@ -579,17 +601,7 @@ class _Release(weakref.ref):
     collector finds dead together with its storage would never call back). Called, it gives the storage
     (None once dead), as any weak reference; `Memory.placed` looks storages up through it."""
 
-    __slots__ = ("args", "registry")
-
-    def __new__(cls, storage, registry: dict, args: tuple):
-        self = weakref.ref.__new__(cls, storage, _died)
-        self.args = args                # (allocator.free, start, emit, storage id, kind) until it fires
-        self.registry = registry
-        registry[id(self)] = self
-        return self
-
-    def __init__(self, storage, registry: dict, args: tuple):
-        pass                            # `__new__` made the reference (weakref.ref's own __init__ only checks)
+    __slots__ = ("args", "registry")     # (allocator.free, start, emit, storage id, kind) until it fires
 
     @property
     def alive(self) -> bool:
@@ -610,5 +622,4 @@ class _Release(weakref.ref):
         self.registry.pop(id(self), None)
 
 
-def _died(release: _Release) -> None:
-    release.fire()
+_new_release = weakref.ref.__new__      # a _Release for a storage (Memory._track)
