@@ -488,13 +488,14 @@ class Memory:
         """Bytes the storage occupies: per partition on chip, in total in HBM."""
         return storage.row_elems * storage.dtype.itemsize
 
-    def place(self, storage: Storage, reclaim=None, keep=None) -> None:
+    def place(self, storage: Storage, reclaim=None, keep=None, context=None) -> None:
         """Give `storage` an address range (released when the storage dies). When the memory is full:
-        `reclaim(kind)` (a callback that may free ranges of tensors the kernel no longer needs, returning True
-        if it did), then relocation (module docstring), then, in PSUM only, spilling: the earliest placed
-        tensors give their range back (they get a new one when next touched), as the compiler spills PSUM
-        tiles to SBUF; `keep()` names the storage ids that must stay (the instruction's operands). Raises
-        AllocationError when none of this makes room."""
+        `reclaim(kind, context)` (a callback that may free ranges of tensors the kernel no longer needs,
+        returning True if it did), then relocation (module docstring), then, in PSUM only, spilling: the
+        earliest placed tensors give their range back (they get a new one when next touched), as the compiler
+        spills PSUM tiles to SBUF; `keep(context)` names the storage ids that must stay (the instruction's
+        operands). Raises AllocationError when none of this makes room. (Callbacks of the caller's `context`,
+        not closures: every placement would make them, and few need them.)"""
         kind = storage.kind
         nbytes = storage.nbytes
         if nbytes is None:
@@ -502,7 +503,7 @@ class Memory:
         allocator = self._allocators[kind._value_]
         start = allocator.take(nbytes, storage.name)
         if start is None:
-            start = self._make_room(allocator, storage, nbytes, reclaim, keep)
+            start = self._make_room(allocator, storage, nbytes, reclaim, keep, context)
         storage.placement = Placement(0, start)
         self._track(storage, allocator, start)
         if self.emit is not None:
@@ -512,16 +513,16 @@ class Memory:
             if self.emit is not None:
                 self.emit.reloaded(storage)
 
-    def _make_room(self, allocator: Allocator, storage: Storage, nbytes: int, reclaim, keep) -> int:
+    def _make_room(self, allocator: Allocator, storage: Storage, nbytes: int, reclaim, keep, context) -> int:
         """`place` when no free range fits: reclaim, relocate, spill (on chip), in this order, else raise."""
         kind = storage.kind
         start = None
-        if reclaim is not None and reclaim(kind):
+        if reclaim is not None and reclaim(kind, context):
             start = allocator.take(nbytes, storage.name)
         if start is None and kind.is_on_chip and self._relocate(allocator, kind, nbytes):
             start = allocator.take(nbytes, storage.name)
         if start is None and kind.is_on_chip:
-            start = self._spill(allocator, storage, nbytes, keep() if keep is not None else ())
+            start = self._spill(allocator, storage, nbytes, keep(context) if keep is not None else ())
         if start is None:
             start = allocator.allocate(nbytes, storage.name, storage.location)    # raises the overflow error
         return start

@@ -582,8 +582,7 @@ class Program:
             root.last_touch = touch
             if (st.placement is None or root.placement is None) and st is not unplaced:
                 if root.placement is None:
-                    self.memory.place(root, lambda kind: self._reclaim(kind, instr),
-                                      keep=lambda: _operand_roots(instr))
+                    self.memory.place(root, self._reclaim, _operand_roots, instr)
                 st.placement = root.placement
 
     def _reclaim(self, kind: MemoryKind, instr) -> bool:
