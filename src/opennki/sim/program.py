@@ -44,7 +44,7 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
                                 user_frame)
 
 # bound once: class lookups of members are slow (3.11)
-_TENSOR, _PSUM, _HBM = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM
+_TENSOR, _PSUM, _HBM, _READ = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM, AccessKind.READ
 _SBUF, _PSUM_REGION = MemoryRegion.sbuf, MemoryRegion.psum         # the on-chip regions
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
@@ -89,7 +89,8 @@ class Observer:
     OpenNKIErrors, which get the instruction and kernel line attached like the instruction's own."""
 
     # its `check` raises or records something only for an instruction writing HBM: the lean path does not call
-    # it for an instruction whose class writes only on chip (`Instruction.writes_on_chip_only`)
+    # it for an instruction whose class writes only on chip (`Instruction.writes_on_chip_only`) or whose written
+    # operands are all on chip
     hbm_writes_only = False
 
     def check(self, prog, instr) -> None:
@@ -116,12 +117,14 @@ class Observers(list):
         super().__init__()
         self.checking: tuple = ()
         self.checking_on_chip: tuple = ()       # those of `checking` that look at on-chip writes, too
+        self.hbm_writes_only = False            # some of `checking` look only at HBM writes
         self.executing: tuple = ()
 
     def append(self, observer) -> None:
         super().append(observer)
         self.checking = tuple(o for o in self if type(o).check is not Observer.check)
         self.checking_on_chip = tuple(o for o in self.checking if not o.hbm_writes_only)
+        self.hbm_writes_only = len(self.checking_on_chip) < len(self.checking)
         self.executing = tuple(o for o in self if type(o).executed is not Observer.executed)
 
 
@@ -521,7 +524,8 @@ class Program:
         signature whose rules and check passed (`Simulator.clean`) skips both (and with `checked` and
         `operands_checked` the signature is not even computed); the bounds (cached per view), the language
         rules and placement run as on the plain path, but for the observers of HBM writes when the instruction
-        writes only on chip (the check passed, so it does)."""
+        writes only on chip: its class's check admits only on-chip written operands (and it passed), or none of
+        its written operands is in HBM (a load's tile, a matmul's PSUM tile)."""
         try:
             if self.lean_checks and instr.mask is None:
                 sig = True if checked and operands_checked else instr.signature()
@@ -540,8 +544,17 @@ class Program:
                             check_static_bounds(instr, moved)
                             break
                     observers = self.observers
-                    for observer in (observers.checking_on_chip if instr.writes_on_chip_only else
-                                     observers.checking):
+                    if instr.writes_on_chip_only:
+                        checking = observers.checking_on_chip
+                    else:
+                        checking = observers.checking
+                        if observers.hbm_writes_only:   # its written operands (a load's tile, a matmul's)
+                            for _, view, access in operands:
+                                if access is not _READ and view.storage.kind is _HBM:
+                                    break
+                            else:
+                                checking = observers.checking_on_chip
+                    for observer in checking:
                         observer.check(self, instr)
                     touch = next(_touches)
                     for _, view, _ in operands:
