@@ -136,7 +136,7 @@ class Storage:
         self.dtype = dtype
         self.shape = shape
         self._array = array
-        self._poison = None          # (dtype, size, precise) while the poisoned array is not made yet
+        self._poison = None          # (dtype, size, precise, storage dtype) until the poisoned array is made
         self.placement = placement
         self.name = name
         self.location = location
@@ -161,8 +161,9 @@ class Storage:
     @property
     def array(self):
         arr = self._array
-        if arr is None and self._poison is not None:
-            arr = self._array = new_array(*self._poison)
+        poison = self._poison
+        if arr is None and poison is not None:
+            arr = self._array = new_array(poison[0], poison[1], poison[2])
             self._poison = None
         return arr
 
@@ -173,12 +174,14 @@ class Storage:
 
     def poison_later(self, precise: bool) -> None:
         """Make the poisoned array only when something first reads or partly writes it."""
-        self._poison = (self.dtype, math.prod(self.shape), precise)
+        dtype = self.dtype
+        self._poison = (dtype, math.prod(self.shape), precise, dtype.storage_dtype(precise))
 
     def fresh_array(self):
         """For a write covering every element: the array, made without poisoning if not made yet."""
-        if self._array is None and self._poison is not None:
-            self._array = np.empty(self._poison[1], self.dtype.storage_dtype(self._poison[2]))
+        poison = self._poison
+        if self._array is None and poison is not None:
+            self._array = np.empty(poison[1], poison[3])
             self._poison = None
         return self._array
 

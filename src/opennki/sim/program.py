@@ -539,21 +539,22 @@ class Program:
                                 self.check_instruction(instr)
                             clean.add(sig)
                     operands = instr._operands or instr.operands()
-                    for _, view, _ in operands:
-                        if not view._inb:
-                            check_static_bounds(instr, moved)
-                            break
                     observers = self.observers
-                    if instr.writes_on_chip_only:
-                        checking = observers.checking_on_chip
-                    else:
-                        checking = observers.checking
-                        if observers.hbm_writes_only:   # its written operands (a load's tile, a matmul's)
-                            for _, view, access in operands:
-                                if access is not _READ and view.storage.kind is _HBM:
-                                    break
-                            else:
-                                checking = observers.checking_on_chip
+                    if instr.writes_on_chip_only or not observers.hbm_writes_only:
+                        checking = observers.checking_on_chip     # all of `checking` when none is of HBM writes
+                        for _, view, _ in operands:
+                            if not view._inb:
+                                check_static_bounds(instr, moved)
+                                break
+                    else:                       # the same pass reads where it writes (a load's tile, a matmul's)
+                        checking, bounds = observers.checking_on_chip, False
+                        for _, view, access in operands:
+                            if not view._inb:
+                                bounds = True
+                            if access is not _READ and view.storage.kind is _HBM:
+                                checking = observers.checking
+                        if bounds:
+                            check_static_bounds(instr, moved)
                     for observer in checking:
                         observer.check(self, instr)
                     touch = next(_touches)
