@@ -37,6 +37,7 @@ from opennki.sim.frames import user_frame
 from opennki.sim.program import current
 
 SBUF, PSUM = MemoryRegion.sbuf, MemoryRegion.psum
+_HBM = MemoryKind.HBM       # looking an enum member up on its class is slow in hot paths (Python 3.11)
 
 
 def is_tensor(x) -> bool:
@@ -77,10 +78,12 @@ def normalize_shape(shape) -> tuple[int, ...]:
     return as_shape(shape)
 
 
-def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None, frame=None) -> TensorView:
+def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None, frame=None,
+          prog=None) -> TensorView:
     """A new tensor in `buffer` (poisoned unless `fill`). `frame`: the kernel frame, if the caller found it
-    already (user_frame)."""
-    prog = current("nl.ndarray")
+    already (user_frame); `prog`: the running program, likewise."""
+    if prog is None:
+        prog = current("nl.ndarray")
     region = buffer if type(buffer) is MemoryRegion else region_of(buffer)
     t = prog.new_tensor(region, normalize_shape(shape), dtype if type(dtype) is DataType else dtype_of(dtype),
                         name or None, fill=fill, address=address, frame=frame)
@@ -276,9 +279,13 @@ def defer_planned(prog, instr, result, api: str, frame, operands: tuple, params:
     params, so it is checked only until that signature is clean. Off the lean path, under hardware-strict
     rules and for an operand with run-time indices it is deferred as `Program.defer` does."""
     if prog.lean and not prog.options.hardware_strict:
-        keys = tuple([t._sig or view_signature(t) for t in operands])
-        if None not in keys:
-            return _defer_planned(prog, (type(instr), api, keys, params), True, instr, result, api, frame)
+        keys = ()
+        for t in operands:              # a loop, not a comprehension: one or two operands, and a call each
+            key = t._sig or view_signature(t)
+            if key is None:
+                return prog.defer(instr, result, api, frame)
+            keys += (key,)
+        return _defer_planned(prog, (type(instr), api, keys, params), True, instr, result, api, frame)
     return prog.defer(instr, result, api, frame)
 
 
@@ -460,20 +467,21 @@ def mean(x, axis, *, dtype=None, mask=None, keepdims=False, api: str):
 def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
     """HBM -> a new SBUF tile (DMA); the tile's dim 0 is the partition dim."""
     prog = current(api)
-    if not is_tensor(src) or src.kind is not MemoryKind.HBM:
+    if not isinstance(src, TensorView) or src.storage.kind is not _HBM:
         where = src.kind.name.lower() if is_tensor(src) else type(src).__name__
         raise MemoryKindError(f"Expected operand 'src' of '{api}' to be in address space 'hbm', but got a "
                               f"tile in '{where}' instead.", instruction=api, code="err_unsupported_memory")
-    if src.ndim < 2:
+    if len(src.shape) < 2:
         # a 1-D access `x[0:128, j]` loads as a [128, 1] column and one element (`seed[0]`) as [1, 1]: the
         # partition dim comes first and on-chip tiles have at least two dims (the official samples rely on it)
         src = _as_column(src)
     frame = user_frame()
-    result = alloc(src.shape, dtype if dtype is not None else src.dtype, SBUF, frame=frame)
+    result = alloc(src.shape, dtype if dtype is not None else src.storage.dtype, SBUF, frame=frame, prog=prog)
     instr = DmaCopy(dst=result, src=src, mask=mask)
     if mask is not None:
         return prog.defer(instr, result, api, frame)
-    return defer_planned(prog, instr, result, api, frame, (src,), (result.dtype,))   # the tile's shape is src's
+    # the tile's shape is src's
+    return defer_planned(prog, instr, result, api, frame, (src,), (result.storage.dtype,))
 
 
 def _as_column(t: TensorView) -> TensorView:

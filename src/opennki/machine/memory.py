@@ -126,8 +126,7 @@ class Storage:
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
                  "declared", "physical", "spilled", "read_only", "initialized", "last_touch", "spill_address", "site",
-                 "direct",
-                 "__weakref__")
+                 "direct", "nbytes", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -137,7 +136,7 @@ class Storage:
         self.dtype = dtype
         self.shape = shape
         self._array = array
-        self._poison = None          # (dtype, size, precise) while the poisoned array is not made yet
+        self._poison = None          # (dtype, size, precise, storage dtype) until the poisoned array is made
         self.placement = placement
         self.name = name
         self.location = location
@@ -157,12 +156,14 @@ class Storage:
         self.initialized = None      # uninitialized="raise": per-element "written" flags (None: not tracked)
         self.site = None             # a result tile's call site, while it may be reused there (Program.spare)
         self.direct = False          # placed by the kernel (`address=`, nki.compiler allocation), not the allocator
+        self.nbytes = None           # its footprint (`Memory.footprint`), once new_storage computed it
 
     @property
     def array(self):
         arr = self._array
-        if arr is None and self._poison is not None:
-            arr = self._array = new_array(*self._poison)
+        poison = self._poison
+        if arr is None and poison is not None:
+            arr = self._array = new_array(poison[0], poison[1], poison[2])
             self._poison = None
         return arr
 
@@ -173,12 +174,14 @@ class Storage:
 
     def poison_later(self, precise: bool) -> None:
         """Make the poisoned array only when something first reads or partly writes it."""
-        self._poison = (self.dtype, math.prod(self.shape), precise)
+        dtype = self.dtype
+        self._poison = (dtype, math.prod(self.shape), precise, dtype.storage_dtype(precise))
 
     def fresh_array(self):
         """For a write covering every element: the array, made without poisoning if not made yet."""
-        if self._array is None and self._poison is not None:
-            self._array = np.empty(self._poison[1], self.dtype.storage_dtype(self._poison[2]))
+        poison = self._poison
+        if self._array is None and poison is not None:
+            self._array = np.empty(poison[1], poison[3])
             self._poison = None
         return self._array
 
@@ -323,18 +326,37 @@ class Allocator:
     def allocate(self, nbytes: int, name: str, location: SourceLocation | None = None) -> int:
         """The start of a new range of `nbytes` for tensor `name` (created at `location`, which an overflow
         error names)."""
-        size = max(nbytes, 1)
-        size = -(-size // self.alignment) * self.alignment
-        start = self._find(self.cursor, size)
-        if start is None:
-            start = self._find(0, size)
+        start = self.take(nbytes, name)
         if start is None:
             self.overflow(nbytes, name, location)
+        return start
+
+    def take(self, nbytes: int, name: str) -> int | None:
+        """`allocate` without the error: the start of a new range of `nbytes`, or None when none fits (every
+        placement asks, and most fit at the cursor, so the live-range search is inlined for that case)."""
+        alignment = self.alignment
+        size = -(-(nbytes if nbytes > 0 else 1) // alignment) * alignment
+        candidate = -(-self.cursor // alignment) * alignment
+        if self.bank_bytes:
+            candidate = self._fit(candidate, size)
+        starts = self._starts
+        i = bisect.bisect_right(starts, candidate)
+        if candidate + size > self.capacity_bytes or (i and self.live[starts[i - 1]][0] > candidate) or \
+                (i < len(starts) and starts[i] < candidate + size):
+            start = self._find_live(candidate, size)      # the cursor's range is taken: search from it
+            if start is None:
+                start = self._find(0, size)
+            if start is None:
+                return None
+            i = bisect.bisect_right(starts, start)
+        else:
+            start = candidate
         self.live[start] = (start + size, name)
-        bisect.insort(self._starts, start)
+        starts.insert(i, start)
         self.cursor = start + size
-        self._used += size
-        self.peak_bytes = max(self.peak_bytes, self._used)
+        used = self._used = self._used + size
+        if used > self.peak_bytes:
+            self.peak_bytes = used
         return start
 
     def overflow(self, nbytes: int, name: str, location: SourceLocation | None = None):
@@ -383,10 +405,8 @@ class Memory:
         # by kind value: hashing an Enum member runs Python code, and every placement looks its allocator up
         self._allocators = {MemoryKind.SBUF.value: self.sbuf, MemoryKind.PSUM.value: self.psum,
                             MemoryKind.HBM.value: hbm}
-        # (kind, start) -> (storage placed there, through its _Release; placement order)
-        self._owners: dict[tuple[str, int], tuple[weakref.ref, int]] = {}
-        self._releases: dict[int, _Release] = {}          # the claims not fired or detached yet (_Release)
-        self._placements = itertools.count()
+        # the claims not fired or detached yet (_Release), by id, in the order they were made
+        self._releases: dict[int, _Release] = {}
         self._images: dict[str, PhysicalImage] = {}       # kind -> bytes shared by directly placed tensors
         self._sizes: dict[tuple, int] = {}       # (kind value, shape, item size) -> footprint (`_size_of`)
 
@@ -417,6 +437,7 @@ class Memory:
             array = new_array(dtype, math.prod(shape), self.precise, fill)
         program = self.program if on_chip or region is MemoryRegion.private_hbm else None
         storage = Storage(region, dtype, shape, array, None, name, location, program)
+        storage.nbytes = nbytes
         if poison:
             storage.poison_later(self.precise)
         if fresh and self.track_initialized and not self.shape_only and address is None:
@@ -470,25 +491,22 @@ class Memory:
         """Bytes the storage occupies: per partition on chip, in total in HBM."""
         return storage.row_elems * storage.dtype.itemsize
 
-    def place(self, storage: Storage, reclaim=None, keep=None) -> None:
+    def place(self, storage: Storage, reclaim=None, keep=None, context=None) -> None:
         """Give `storage` an address range (released when the storage dies). When the memory is full:
-        `reclaim(kind)` (a callback that may free ranges of tensors the kernel no longer needs, returning True
-        if it did), then relocation (module docstring), then, in PSUM only, spilling: the earliest placed
-        tensors give their range back (they get a new one when next touched), as the compiler spills PSUM
-        tiles to SBUF; `keep()` names the storage ids that must stay (the instruction's operands). Raises
-        AllocationError when none of this makes room."""
+        `reclaim(kind, context)` (a callback that may free ranges of tensors the kernel no longer needs,
+        returning True if it did), then relocation (module docstring), then, in PSUM only, spilling: the
+        earliest placed tensors give their range back (they get a new one when next touched), as the compiler
+        spills PSUM tiles to SBUF; `keep(context)` names the storage ids that must stay (the instruction's
+        operands). Raises AllocationError when none of this makes room. (Callbacks of the caller's `context`,
+        not closures: every placement would make them, and few need them.)"""
         kind = storage.kind
-        nbytes = self.footprint(storage)
-        allocator = self.allocator(kind)
-        start = _try_allocate(allocator, nbytes, storage)
-        if start is None and reclaim is not None and reclaim(kind):
-            start = _try_allocate(allocator, nbytes, storage)
-        if start is None and kind.is_on_chip and self._relocate(allocator, kind, nbytes):
-            start = _try_allocate(allocator, nbytes, storage)
-        if start is None and kind.is_on_chip:
-            start = self._spill(allocator, storage, nbytes, keep() if keep is not None else ())
+        nbytes = storage.nbytes
+        if nbytes is None:
+            nbytes = self.footprint(storage)
+        allocator = self._allocators[kind._value_]
+        start = allocator.take(nbytes, storage.name)
         if start is None:
-            start = allocator.allocate(nbytes, storage.name, storage.location)    # raises the overflow error
+            start = self._make_room(allocator, storage, nbytes, reclaim, keep, context)
         storage.placement = Placement(0, start)
         self._track(storage, allocator, start)
         if self.emit is not None:
@@ -498,21 +516,38 @@ class Memory:
             if self.emit is not None:
                 self.emit.reloaded(storage)
 
+    def _make_room(self, allocator: Allocator, storage: Storage, nbytes: int, reclaim, keep, context) -> int:
+        """`place` when no free range fits: reclaim, relocate, spill (on chip), in this order, else raise."""
+        kind = storage.kind
+        start = None
+        if reclaim is not None and reclaim(kind, context):
+            start = allocator.take(nbytes, storage.name)
+        if start is None and kind.is_on_chip and self._relocate(allocator, kind, nbytes):
+            start = allocator.take(nbytes, storage.name)
+        if start is None and kind.is_on_chip:
+            start = self._spill(allocator, storage, nbytes, keep(context) if keep is not None else ())
+        if start is None:
+            start = allocator.allocate(nbytes, storage.name, storage.location)    # raises the overflow error
+        return start
+
     def _track(self, storage: Storage, allocator: Allocator, start: int) -> None:
-        release = storage.release = _Release(storage, self._releases,
-                                             (allocator.free, start, self.emit, storage.id, storage.kind))
-        if storage.kind is not _HBM:
-            self._owners[(storage.kind._value_, start)] = (release, next(self._placements))
+        """Claim the range at `start` for `storage` (its _Release, registered as the module docstring says:
+        made here, not through a Python-level constructor, since every placement makes one)."""
+        release = storage.release = _new_release(_Release, storage, _Release.fire)
+        release.args = (allocator.free, start, self.emit, storage.id, storage.kind)
+        registry = release.registry = self._releases
+        registry[id(release)] = release
 
     def placed(self, kind: MemoryKind) -> list[Storage]:
-        """The live on-chip storages of `kind` that hold an address range now, earliest placed first."""
+        """The live on-chip storages of `kind` that hold an address range now, earliest placed first: the
+        claims in the registry (`_releases`, in the order they were made, a relocation's anew) whose storage
+        still holds them."""
         out = []
-        for (value, start), (ref, order) in list(self._owners.items()):
-            st = ref() if value == kind.value else None
-            if st is not None and st.placement is not None and st.placement.address == start \
-                    and st.release is not None and st.release.alive:
-                out.append((order, st))
-        return [st for _, st in sorted(out, key=lambda item: item[0])]
+        for release in list(self._releases.values()):
+            st = release()
+            if st is not None and st.kind is kind and st.release is release and st.placement is not None:
+                out.append(st)
+        return out
 
     def _spill(self, allocator: Allocator, storage: Storage, nbytes: int, keep) -> int | None:
         """Release on-chip tensors not in `keep` until `storage` fits (see `place`): in PSUM the earliest
@@ -528,9 +563,9 @@ class Memory:
                 self.emit.spilled(victim)
             Memory.release_early(victim)
             victim.spilled = True
-            start = _try_allocate(allocator, nbytes, storage)
+            start = allocator.take(nbytes, storage.name)
             if start is None and self._relocate(allocator, storage.kind, nbytes):
-                start = _try_allocate(allocator, nbytes, storage)
+                start = allocator.take(nbytes, storage.name)
             if start is not None:
                 return start
         return None
@@ -562,15 +597,6 @@ class Memory:
         storage.release = None
 
 
-def _try_allocate(allocator: Allocator, nbytes: int, storage: Storage) -> int | None:
-    # no `except ... as e` kept around: a stored exception's traceback would keep the kernel's frames, and so
-    # the tensors they hold, alive
-    try:
-        return allocator.allocate(nbytes, storage.name, storage.location)
-    except AllocationError:
-        return None
-
-
 class _Release(weakref.ref):
     """A placed storage's claim on its address range: `fire` (called when the storage dies, or early) returns
     the range to its allocator and tells the listeners, once; `detach` drops the claim without that. What
@@ -579,17 +605,7 @@ class _Release(weakref.ref):
     collector finds dead together with its storage would never call back). Called, it gives the storage
     (None once dead), as any weak reference; `Memory.placed` looks storages up through it."""
 
-    __slots__ = ("args", "registry")
-
-    def __new__(cls, storage, registry: dict, args: tuple):
-        self = weakref.ref.__new__(cls, storage, _died)
-        self.args = args                # (allocator.free, start, emit, storage id, kind) until it fires
-        self.registry = registry
-        registry[id(self)] = self
-        return self
-
-    def __init__(self, storage, registry: dict, args: tuple):
-        pass                            # `__new__` made the reference (weakref.ref's own __init__ only checks)
+    __slots__ = ("args", "registry")     # (allocator.free, start, emit, storage id, kind) until it fires
 
     @property
     def alive(self) -> bool:
@@ -610,5 +626,4 @@ class _Release(weakref.ref):
         self.registry.pop(id(self), None)
 
 
-def _died(release: _Release) -> None:
-    release.fire()
+_new_release = weakref.ref.__new__      # a _Release for a storage (Memory._track)

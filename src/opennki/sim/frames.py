@@ -131,8 +131,11 @@ def read_later(frame, name: str) -> bool:
 
 def user_frame():
     """The innermost frame outside the opennki package (`errors.is_internal`, tested inline: this runs for
-    every instruction)."""
-    frame = sys._getframe(1)
+    every instruction). Only opennki's own functions call it, so the search starts at their caller."""
+    try:
+        frame = sys._getframe(2)
+    except ValueError:                  # called from the outermost frame (which is opennki's)
+        return None
     while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
         frame = frame.f_back
     return frame

@@ -36,7 +36,7 @@ from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind,
                             TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
-from opennki.machine.memory import Memory, MemoryRegion
+from opennki.machine.memory import Memory, MemoryRegion, Storage
 from opennki.machine.tensor import TensorView, row_major_strides
 from opennki.sim import arrays
 from opennki.sim.cooperative import Cooperation
@@ -44,7 +44,8 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
                                 user_frame)
 
 # bound once: class lookups of members are slow (3.11)
-_TENSOR, _PSUM, _HBM = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM
+_TENSOR, _PSUM, _HBM, _READ = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM, AccessKind.READ
+_SBUF, _PSUM_REGION = MemoryRegion.sbuf, MemoryRegion.psum         # the on-chip regions
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
 # tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts as
@@ -54,6 +55,10 @@ REUSE_RESULT_TILES = arrays.CPYTHON and arrays.COUNT_OF_A_LOCAL == 2 and arrays.
 # deferred temporaries retargeted without the general machinery, element-wise runs without the general read
 # and write); False: every instruction takes the plain path (which tests compare against).
 LEAN_ISSUE = True
+# An unnamed on-chip tensor made at a kernel call site that made one of the same region, shape and dtype
+# before is made from what that call decided (`Program._made_again`); False: every tensor takes the whole
+# path (which tests compare against).
+MEMO_TILE_SITES = True
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
@@ -84,7 +89,8 @@ class Observer:
     OpenNKIErrors, which get the instruction and kernel line attached like the instruction's own."""
 
     # its `check` raises or records something only for an instruction writing HBM: the lean path does not call
-    # it for an instruction whose class writes only on chip (`Instruction.writes_on_chip_only`)
+    # it for an instruction whose class writes only on chip (`Instruction.writes_on_chip_only`) or whose written
+    # operands are all on chip
     hbm_writes_only = False
 
     def check(self, prog, instr) -> None:
@@ -111,12 +117,14 @@ class Observers(list):
         super().__init__()
         self.checking: tuple = ()
         self.checking_on_chip: tuple = ()       # those of `checking` that look at on-chip writes, too
+        self.hbm_writes_only = False            # some of `checking` look only at HBM writes
         self.executing: tuple = ()
 
     def append(self, observer) -> None:
         super().append(observer)
         self.checking = tuple(o for o in self if type(o).check is not Observer.check)
         self.checking_on_chip = tuple(o for o in self.checking if not o.hbm_writes_only)
+        self.hbm_writes_only = len(self.checking_on_chip) < len(self.checking)
         self.executing = tuple(o for o in self if type(o).executed is not Observer.executed)
 
 
@@ -187,11 +195,17 @@ class Program:
         # (id of the code, call offset, region, shape, id of the dtype) -> (code, a spare result tile made there); None:
         # no reuse (listeners see storage ids, so each result tile is new for them)
         self._spares: dict | None = {} if REUSE_RESULT_TILES and not listening else None
+        memory = self.memory
+        # the same keys as `_spares` -> what new_tensor made there last (`_made_again`); None: every tensor
+        # takes the whole path (MEMO_TILE_SITES off, or fresh memory zeroed or tracked per element, which
+        # `Memory.new_storage` does for each tensor)
+        self._tiles: dict | None = {} if MEMO_TILE_SITES and memory.fresh_fill is None and \
+            not memory.track_initialized else None
+        self._sites = self._spares is not None or self._tiles is not None     # new_tensor keys a site for either
         # the lean issue path (LEAN_ISSUE): no listener needs the events, so checks are skipped by signature
         self.lean = LEAN_ISSUE and not listening
         # a poisoned HBM tensor may get a kept array (sim/arrays.py); not where fresh memory holds zeros or
         # its elements are tracked, which `new_storage` decides only for a tensor without an array
-        memory = self.memory
         self._recycles_hbm = not (memory.shape_only or memory.track_initialized or memory.fresh_fill is not None)
         # the lean path's checks by signature (`_check`) change no event, so they apply with listeners too
         self.lean_checks = LEAN_ISSUE
@@ -253,21 +267,31 @@ class Program:
                    location: SourceLocation | None = None, address=None, frame=None) -> TensorView:
         """Allocate a tensor (poisoned unless `fill`) and return its root view. An unnamed on-chip tensor made at
         a kernel call site where a retargeted temporary left a spare tile of the same kind may be that tile
-        (`spare`)."""
-        site = None
+        (`spare`); one made where the site made one of the same kind before is made from what that call decided
+        (`_made_again`)."""
+        site = key = None
         if location is None:
             if frame is None:           # `frame`: the caller found the kernel frame already (user_frame)
                 frame = user_frame()
-            if self._spares is not None and frame is not None and name is None and fill is None and \
-                    address is None and region.kind is not MemoryKind.HBM:
-                site = (id(frame.f_code), frame.f_lasti, region._value_, tuple(shape), id(dtype))
-                spare = self._spares.pop(site, None)
-                if spare is not None and spare[0] is frame.f_code:
-                    view = spare[1]
-                    del spare
-                    if _unshared(view):
-                        return view     # made at this line before: its location is this one
-                site = (site, frame.f_code)
+            if frame is not None and name is None and fill is None and address is None and \
+                    (region is _SBUF or region is _PSUM_REGION) and self._sites:
+                code = frame.f_code
+                key = (id(code), frame.f_lasti, region._value_, tuple(shape), id(dtype))
+                spares = self._spares
+                if spares is not None:
+                    spare = spares.pop(key, None)
+                    if spare is not None and spare[0] is code:
+                        view = spare[1]
+                        del spare
+                        if _unshared(view):
+                            return view     # made at this line before: its location is this one
+                tiles = self._tiles
+                if tiles is not None:
+                    made = tiles.get(key)
+                    if made is not None and made[0] is code:
+                        return self._made_again(made)
+                if spares is not None:
+                    site = (key, code)
             location = location_of(frame) if frame is not None else None
         shape = tuple(map(int, shape))
         if region is MemoryRegion.shared_hbm and self.launch.grid:
@@ -290,6 +314,27 @@ class Program:
             self.launch.hbm_tensors.append(weakref.ref(storage))
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             self.launch.shared.append(storage)
+        storage.site = site
+        tiles = self._tiles
+        if key is not None and tiles is not None:
+            # what this call made of these arguments, for the next call (`_made_again`)
+            if len(tiles) >= 4096:
+                tiles.clear()
+            tiles[key] = (frame.f_code, region, dtype, shape, storage.name, location, storage.program,
+                          storage.nbytes, storage._poison, site)
+        return self.launch.tensor_type.root(storage)
+
+    def _made_again(self, made: tuple) -> TensorView:
+        """`new_tensor` at a kernel call site that made an unnamed on-chip tensor of this region, shape and
+        dtype before (`made`, kept in `_tiles`; `new_tensor` has looked for a spare tile first, as the plain
+        path does): a new tensor of the same name, kernel line and footprint, poisoned lazily as that one was
+        (its `_poison`, an immutable tuple, is shared). What the plain path computes again for each such tensor
+        (the location, the name, the footprint and its shape rules, what `Memory.new_storage` decides from the
+        memory's fixed options) is a function of the site and these arguments."""
+        _, region, dtype, shape, name, location, program, nbytes, poison, site = made
+        storage = Storage(region, dtype, shape, None, None, name, location, program)
+        storage.nbytes = nbytes
+        storage._poison = poison
         storage.site = site
         return self.launch.tensor_type.root(storage)
 
@@ -479,7 +524,8 @@ class Program:
         signature whose rules and check passed (`Simulator.clean`) skips both (and with `checked` and
         `operands_checked` the signature is not even computed); the bounds (cached per view), the language
         rules and placement run as on the plain path, but for the observers of HBM writes when the instruction
-        writes only on chip (the check passed, so it does)."""
+        writes only on chip: its class's check admits only on-chip written operands (and it passed), or none of
+        its written operands is in HBM (a load's tile, a matmul's PSUM tile)."""
         try:
             if self.lean_checks and instr.mask is None:
                 sig = True if checked and operands_checked else instr.signature()
@@ -493,13 +539,23 @@ class Program:
                                 self.check_instruction(instr)
                             clean.add(sig)
                     operands = instr._operands or instr.operands()
-                    for _, view, _ in operands:
-                        if not view._inb:
-                            check_static_bounds(instr, moved)
-                            break
                     observers = self.observers
-                    for observer in (observers.checking_on_chip if instr.writes_on_chip_only else
-                                     observers.checking):
+                    if instr.writes_on_chip_only or not observers.hbm_writes_only:
+                        checking = observers.checking_on_chip     # all of `checking` when none is of HBM writes
+                        for _, view, _ in operands:
+                            if not view._inb:
+                                check_static_bounds(instr, moved)
+                                break
+                    else:                       # the same pass reads where it writes (a load's tile, a matmul's)
+                        checking, bounds = observers.checking_on_chip, False
+                        for _, view, access in operands:
+                            if not view._inb:
+                                bounds = True
+                            if access is not _READ and view.storage.kind is _HBM:
+                                checking = observers.checking
+                        if bounds:
+                            check_static_bounds(instr, moved)
+                    for observer in checking:
                         observer.check(self, instr)
                     touch = next(_touches)
                     for _, view, _ in operands:
@@ -540,8 +596,7 @@ class Program:
             root.last_touch = touch
             if (st.placement is None or root.placement is None) and st is not unplaced:
                 if root.placement is None:
-                    self.memory.place(root, lambda kind: self._reclaim(kind, instr),
-                                      keep=lambda: _operand_roots(instr))
+                    self.memory.place(root, self._reclaim, _operand_roots, instr)
                 st.placement = root.placement
 
     def _reclaim(self, kind: MemoryKind, instr) -> bool:

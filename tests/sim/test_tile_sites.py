@@ -1,0 +1,143 @@
+"""An unnamed on-chip tensor made at a call site that made one of the same region, shape and dtype before is
+made from what that call decided (`program.MEMO_TILE_SITES`, `Program._made_again`): kernels give the values,
+the errors (class, text, kernel line), the capacity errors, the spills and the listeners' events of the plain
+path, where every tensor takes the whole of `new_tensor` and `Memory.new_storage`."""
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+import opennki.legacy as nki
+import opennki.legacy.isa as nisa
+import opennki.legacy.language as nl
+from examples.tiled_matmul import tiled_matmul
+from opennki.errors import OpenNKIError
+from opennki.events import TensorAllocated
+from opennki.listeners import Recorder
+from opennki.sim import program
+from tests.isa.helpers import rand
+
+
+def _both(monkeypatch, run):
+    """`run()` with the site memo and without it: (memo, plain), each the result or the error. The memo run
+    makes some tensors from the memo."""
+    out, made = [], []
+    made_again = program.Program._made_again
+
+    def counted(prog, entry):
+        made.append(entry)
+        return made_again(prog, entry)
+
+    monkeypatch.setattr(program.Program, "_made_again", counted)
+    for memo in (True, False):
+        monkeypatch.setattr(program, "MEMO_TILE_SITES", memo)
+        try:
+            out.append(run())
+        except OpenNKIError as e:
+            out.append(e)
+        assert bool(made) == memo
+        made.clear()
+    return out
+
+
+def _same(memo, plain) -> None:
+    if isinstance(plain, BaseException):
+        assert type(memo) is type(plain), (memo, plain)
+        assert str(memo) == str(plain)
+        assert (memo.location.filename, memo.location.lineno) == (plain.location.filename, plain.location.lineno)
+        return
+    assert not isinstance(memo, BaseException), memo
+    memo, plain = (memo, plain) if isinstance(plain, tuple) else ((memo,), (plain,))
+    for got, want in zip(memo, plain, strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def _tiles_and_poison(a, w, b):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    low = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 64), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(3):
+        lhs = nl.load(w[k * 128:(k + 1) * 128, :])
+        rhs = nl.load(b[k * 128:(k + 1) * 128, :])
+        acc += nisa.nc_matmul(lhs, rhs)
+    total = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    total[...] = nl.copy(acc)
+    for i in range(4):
+        x = nl.load(a, dtype=nl.bfloat16 if i % 2 else nl.float32)      # one line, two dtypes
+        part = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        ip, jf = nl.mgrid[0:128, 0:64]
+        part[ip, jf] = nl.multiply(x, 2.0, mask=(jf < 32 + 8 * i))   # the rest stays poisoned (NaN)
+        total[...] = nl.add(total, part)
+    nl.store(out, value=total)
+    nl.store(low, value=nl.copy(total, dtype=nl.bfloat16))
+    return out, low
+
+
+def test_values_and_poison_are_the_plain_paths(rng, monkeypatch):
+    a, w, b = rand(rng, 128, 64), rand(rng, 384, 128), rand(rng, 384, 64)
+    memo, plain = _both(monkeypatch, lambda: nki.jit(_tiles_and_poison)(a, w, b))
+    _same(memo, plain)
+    assert np.isnan(memo[0][:, 32:]).all() and not np.isnan(memo[0][:, :32]).any()
+
+
+def test_tiled_matmul_gives_the_plain_paths_values_and_events(rng, monkeypatch):
+    a, b = rand(rng, 256, 256), rand(rng, 256, 1024)
+
+    def run():
+        rec = Recorder()
+        out = nki.jit(tiled_matmul).launch((a, b), listeners=[rec])
+        first = min(e.storage_id for e in rec.of_type(TensorAllocated))
+        allocated = [(e.storage_id - first, *[getattr(e, f.name) for f in dataclasses.fields(e)][1:])
+                     for e in rec.of_type(TensorAllocated)]
+        return out, allocated, [(e.opcode, e.location) for e in rec.events if hasattr(e, "opcode")]
+
+    (memo, memo_allocated, memo_issued), (plain, plain_allocated, plain_issued) = _both(monkeypatch, run)
+    _same(memo, plain)
+    assert memo_allocated == plain_allocated and memo_issued == plain_issued
+    np.testing.assert_allclose(memo, a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+
+
+def _kept_tiles(a, n):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    tiles = []
+    for i in range(n):
+        tiles.append(nl.load(a))                    # more live SBUF tiles than SBUF holds: spills
+    total = nl.zeros((128, 512), nl.float32, buffer=nl.sbuf)
+    for t in tiles:
+        total[...] = nl.add(total, t)
+    nl.store(out, value=total)
+    return out
+
+
+def test_spills_are_the_plain_paths(rng, monkeypatch):
+    a = rand(rng, 128, 512)
+
+    def run():
+        rec = Recorder()
+        out = nki.jit(_kept_tiles).launch((a, 200), listeners=[rec])
+        return out, [(e.opcode, e.location) for e in rec.events if hasattr(e, "opcode")]
+
+    (memo, memo_issued), (plain, plain_issued) = _both(monkeypatch, run)
+    _same(memo, plain)
+    assert memo_issued == plain_issued and any(op == "sbuf_spill" for op, _ in memo_issued)
+    np.testing.assert_allclose(memo, 200 * a, rtol=1e-5)
+
+
+def _too_big_then_out_of_bounds(a, big):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    for i in range(3):
+        t = nl.ndarray((128, 64 if i < 2 or not big else 1 << 16), dtype=nl.float32, buffer=nl.sbuf)
+        t[...] = nl.load(a)
+        x = nl.load(a[:, i * 24:i * 24 + 40])         # out of bounds in the third iteration
+        nl.store(out[:, 0:40], value=x)
+    return out
+
+
+@pytest.mark.parametrize("big", [True, False])
+def test_errors_at_a_memoised_site_are_the_plain_paths(rng, monkeypatch, big):
+    a = rand(rng, 128, 64)
+    memo, plain = _both(monkeypatch, lambda: nki.jit(_too_big_then_out_of_bounds)(a, big))
+    assert isinstance(plain, OpenNKIError)
+    _same(memo, plain)
