@@ -23,7 +23,6 @@ from opennki.instructions.ops import alu
 from opennki.machine.dtypes import to_float32
 
 _DMA_MEMORIES = (MemoryKind.HBM, MemoryKind.SBUF)
-_HBM = MemoryKind.HBM
 
 
 def _check_dge(ctx, mode: dge_mode) -> None:
@@ -69,11 +68,6 @@ class DmaCopy(Instruction):
     dge_mode: object = None
     engine: object = None
     priority: object = None
-
-    @property
-    def writes_on_chip_only(self) -> bool:
-        """A load's only written operand is its on-chip destination (Instruction.writes_on_chip_only)."""
-        return self.dst.kind is not _HBM
 
     def check(self, ctx) -> None:
         # every DMA of a kernel passes here: rules are tested before their messages are formatted
