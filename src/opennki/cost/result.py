@@ -79,9 +79,14 @@ class InstructionRecord:
     (`pred`), how long it stalled on a dependency (`stall_ns`, `stall_kind`: raw/war/waw/reuse), and every
     dependence it has (`deps`: (record index, kind, operand index) per predecessor)."""
 
+    # the fields every record sets; the others default here (a record that sets one keeps it in its __dict__)
     __slots__ = ("index", "seq", "opcode", "core", "program", "row", "start", "end", "pred", "stall_ns",
-                 "stall_kind", "cost", "location", "name", "event", "ls_start", "ls_end", "issue_start",
-                 "issue_end", "issue_row", "dma_engine_ns", "deps")
+                 "stall_kind", "cost", "location", "name", "__dict__")
+    event = None
+    ls_start = ls_end = None
+    issue_start = issue_end = issue_row = None
+    dma_engine_ns = 0.0
+    deps = ()
 
     def __init__(self, index, ev, cost, row, start, end, pred, stall_ns, stall_kind):
         self.index = index
@@ -98,11 +103,6 @@ class InstructionRecord:
         self.cost = cost
         self.location = ev.location
         self.name = ev.name
-        self.event = None
-        self.ls_start = self.ls_end = None
-        self.issue_start = self.issue_end = self.issue_row = None
-        self.dma_engine_ns = 0.0
-        self.deps = ()
 
     @property
     def duration_ns(self) -> float:
