@@ -15,8 +15,7 @@ iterations, while one buffer rewritten every iteration serialises them.
 from __future__ import annotations
 
 import functools
-from itertools import compress, repeat
-from operator import and_, attrgetter, itemgetter, le as _le, lt as _lt, not_
+from operator import attrgetter, lt as _lt
 
 from opennki.events import AccessKind, Engine, MemoryKind
 
@@ -25,7 +24,6 @@ NO_PRODUCER = -1
 _READ, _ACCUMULATE = AccessKind.READ, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
 _HBM_VALUE = _HBM.value
-_S, _E, _P, _T = (itemgetter(k) for k in range(4))      # fields of a retired item (start, end, parts, time, ..)
 _END = attrgetter("end")
 
 
@@ -160,26 +158,21 @@ class AccessTracker:
             return                               # occupies nothing: no retired interval overlaps it
         width = self.RETIRED_BUCKET_BYTES[space[0]]
         best, producer = 0.0, NO_PRODUCER
-        # per bucket, by C loops over its items (s, e, parts, t, prod): the latest-retired overlapping item
-        # (the first of equal ones, in bucket then item order), and the items the new tensor fully covers
-        # dropped (its own retirement supersedes them)
+        # (items (s, e, parts, t, prod) all have parts > 0: `freed`)
         for b in range(byte_start // width, (end - 1) // width + 1):
             items = buckets.get(b)
             if not items:
                 continue
-            starts, ends, parts = list(map(_S, items)), list(map(_E, items)), list(map(_P, items))
-            n = len(items)
-            hits = list(map(and_, map(and_, map(_lt, starts, repeat(end, n)), map(_lt, repeat(byte_start, n), ends)),
-                            map(_lt, repeat(0, n), parts)))
-            if not any(hits):
-                continue
-            item = max(compress(items, hits), key=_T)
-            if item[3] > best:
-                best, producer = item[3], item[4]
-            covered = list(map(and_, map(and_, hits, map(_le, repeat(byte_start, n), starts)),
-                               map(and_, map(_le, ends, repeat(end, n)), map(_le, parts, repeat(partitions, n)))))
-            if any(covered):
-                buckets[b] = list(compress(items, map(not_, covered)))
+            kept = []
+            for item in items:
+                s, e, parts, t, prod = item
+                if s < end and byte_start < e:
+                    if t > best:
+                        best, producer = t, prod
+                    if byte_start <= s and e <= end and parts <= partitions:
+                        continue                 # fully covered: the new tensor's retirement supersedes it
+                kept.append(item)
+            buckets[b] = kept
         if best > 0:
             self.floor[storage_id] = (best, producer)
 
@@ -193,8 +186,8 @@ class AccessTracker:
         t, prod = floor
         if acc is not None and acc.last_end > t:
             t, prod = acc.last_end, self._last_producer(acc)
-        if t <= 0:
-            return
+        if t <= 0 or parts <= 0:
+            return                               # (an interval on no partition overlaps no tensor)
         width = self.RETIRED_BUCKET_BYTES[space[0]]
         buckets = self.retired.get(space)
         if buckets is None:
@@ -345,7 +338,8 @@ class AccessTracker:
             if index is not None:
                 acc.slots.append(slot)
                 shift = acc.shift
-                for page in range(region.byte_start >> shift, ((region.byte_end - 1) >> shift) + 1):
+                first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
+                for page in range(first, last + 1) if first != last else (first,):
                     slots = index.get(page)
                     if slots is None:
                         index[page] = [slot]

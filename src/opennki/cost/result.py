@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from functools import reduce
-from itertools import chain, compress, groupby, repeat
+from itertools import compress, groupby, repeat
 from operator import add, and_, attrgetter, is_not, lt as _lt, mul, neg, sub, truediv
 
 from opennki.cost.deps import NO_PRODUCER
@@ -201,13 +201,15 @@ class CostResult:
         if any(has_ls) or any(has_issue):
             ls_keys = list(zip(compress(cores, has_ls), repeat(Row.TENSOR)))
             issue_keys = list(zip(compress(cores, has_issue), compress(map(_ISSUE_ROW, recs), has_issue)))
-            ls_pos, issue_pos = list(compress(range(0, 5 * n, 5), has_ls)), list(compress(range(0, 5 * n, 5), has_issue))
+            ls_pos = list(compress(range(0, 5 * n, 5), has_ls))
+            issue_pos = list(compress(range(0, 5 * n, 5), has_issue))
             keys = keys + ls_keys + ls_keys + issue_keys + issue_keys
-            values = (durations + list(compress(map(_LS_END, recs), has_ls)) + list(map(neg, compress(ls_starts, has_ls)))
-                      + list(compress(map(_ISSUE_END, recs), has_issue))
+            values = (durations + list(compress(map(_LS_END, recs), has_ls))
+                      + list(map(neg, compress(ls_starts, has_ls))) + list(compress(map(_ISSUE_END, recs), has_issue))
                       + list(map(neg, compress(issue_starts, has_issue))))
-            positions = (list(range(0, 5 * n, 5)) + list(map(add, ls_pos, repeat(1))) + list(map(add, ls_pos, repeat(2)))
-                         + list(map(add, issue_pos, repeat(3))) + list(map(add, issue_pos, repeat(4))))
+            positions = (list(range(0, 5 * n, 5)) + list(map(add, ls_pos, repeat(1)))
+                         + list(map(add, ls_pos, repeat(2))) + list(map(add, issue_pos, repeat(3)))
+                         + list(map(add, issue_pos, repeat(4))))
             weights = ([1] * n + [1] * len(ls_keys) + [0] * len(ls_keys) + [1] * len(issue_keys)
                        + [0] * len(issue_keys))
         busy, counts = self.busy_ns, self.counts

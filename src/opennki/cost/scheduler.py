@@ -32,6 +32,7 @@ The result is a `CostResult`.
 from __future__ import annotations
 
 import dataclasses
+from operator import attrgetter
 
 from opennki.cost.deps import NO_PRODUCER, AccessTracker
 from opennki.cost.engines import candidate_engines
@@ -51,6 +52,7 @@ _PLANS_LIMIT = 4096
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _DMA, _VECTOR, _ACCUMULATE = Engine.TENSOR, Engine.DMA, Engine.VECTOR, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
+_STORAGE_ID = attrgetter("region.storage_id")
 _HBM_SPACE = AccessTracker.space(_HBM, 0)
 
 
@@ -221,8 +223,9 @@ class CostModel:
     def _plan(self, ev) -> tuple:
         """What placing `ev` derives from the event alone: (cost, engine, queue, the engines to choose from
         with their costs or None, uncosted, the DMA plan or, on the Tensor Engine, the indices of the operands
-        it accumulates into and of its stationary operand (None without one)). A pure function of what a cost rule sees, so it
-        is kept per event signature (as `cost_of` keeps costs): loops repeat the same instructions."""
+        it accumulates into and of its stationary operand (None without one)). A pure function of what a cost
+        rule sees, so it is kept per event signature (as `cost_of` keeps costs): loops repeat the same
+        instructions."""
         key = registry._signature(ev)
         plans = self._plans
         if key is not None:
@@ -319,7 +322,7 @@ class CostModel:
         pe = self.hw.cost.tensor
         accumulates, stationary = plan
         operands = ev.operands
-        groups = [operands[i].region.storage_id for i in accumulates]
+        groups = list(map(_STORAGE_ID, map(operands.__getitem__, accumulates)))
         if not ev.ordered and state.lines[_PE].gaps:
             rec = self._backfill_pe(ev, cost, state, dep, index, pe, groups)
             if rec is not None:

@@ -12,8 +12,6 @@ v3/v4 perf modes of spec/hardware.md §5.3; where the spec has none, the rule's 
 
 from __future__ import annotations
 
-from itertools import repeat
-from operator import attrgetter, is_not
 from typing import Callable
 
 from opennki.cost.value import Cost
@@ -38,24 +36,22 @@ _MEMO: dict[int, tuple[object, dict]] = {}     # id(hw) -> (hw, {signature: Cost
 _MEMO_LIMIT = 4096
 
 
-# what a rule sees of one operand, read by one C call; enum members by their values (hashing an Enum runs
-# Python code), which are unique within their enums
-_OPERAND_SIGNATURE = attrgetter("role", "access._value_", "region.kind._value_", "region.partition_start", "shape",
-                                "dtype", "itemsize", "strides")
-_OFFSETS = attrgetter("offsets")
-
-
 def _signature(ev: InstructionExecuted) -> tuple | None:
     """What a rule can see of an event: equal signatures give equal costs (rules are pure). None when the
-    event cannot be keyed (a legacy mask, run-time offsets); unhashable parameters show when it is used.
-    Params in their given order (one order per instruction class): the key is exact either way, and sorting
-    every event's parameters cost more than an occasional miss would."""
+    event cannot be keyed (a legacy mask, run-time offsets); unhashable parameters show when it is used."""
     if ev.mask is not None:
         return None
-    operands = ev.operands
-    if any(map(is_not, map(_OFFSETS, operands), repeat(None))):
-        return None
-    return (ev.opcode, ev.engine._value_, tuple(map(_OPERAND_SIGNATURE, operands)), *ev.params.items())
+    key = [ev.opcode, id(ev.engine)]
+    for o in ev.operands:
+        if o.offsets is not None:
+            return None
+        r = o.region
+        # enum members by id(): they are singletons, and hashing an Enum runs Python code
+        key += (o.role, id(o.access), id(r.kind), r.partition_start, o.shape, o.dtype, o.itemsize, o.strides)
+    # params in their given order (one order per instruction class): the key is exact either way, and sorting
+    # every event's parameters cost more than an occasional miss would
+    key += ev.params.items()
+    return tuple(key)
 
 
 def cost_of(ev: InstructionExecuted, hw) -> Cost | None:
