@@ -192,15 +192,21 @@ class CostResult:
         # engine rows, in the order adding records one by one would use them: each record's own row, then its
         # LoadStationary (the Tensor row) and its DMA issue row; those two add `busy + end - start`, that is
         # end, then -start (the same float sums), and count once
-        keys = list(zip(cores, map(_ROW, recs)))
+        # on one core (the usual case) rows stand for their (core, row) keys: strings hash once
+        one_core = cores.count(cores[0]) == n
+        keys = list(map(_ROW, recs)) if one_core else list(zip(cores, map(_ROW, recs)))
         values = durations
         positions = weights = None
         ls_starts, issue_starts = list(map(_LS_START, recs)), list(map(_ISSUE_START, recs))
         has_ls = list(map(is_not, ls_starts, repeat(None, n)))
         has_issue = list(map(is_not, issue_starts, repeat(None, n)))
         if any(has_ls) or any(has_issue):
-            ls_keys = list(zip(compress(cores, has_ls), repeat(Row.TENSOR)))
-            issue_keys = list(zip(compress(cores, has_issue), compress(map(_ISSUE_ROW, recs), has_issue)))
+            if one_core:
+                ls_keys = [Row.TENSOR] * has_ls.count(True)
+                issue_keys = list(compress(map(_ISSUE_ROW, recs), has_issue))
+            else:
+                ls_keys = list(zip(compress(cores, has_ls), repeat(Row.TENSOR)))
+                issue_keys = list(zip(compress(cores, has_issue), compress(map(_ISSUE_ROW, recs), has_issue)))
             ls_pos = list(compress(range(0, 5 * n, 5), has_ls))
             issue_pos = list(compress(range(0, 5 * n, 5), has_issue))
             keys = keys + ls_keys + ls_keys + issue_keys + issue_keys
@@ -214,6 +220,8 @@ class CostResult:
                        + [0] * len(issue_keys))
         busy, counts = self.busy_ns, self.counts
         for key, idx in _groups(keys, positions):
+            if one_core:
+                key = (cores[0], key)
             busy[key] = reduce(add, map(values.__getitem__, idx), busy.get(key, 0.0))
             counts[key] = counts.get(key, 0) + (len(idx) if weights is None else sum(map(weights.__getitem__, idx)))
         opcode_counts = self.opcode_counts
@@ -235,8 +243,7 @@ class CostResult:
             entry[0] = reduce(add, map(durations.__getitem__, idx), entry[0])
             entry[1] += len(idx)
             entry[2] = reduce(add, map(stall_ns.__getitem__, idx), entry[2])
-        for line, opcode in dict.fromkeys(zip(lines, opcodes)):
-            entries[line][3].add(opcode)
+            entry[3].update(dict.fromkeys(map(opcodes.__getitem__, idx)))       # in first-use order
         stall_kinds = list(map(_STALL_KIND, recs))
         stalled = list(map(and_, map(is_not, stall_kinds, repeat(None, n)), map(_lt, repeat(0, n), stall_ns)))
         if any(stalled):
