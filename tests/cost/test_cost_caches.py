@@ -7,7 +7,8 @@ keeping their events (the dependency search then lists every dependence edge). T
 and for `keep_instructions=False` no events kept and no edges listed. Every record of an estimate (where,
 when, why it waited, its dependences, its event) and the summary are the same, on kernels in the tutorials'
 style (matmul steps, layernorm, Mamba, attention), the bundled examples, an LNC=2 launch and instructions
-left to the compiler's engine choice."""
+left to the compiler's engine choice. The summary's aggregates, tallied with C loops when a result is
+finished, equal adding the records one at a time (values, and the order of every dict)."""
 
 import numpy as np
 import pytest
@@ -16,9 +17,11 @@ import opennki as nki_new
 import opennki.isa as nisa
 import opennki.language as nl
 from examples import attention_head, blocked_matmul, gelu_mlp, residual_rmsnorm, tiled_matmul
+from opennki.cost.result import SMALL_DMA_EFFICIENCY, CostResult, Row, location_key
 from opennki.cost.rules import registry
 from opennki.perf.estimate import estimate
 from opennki.sim import program
+from tests.cost import kernels as K
 from tests.cost import tutorial_kernels as T
 from tests.cost.helpers import spec
 
@@ -105,3 +108,94 @@ def test_the_cases_cover_engine_choices_two_cores_and_cross_engine_dependences()
     assert {"TensorMatrix", "Vector", "Scalar"} <= rows
     kinds = {kind for r in lnc2.records for _, kind, _ in r.deps}
     assert {"raw", "war"} <= kinds
+
+
+def _added_one_by_one(result):
+    """The summary's aggregates as adding the records one at a time gives them (the reference for the tally
+    `CostResult.finish` makes with C loops): every dict in first-use order, every sum in record order."""
+    busy, counts, opcodes, lines, stalls, small = {}, {}, {}, {}, {}, {}
+    totals = dict(total_ns=0.0, elem_ops=0.0, transpose_flops=0.0, dma_count=0, dma_bytes=0, hbm_read_bytes=0,
+                  hbm_write_bytes=0, dma_engine_ns=0.0)
+    for rec in result.records:
+        cost, duration = rec.cost, rec.end - rec.start
+        spans = [((rec.core, rec.row), duration)]
+        if rec.ls_start is not None:
+            spans.append(((rec.core, Row.TENSOR), (rec.ls_end, rec.ls_start)))
+        if rec.issue_start is not None:
+            spans.append(((rec.core, rec.issue_row), (rec.issue_end, rec.issue_start)))
+        for key, span in spans:
+            if isinstance(span, tuple):                 # LoadStationary and issue time: busy + end - start
+                busy[key] = busy.get(key, 0.0) + span[0] - span[1]
+            else:
+                busy[key] = busy.get(key, 0.0) + span
+            counts[key] = counts.get(key, 0) + 1
+        opcodes[rec.opcode] = opcodes.get(rec.opcode, 0) + 1
+        if rec.end > totals["total_ns"]:
+            totals["total_ns"] = rec.end
+        totals["elem_ops"] += cost.elem_ops
+        totals["transpose_flops"] += cost.transpose_flops
+        line = location_key(rec.location)
+        entry = lines.setdefault(line, [0.0, 0, 0.0, set()])
+        entry[0] += duration
+        entry[1] += 1
+        entry[2] += rec.stall_ns
+        entry[3].add(rec.opcode)
+        if rec.stall_kind is not None and rec.stall_ns > 0:
+            s = stalls.setdefault(line, [0.0, 0, set()])
+            s[0] += rec.stall_ns
+            s[1] += 1
+            s[2].add(rec.stall_kind)
+        work = cost.dma
+        if work is not None:
+            totals["dma_count"] += 1
+            totals["dma_bytes"] += work.size_bytes
+            totals["hbm_read_bytes"] += work.hbm_read_bytes
+            totals["hbm_write_bytes"] += work.hbm_write_bytes
+            totals["dma_engine_ns"] += rec.dma_engine_ns
+            stream = result.hw.cost.dma.efficiency(work.partition_bytes) * work.efficiency
+            if stream < SMALL_DMA_EFFICIENCY:
+                s = small.setdefault(line, [0, 0, 1.0, float("inf"), 0.0])
+                s[0] += 1
+                s[1] += work.size_bytes
+                s[2] = min(s[2], stream)
+                s[3] = min(s[3], work.descriptor_bytes)
+                s[4] += duration * work.efficiency / stream
+    return busy, counts, opcodes, lines, stalls, small, totals
+
+
+def _aggregates(result):
+    return (result.busy_ns, result.counts, result.opcode_counts, result.lines, result.stalls, result.small_dmas,
+            {name: getattr(result, name) for name in ("total_ns", "elem_ops", "transpose_flops", "dma_count",
+                                                       "dma_bytes", "hbm_read_bytes", "hbm_write_bytes",
+                                                       "dma_engine_ns")})
+
+
+def _ordered(aggregates):
+    """Each dict as its list of items (so the order counts), sets as sets."""
+    return [list(a.items()) for a in aggregates]
+
+
+TALLY_CASES = CASES + [(K.narrow_loads, (spec((128, 256)),), "trn1")]
+
+
+@pytest.mark.parametrize("kernel,args,target", TALLY_CASES, ids=lambda v: getattr(v, "__name__", None))
+def test_the_tally_equals_adding_records_one_by_one(kernel, args, target):
+    result = estimate(kernel, args, target=target)
+    assert _ordered(_aggregates(result)) == _ordered(_added_one_by_one(result))
+    # tallied in two parts (a result finished, then added to): the same
+    again = CostResult(result.hw, cores=result.cores)
+    half = len(result.records) // 2
+    for rec in result.records[:half]:
+        again.add(rec, rec.event)
+    again.finish()
+    for rec in result.records[half:]:
+        again.add(rec, rec.event)
+    again.finish()
+    assert _ordered(_aggregates(again)) == _ordered(_added_one_by_one(result))
+
+
+def test_the_tally_cases_cover_stalls_small_transfers_and_load_stationary():
+    results = [estimate(k, a, target=t, keep_instructions=False) for k, a, t in TALLY_CASES]
+    assert any(r.small_dmas for r in results) and any(r.stalls for r in results)
+    assert any(rec.ls_start is not None for r in results for rec in r.records)
+    assert any(len({c for c, _ in r.busy_ns}) == 2 for r in results)

@@ -15,6 +15,7 @@ iterations, while one buffer rewritten every iteration serialises them.
 from __future__ import annotations
 
 import functools
+from operator import attrgetter, lt as _lt
 
 from opennki.events import AccessKind, Engine, MemoryKind
 
@@ -23,6 +24,7 @@ NO_PRODUCER = -1
 _READ, _ACCUMULATE = AccessKind.READ, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
 _HBM_VALUE = _HBM.value
+_END = attrgetter("end")
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -65,11 +67,9 @@ def box_of(storage_shape: tuple[int, ...], strides: tuple[int, ...] | None, offs
 
 
 def _boxes_overlap(a, b) -> bool:
+    """Whether two [lo, hi) boxes share a point: every dimension's ranges overlap (compared by C loops)."""
     (alo, ahi), (blo, bhi) = a, b
-    for a0, a1, b0, b1 in zip(alo, ahi, blo, bhi):
-        if a0 >= b1 or b0 >= a1:
-            return False
-    return True
+    return all(map(_lt, alo, bhi)) and all(map(_lt, blo, ahi))
 
 
 class _Slot:
@@ -88,15 +88,18 @@ class _Slot:
 
 
 class _StorageAccesses:
-    """Write and read slots of one storage, indexed by address page."""
+    """Write and read slots of one storage: by key (box, or region for accesses that are not boxes), in
+    creation order (`slots`), and indexed by address page (`writes`, `reads`)."""
 
-    __slots__ = ("shift", "writes", "reads", "by_key", "last_end", "write_serial")
+    __slots__ = ("shift", "writes", "reads", "write_slots", "read_slots", "slots", "last_end", "write_serial")
 
     def __init__(self, span: int):
         self.shift = max(6, span.bit_length() - 1)
         self.writes: dict[int, list[_Slot]] = {}
         self.reads: dict[int, list[_Slot]] = {}
-        self.by_key: dict[tuple, _Slot] = {}
+        self.write_slots: dict[tuple, _Slot] = {}
+        self.read_slots: dict[tuple, _Slot] = {}
+        self.slots: list[_Slot] = []
         self.last_end = 0.0
         self.write_serial = 0
 
@@ -151,8 +154,11 @@ class AccessTracker:
         buckets = self.retired.get(space)
         if not buckets:
             return
+        if partitions <= 0:
+            return                               # occupies nothing: no retired interval overlaps it
         width = self.RETIRED_BUCKET_BYTES[space[0]]
         best, producer = 0.0, NO_PRODUCER
+        # (items (s, e, parts, t, prod) all have parts > 0: `freed`)
         for b in range(byte_start // width, (end - 1) // width + 1):
             items = buckets.get(b)
             if not items:
@@ -160,7 +166,7 @@ class AccessTracker:
             kept = []
             for item in items:
                 s, e, parts, t, prod = item
-                if s < end and byte_start < e and parts > 0 and partitions > 0:
+                if s < end and byte_start < e:
                     if t > best:
                         best, producer = t, prod
                     if byte_start <= s and e <= end and parts <= partitions:
@@ -180,8 +186,8 @@ class AccessTracker:
         t, prod = floor
         if acc is not None and acc.last_end > t:
             t, prod = acc.last_end, self._last_producer(acc)
-        if t <= 0:
-            return
+        if t <= 0 or parts <= 0:
+            return                               # (an interval on no partition overlaps no tensor)
         width = self.RETIRED_BUCKET_BYTES[space[0]]
         buckets = self.retired.get(space)
         if buckets is None:
@@ -201,11 +207,8 @@ class AccessTracker:
 
     @staticmethod
     def _last_producer(acc: _StorageAccesses) -> int:
-        best, prod = -1.0, NO_PRODUCER
-        for slot in acc.by_key.values():
-            if slot.end > best:
-                best, prod = slot.end, slot.producer
-        return prod
+        """The producer of the latest-ending slot (the first created of equal ones)."""
+        return max(acc.slots, key=_END).producer if acc.slots else NO_PRODUCER
 
     # -- dependencies ---------------------------------------------------------------------------------
     def dependency(self, operands, engine: Engine, core: int, edges: bool = True) -> Dependency:
@@ -216,7 +219,9 @@ class AccessTracker:
         # the running answer in locals (Dependency.consider, inlined: this runs for every operand)
         ready, producer, kind = 0.0, NO_PRODUCER, None
         found = dep.edges if edges else None
-        for i, op in enumerate(operands):
+        i = -1
+        for op in operands:
+            i += 1
             region = op.region
             sid = region.storage_id
             box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
@@ -232,11 +237,34 @@ class AccessTracker:
                     if end > ready:
                         ready, producer, kind = end, prod, "reuse"
             # nothing to search: a storage not accessed yet, or a read of one never written (kernel inputs)
-            if acc is None or not (acc.writes or (acc.reads and access is not _READ)):
+            if acc is None:
                 continue
+            writes = acc.writes
             shift = acc.shift
-            ready, producer, kind = self._pages(acc, region.byte_start >> shift, (region.byte_end - 1) >> shift,
-                                                region, box, access, engine, core, i, found, ready, producer, kind)
+            first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
+            if access is not _READ:
+                if writes or acc.reads:
+                    ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i,
+                                                        found, ready, producer, kind)
+            elif not writes:
+                continue
+            elif first != last:
+                ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i, found,
+                                                    ready, producer, kind)
+            else:
+                # a read within one page (the usual case): `_pages` over its writes, inlined
+                for slot in writes.get(first, ()):
+                    slot_box = slot.box
+                    if box is not None and slot_box is not None:
+                        if slot_box is not box and not _boxes_overlap(box, slot_box):
+                            continue
+                    elif not region.overlaps(slot.region):
+                        continue
+                    end = slot.end
+                    if found is not None and slot.producer != NO_PRODUCER:
+                        found.setdefault((slot.producer, "raw"), i)
+                    if end > ready or (end == ready and kind != "raw"):
+                        ready, producer, kind = end, slot.producer, "raw"
         dep.ready, dep.producer, dep.kind = ready, producer, kind
         return dep
 
@@ -258,8 +286,11 @@ class AccessTracker:
                     if seen is not None:
                         if id(slot) in seen:
                             continue
-                    if not (_boxes_overlap(box, slot.box) if box is not None and slot.box is not None
-                            else region.overlaps(slot.region)):
+                    slot_box = slot.box
+                    if box is not None and slot_box is not None:
+                        if slot_box is not box and not _boxes_overlap(box, slot_box):
+                            continue                 # (a box always overlaps itself: box_of's boxes are shared)
+                    elif not region.overlaps(slot.region):
                         continue
                     if seen is not None:
                         seen.add(id(slot))
@@ -281,27 +312,39 @@ class AccessTracker:
                 acc = storages.get(region.storage_id)
                 if acc is None:
                     acc = storages[region.storage_id] = _StorageAccesses(region.byte_end - region.byte_start)
-            is_read = access is _READ
-            key = (is_read, box if box is not None else (region.partition_start, region.partition_count,
-                                                         region.byte_start, region.byte_end))
-            slot = acc.by_key.get(key)
-            accumulate = access is _ACCUMULATE
-            if slot is None:
-                slot = _Slot(region, box, end, producer, engine, core, accumulate)
-                acc.by_key[key] = slot
-                index = acc.reads if is_read else acc.writes
+            key = box if box is not None else (region.partition_start, region.partition_count, region.byte_start,
+                                               region.byte_end)
+            if access is _READ:
+                slot = acc.read_slots.get(key)
+                if slot is None:
+                    slot = acc.read_slots[key] = _Slot(region, box, end, producer, engine, core, False)
+                    index = acc.reads
+                elif end >= slot.end:
+                    slot.end, slot.producer, slot.engine, slot.core = end, producer, engine, core
+                    index = None
+                else:
+                    index = None
+            else:
+                acc.write_serial += 1
+                slot = acc.write_slots.get(key)
+                if slot is None:
+                    slot = acc.write_slots[key] = _Slot(region, box, end, producer, engine, core,
+                                                        access is _ACCUMULATE)
+                    index = acc.writes
+                else:
+                    slot.end, slot.producer, slot.engine, slot.core, slot.accumulate = (
+                        end, producer, engine, core, access is _ACCUMULATE)
+                    index = None
+            if index is not None:
+                acc.slots.append(slot)
                 shift = acc.shift
-                for page in range(region.byte_start >> shift, ((region.byte_end - 1) >> shift) + 1):
+                first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
+                for page in range(first, last + 1) if first != last else (first,):
                     slots = index.get(page)
                     if slots is None:
                         index[page] = [slot]
                     else:
                         slots.append(slot)
-            elif not is_read or end >= slot.end:
-                slot.end, slot.producer, slot.engine, slot.core, slot.accumulate = (
-                    end, producer, engine, core, accumulate)
-            if not is_read:
-                acc.write_serial += 1
             if end > acc.last_end:
                 acc.last_end = end
 

@@ -10,6 +10,10 @@ profile report is `opennki.perf.report`.
 from __future__ import annotations
 
 import os
+from collections import Counter
+from functools import reduce
+from itertools import compress, groupby, repeat
+from operator import add, and_, attrgetter, is_not, lt as _lt, mul, neg, sub, truediv
 
 from opennki.cost.deps import NO_PRODUCER
 from opennki.cost.roofline import Roofline, peak_for, roofline
@@ -17,6 +21,29 @@ from opennki.events import Engine
 
 
 SMALL_DMA_EFFICIENCY = 0.5    # a transfer below half the DMA bandwidth in a stream of its kind is "small"
+
+
+# fields read by CostResult._tally, record by record, in C loops
+_START, _END, _CORE, _ROW, _OPCODE, _COST, _LOCATION, _STALL_NS, _STALL_KIND = map(
+    attrgetter, ("start", "end", "core", "row", "opcode", "cost", "location", "stall_ns", "stall_kind"))
+_LS_START, _LS_END, _ISSUE_START, _ISSUE_END, _ISSUE_ROW, _DMA_ENGINE_NS = map(
+    attrgetter, ("ls_start", "ls_end", "issue_start", "issue_end", "issue_row", "dma_engine_ns"))
+_ELEM_OPS, _TRANSPOSE_FLOPS, _DMA = map(attrgetter, ("elem_ops", "transpose_flops", "dma"))
+_SIZE_BYTES, _HBM_READ, _HBM_WRITE, _EFFICIENCY, _DESCRIPTOR_BYTES = map(
+    attrgetter, ("size_bytes", "hbm_read_bytes", "hbm_write_bytes", "efficiency", "descriptor_bytes"))
+
+
+def _groups(keys: list, positions: list | None = None) -> list[tuple[object, list[int]]]:
+    """(key, indices of `keys` holding it) per distinct key, in order of first use, each key's indices in
+    order; the order is that of `positions` (one per key) when given, else the keys' own (C loops and a
+    stable sort)."""
+    order = range(len(keys)) if positions is None else sorted(range(len(keys)), key=positions.__getitem__)
+    first = list(dict.fromkeys(map(keys.__getitem__, order)))
+    if len(first) == 1:
+        return [(first[0], list(order))]
+    code = dict(zip(first, range(len(first))))
+    codes = list(map(code.__getitem__, keys))
+    return [(first[c], list(idx)) for c, idx in groupby(sorted(order, key=codes.__getitem__), codes.__getitem__)]
 
 
 class Row:
@@ -52,9 +79,14 @@ class InstructionRecord:
     (`pred`), how long it stalled on a dependency (`stall_ns`, `stall_kind`: raw/war/waw/reuse), and every
     dependence it has (`deps`: (record index, kind, operand index) per predecessor)."""
 
+    # the fields every record sets; the others default here (a record that sets one keeps it in its __dict__)
     __slots__ = ("index", "seq", "opcode", "core", "program", "row", "start", "end", "pred", "stall_ns",
-                 "stall_kind", "cost", "location", "name", "event", "ls_start", "ls_end", "issue_start",
-                 "issue_end", "issue_row", "dma_engine_ns", "deps")
+                 "stall_kind", "cost", "location", "name", "__dict__")
+    event = None
+    ls_start = ls_end = None
+    issue_start = issue_end = issue_row = None
+    dma_engine_ns = 0.0
+    deps = ()
 
     def __init__(self, index, ev, cost, row, start, end, pred, stall_ns, stall_kind):
         self.index = index
@@ -71,11 +103,6 @@ class InstructionRecord:
         self.cost = cost
         self.location = ev.location
         self.name = ev.name
-        self.event = None
-        self.ls_start = self.ls_end = None
-        self.issue_start = self.issue_end = self.issue_row = None
-        self.dma_engine_ns = 0.0
-        self.deps = ()
 
     @property
     def duration_ns(self) -> float:
@@ -116,7 +143,6 @@ class CostResult:
         self.flops = self.transpose_flops = self.elem_ops = 0.0
         self.flops_by_peak: dict[float, float] = {}
         self._matmul_rates: dict[tuple, tuple[bool, float]] = {}   # (opcode, dtypes) -> _matmul_rate()
-        self._streams: dict[int, tuple] = {}          # id(DmaWork) -> (work, stream efficiency)
         self.fp32_matmuls = 0
         self.folded_fills = 0                        # PSUM zero-fills folded into matmul accumulation
         self.matmuls = 0
@@ -135,53 +161,131 @@ class CostResult:
         self.outputs = None                          # the kernel's outputs (ShapeSpecs), set by estimate()
         self.findings = None                         # what the checks found in the run (estimate(checks=True))
         self._finished = False
+        self._tallied = 0                            # records added to the aggregates (`_tally`)
 
     # -- filling --------------------------------------------------------------------------------------
     def add(self, rec: InstructionRecord, ev) -> None:
+        """Keep one placed instruction. The aggregates it adds to (busy time, counts, kernel lines, stalls,
+        DMA statistics) are tallied when the result is finished (`_tally`), over the records added since, in
+        C loops; only what needs the event (a matmul's operand dtypes) is taken here."""
         self._finished = False
         if self.keep_instructions:
             rec.event = ev
         self.records.append(rec)
-        cost = rec.cost
+        if rec.cost.flops:
+            self._matmul(ev, rec.cost)
+
+    def _tally(self) -> None:
+        """Add the records kept since the last tally to the aggregates, as adding them one by one would (each
+        sum taken in record order, each dict and set filled in first-use order), by C loops over the records'
+        fields: per record, `rec.end - rec.start` to busy_ns[(core, row)] and its kernel line, LoadStationary
+        and DMA-issue time to their rows, the stall to its line, a DMA's bytes and engine time to the totals
+        and, for a transfer below SMALL_DMA_EFFICIENCY in a stream of its kind, to small_dmas."""
+        recs = self.records[self._tallied:]
+        self._tallied = len(self.records)
+        if not recs:
+            return
+        n = len(recs)
+        starts, ends = list(map(_START, recs)), list(map(_END, recs))
+        durations = list(map(sub, ends, starts))
+        cores, opcodes, costs = list(map(_CORE, recs)), list(map(_OPCODE, recs)), list(map(_COST, recs))
+        # engine rows, in the order adding records one by one would use them: each record's own row, then its
+        # LoadStationary (the Tensor row) and its DMA issue row; those two add `busy + end - start`, that is
+        # end, then -start (the same float sums), and count once
+        # on one core (the usual case) rows stand for their (core, row) keys: strings hash once
+        one_core = cores.count(cores[0]) == n
+        keys = list(map(_ROW, recs)) if one_core else list(zip(cores, map(_ROW, recs)))
+        values = durations
+        positions = weights = None
+        ls_starts, issue_starts = list(map(_LS_START, recs)), list(map(_ISSUE_START, recs))
+        has_ls = list(map(is_not, ls_starts, repeat(None, n)))
+        has_issue = list(map(is_not, issue_starts, repeat(None, n)))
+        if any(has_ls) or any(has_issue):
+            if one_core:
+                ls_keys = [Row.TENSOR] * has_ls.count(True)
+                issue_keys = list(compress(map(_ISSUE_ROW, recs), has_issue))
+            else:
+                ls_keys = list(zip(compress(cores, has_ls), repeat(Row.TENSOR)))
+                issue_keys = list(zip(compress(cores, has_issue), compress(map(_ISSUE_ROW, recs), has_issue)))
+            ls_pos = list(compress(range(0, 5 * n, 5), has_ls))
+            issue_pos = list(compress(range(0, 5 * n, 5), has_issue))
+            keys = keys + ls_keys + ls_keys + issue_keys + issue_keys
+            values = (durations + list(compress(map(_LS_END, recs), has_ls))
+                      + list(map(neg, compress(ls_starts, has_ls))) + list(compress(map(_ISSUE_END, recs), has_issue))
+                      + list(map(neg, compress(issue_starts, has_issue))))
+            positions = (list(range(0, 5 * n, 5)) + list(map(add, ls_pos, repeat(1)))
+                         + list(map(add, ls_pos, repeat(2))) + list(map(add, issue_pos, repeat(3)))
+                         + list(map(add, issue_pos, repeat(4))))
+            weights = ([1] * n + [1] * len(ls_keys) + [0] * len(ls_keys) + [1] * len(issue_keys)
+                       + [0] * len(issue_keys))
         busy, counts = self.busy_ns, self.counts
-        duration = rec.end - rec.start                    # rec.duration_ns
-        key = (rec.core, rec.row)
-        busy[key] = busy.get(key, 0.0) + duration
-        counts[key] = counts.get(key, 0) + 1
-        opcode = rec.opcode
-        self.opcode_counts[opcode] = self.opcode_counts.get(opcode, 0) + 1
-        if rec.ls_start is not None:
-            k = (rec.core, Row.TENSOR)
-            busy[k] = busy.get(k, 0.0) + rec.ls_end - rec.ls_start
-            counts[k] = counts.get(k, 0) + 1
-        if rec.issue_start is not None:
-            k = (rec.core, rec.issue_row)
-            busy[k] = busy.get(k, 0.0) + rec.issue_end - rec.issue_start
-            counts[k] = counts.get(k, 0) + 1
-        if rec.end > self.total_ns:
-            self.total_ns = rec.end
-        self.elem_ops += cost.elem_ops
-        self.transpose_flops += cost.transpose_flops
-        if cost.flops:
-            self._matmul(ev, cost)
-        loc = rec.location
-        line = _LOCATION_KEYS.get((loc.filename, loc.lineno)) if loc is not None else None
-        if line is None:
-            line = location_key(loc)
-        entry = self.lines.get(line)
-        if entry is None:
-            entry = self.lines[line] = [0.0, 0, 0.0, set()]
-        entry[0] += duration
-        entry[1] += 1
-        entry[2] += rec.stall_ns
-        entry[3].add(opcode)
-        if rec.stall_kind is not None and rec.stall_ns > 0:
-            s = self.stalls.setdefault(line, [0.0, 0, set()])
-            s[0] += rec.stall_ns
-            s[1] += 1
-            s[2].add(rec.stall_kind)
-        if cost.dma is not None:
-            self._dma(rec, cost.dma, line)
+        for key, idx in _groups(keys, positions):
+            if one_core:
+                key = (cores[0], key)
+            busy[key] = reduce(add, map(values.__getitem__, idx), busy.get(key, 0.0))
+            counts[key] = counts.get(key, 0) + (len(idx) if weights is None else sum(map(weights.__getitem__, idx)))
+        opcode_counts = self.opcode_counts
+        for opcode, count in Counter(opcodes).items():
+            opcode_counts[opcode] = opcode_counts.get(opcode, 0) + count
+        self.total_ns = max(self.total_ns, max(ends))
+        self.elem_ops = reduce(add, map(_ELEM_OPS, costs), self.elem_ops)
+        self.transpose_flops = reduce(add, map(_TRANSPOSE_FLOPS, costs), self.transpose_flops)
+        # kernel lines, by the location objects the records hold (alive, so their ids stay unique)
+        loc_ids = list(map(id, map(_LOCATION, recs)))
+        names = {i: location_key(loc) for i, loc in dict(zip(loc_ids, map(_LOCATION, recs))).items()}
+        lines = list(map(names.__getitem__, loc_ids))
+        entries = self.lines
+        stall_ns = list(map(_STALL_NS, recs))
+        for line, idx in _groups(lines):
+            entry = entries.get(line)
+            if entry is None:
+                entry = entries[line] = [0.0, 0, 0.0, set()]
+            entry[0] = reduce(add, map(durations.__getitem__, idx), entry[0])
+            entry[1] += len(idx)
+            entry[2] = reduce(add, map(stall_ns.__getitem__, idx), entry[2])
+            entry[3].update(dict.fromkeys(map(opcodes.__getitem__, idx)))       # in first-use order
+        stall_kinds = list(map(_STALL_KIND, recs))
+        stalled = list(map(and_, map(is_not, stall_kinds, repeat(None, n)), map(_lt, repeat(0, n), stall_ns)))
+        if any(stalled):
+            s_lines, s_ns, s_kinds = (list(compress(v, stalled)) for v in (lines, stall_ns, stall_kinds))
+            for line, idx in _groups(s_lines):
+                s = self.stalls.setdefault(line, [0.0, 0, set()])
+                s[0] = reduce(add, map(s_ns.__getitem__, idx), s[0])
+                s[1] += len(idx)
+            for line, kind in dict.fromkeys(zip(s_lines, s_kinds)):
+                self.stalls[line][2].add(kind)
+        works = list(map(_DMA, costs))
+        is_dma = list(map(is_not, works, repeat(None, n)))
+        if any(is_dma):
+            self._tally_dmas(list(compress(works, is_dma)), list(compress(durations, is_dma)),
+                             list(compress(lines, is_dma)), list(compress(recs, is_dma)))
+
+    def _tally_dmas(self, works, durations, lines, recs) -> None:
+        """`_tally`'s DMA part, over the DMA records (their works, durations and kernel lines)."""
+        self.dma_count += len(works)
+        self.dma_bytes = reduce(add, map(_SIZE_BYTES, works), self.dma_bytes)
+        self.hbm_read_bytes = reduce(add, map(_HBM_READ, works), self.hbm_read_bytes)
+        self.hbm_write_bytes = reduce(add, map(_HBM_WRITE, works), self.hbm_write_bytes)
+        self.dma_engine_ns = reduce(add, map(_DMA_ENGINE_NS, recs), self.dma_engine_ns)
+        # the stream efficiency of each DmaWork object (costs are memoised, so a loop's transfers share one;
+        # they are alive, so their ids stay unique)
+        eff = self.hw.cost.dma.efficiency
+        work_ids = list(map(id, works))
+        streams = {i: eff(work.partition_bytes) * work.efficiency for i, work in dict(zip(work_ids, works)).items()}
+        stream = list(map(streams.__getitem__, work_ids))
+        small = list(map(_lt, stream, repeat(SMALL_DMA_EFFICIENCY, len(works))))
+        if not any(small):
+            return
+        works, durations, lines, stream = (list(compress(v, small)) for v in (works, durations, lines, stream))
+        # what each costs in a stream of its kind: duration * efficiency / stream
+        cost_ns = list(map(truediv, map(mul, durations, map(_EFFICIENCY, works)), stream))
+        for line, idx in _groups(lines):
+            s = self.small_dmas.setdefault(line, [0, 0, 1.0, float("inf"), 0.0])
+            s[0] += len(idx)
+            s[1] = reduce(add, map(_SIZE_BYTES, map(works.__getitem__, idx)), s[1])
+            s[2] = min(s[2], *map(stream.__getitem__, idx))
+            s[3] = min(s[3], *map(_DESCRIPTOR_BYTES, map(works.__getitem__, idx)))
+            s[4] = reduce(add, map(cost_ns.__getitem__, idx), s[4])
 
     def _matmul(self, ev, cost) -> None:
         self.flops += cost.flops
@@ -201,31 +305,11 @@ class CostResult:
                  next((d for d in dtypes if d.startswith("float8")), dtypes[0] if dtypes else "bfloat16"))
         return dtype == "float32", peak_for(self.hw, dtype, "mx" if opcode == "nc_matmul_mx" else None)
 
-    def _dma(self, rec, work, line) -> None:
-        self.dma_count += 1
-        self.dma_bytes += work.size_bytes
-        self.hbm_read_bytes += work.hbm_read_bytes
-        self.hbm_write_bytes += work.hbm_write_bytes
-        self.dma_engine_ns += rec.dma_engine_ns
-        stream = self._streams.get(id(work))
-        if stream is None or stream[0] is not work:     # per DmaWork object (costs are memoised): held, so
-            if len(self._streams) >= 4096:              # its id stays unique
-                self._streams.clear()
-            stream = self._streams[id(work)] = (work, self.hw.cost.dma.efficiency(work.partition_bytes)
-                                                * work.efficiency)
-        stream = stream[1]
-        if stream < SMALL_DMA_EFFICIENCY:
-            s = self.small_dmas.setdefault(line, [0, 0, 1.0, float("inf"), 0.0])
-            s[0] += 1
-            s[1] += work.size_bytes
-            s[2] = min(s[2], stream)
-            s[3] = min(s[3], work.descriptor_bytes)
-            s[4] += rec.duration_ns * work.efficiency / stream     # what it costs in a stream of its kind
-
     # -- summary --------------------------------------------------------------------------------------
     def finish(self) -> "CostResult":
         if self._finished:
             return self
+        self._tally()
         self.roofline = roofline(self.hw, self.flops_by_peak, self.hbm_bytes, self.dma_bytes, self.cores)
         self._critical_path()
         self._finished = True

@@ -32,6 +32,7 @@ The result is a `CostResult`.
 from __future__ import annotations
 
 import dataclasses
+from operator import attrgetter
 
 from opennki.cost.deps import NO_PRODUCER, AccessTracker
 from opennki.cost.engines import candidate_engines
@@ -50,6 +51,9 @@ _BY_VALUE = [Engine(v) for v in range(max(e.value for e in Engine) + 1)]      # 
 _PLANS_LIMIT = 4096
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _DMA, _VECTOR, _ACCUMULATE = Engine.TENSOR, Engine.DMA, Engine.VECTOR, AccessKind.ACCUMULATE
+_HBM = MemoryKind.HBM
+_STORAGE_ID = attrgetter("region.storage_id")
+_HBM_SPACE = AccessTracker.space(_HBM, 0)
 
 
 class _CoreState:
@@ -121,7 +125,9 @@ class CostModel:
                     self._place(fill)
             self.deps.freed(ev.storage_id)
         elif kind is TensorAllocated:
-            self.deps.allocated(ev.storage_id, AccessTracker.space(ev.kind, self.program_core.get(ev.program, 0)),
+            memory = ev.kind               # AccessTracker.space, inlined
+            self.deps.allocated(ev.storage_id, (memory._value_, self.program_core.get(ev.program, 0))
+                                if memory is not _HBM else _HBM_SPACE,
                                 ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
         elif kind is not LoopIteration:     # loops cost nothing by themselves
             self._other_event(ev)
@@ -193,7 +199,7 @@ class CostModel:
     def _place(self, ev: InstructionExecuted) -> None:
         result = self.result_
         plan = self._plan(ev)
-        cost, engine, queue, choices, uncosted, dma_plan = plan
+        cost, engine, queue, choices, uncosted, engine_plan = plan
         if uncosted:
             result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
         core = ev.core
@@ -204,9 +210,9 @@ class CostModel:
             ev, cost, engine = self._choose_engine(ev, choices, state, dep)
             queue = engine
         if cost.dma is not None:
-            rec = self._place_dma(ev, cost, state, dep, index, dma_plan)
+            rec = self._place_dma(ev, cost, state, dep, index, engine_plan)
         elif engine is _TENSOR:
-            rec = self._place_pe(ev, cost, state, dep, index)
+            rec = self._place_pe(ev, cost, state, dep, index, engine_plan)
         else:
             rec = self._place_engine(ev, cost, state, dep, index, engine)
         self.deps.record(dep, rec.end, index, queue, core)
@@ -216,8 +222,10 @@ class CostModel:
 
     def _plan(self, ev) -> tuple:
         """What placing `ev` derives from the event alone: (cost, engine, queue, the engines to choose from
-        with their costs or None, uncosted, the DMA plan). A pure function of what a cost rule sees, so it
-        is kept per event signature (as `cost_of` keeps costs): loops repeat the same instructions."""
+        with their costs or None, uncosted, the DMA plan or, on the Tensor Engine, the indices of the operands
+        it accumulates into and of its stationary operand (None without one)). A pure function of what a cost
+        rule sees, so it is kept per event signature (as `cost_of` keeps costs): loops repeat the same
+        instructions."""
         key = registry._signature(ev)
         plans = self._plans
         if key is not None:
@@ -232,9 +240,12 @@ class CostModel:
         uncosted = cost is None
         if uncosted:
             cost = Cost(schedulable_engine(ev.engine))
-        choices = dma_plan = None
+        choices = engine_plan = None
         if cost.dma is None:
             engine = queue = schedulable_engine(cost.engine)
+            if engine is _TENSOR:
+                engine_plan = (tuple(i for i, op in enumerate(ev.operands) if op.access is _ACCUMULATE),
+                               next((i for i, op in enumerate(ev.operands) if op.role == "stationary"), None))
             # only a Vector Engine instruction may have other engines to choose from (candidate_engines)
             if engine is not _TENSOR and ev.engine is _VECTOR:
                 engines = candidate_engines(ev, self.hw.capabilities)
@@ -247,8 +258,8 @@ class CostModel:
                     choices = tuple(choices)
         else:
             engine, queue = schedulable_engine(cost.dma.trigger), _DMA
-            dma_plan = self._dma_plan(cost.dma)
-        plan = (cost, engine, queue, choices, uncosted, dma_plan)
+            engine_plan = self._dma_plan(cost.dma)
+        plan = (cost, engine, queue, choices, uncosted, engine_plan)
         if key is not None:
             if len(plans) >= _PLANS_LIMIT:
                 plans.clear()
@@ -307,9 +318,11 @@ class CostModel:
         end = start + duration
         return InstructionRecord(index, ev, cost, Row.of(engine), start, end, pred, stall, kind)
 
-    def _place_pe(self, ev, cost, state, dep, index) -> InstructionRecord:
+    def _place_pe(self, ev, cost, state, dep, index, plan) -> InstructionRecord:
         pe = self.hw.cost.tensor
-        groups = [op.region.storage_id for op in ev.operands if op.access is _ACCUMULATE]
+        accumulates, stationary = plan
+        operands = ev.operands
+        groups = list(map(_STORAGE_ID, map(operands.__getitem__, accumulates)))
         if not ev.ordered and state.lines[_PE].gaps:
             rec = self._backfill_pe(ev, cost, state, dep, index, pe, groups)
             if rec is not None:
@@ -321,7 +334,7 @@ class CostModel:
         if cost.is_transpose:
             state.stationary = None
         elif cost.load_stationary_ns > 0:
-            key = self._stationary_key(ev)
+            key = None if stationary is None else self._stationary_key(operands[stationary].region)
             if key is None or key != state.stationary:
                 # background LoadStationary: one shadow set of weights, loaded while the current MM runs
                 dep_ready = start if pred == dep.producer != NO_PRODUCER else 0.0
@@ -347,7 +360,8 @@ class CostModel:
         for group in groups:
             state.groups[group] = (end, index)
         rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start, end, pred, stall, kind)
-        rec.ls_start, rec.ls_end = ls_start, ls_end
+        if ls_start is not None:
+            rec.ls_start, rec.ls_end = ls_start, ls_end
         return rec
 
     def _backfill_pe(self, ev, cost, state, dep, index, pe, groups) -> InstructionRecord | None:
@@ -387,13 +401,8 @@ class CostModel:
             rec.ls_start, rec.ls_end = start, start + ls
         return rec
 
-    def _stationary_key(self, ev):
-        for st in ev.operands:
-            if st.role == "stationary":
-                break
-        else:
-            return None
-        r = st.region
+    def _stationary_key(self, r):
+        """What identifies the stationary tile in region `r`: where it is, and how often it was written."""
         return (r.storage_id, r.partition_start, r.partition_count, r.byte_start, r.byte_end,
                 self.deps.write_serial(r.storage_id))
 
