@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
+from itertools import repeat
 from dataclasses import dataclass
 
 import numpy as np
@@ -98,6 +100,49 @@ def _extent_of(shape: tuple[int, ...], on_chip: bool, itemsize: int, ranges: tup
         lo += max(dlo, 0) * strides[d]
         hi += min(dhi, shape[d] - 1) * strides[d]
     return p0, pc, lo * itemsize, (hi + 1) * itemsize
+
+
+_PLANS: dict = {}
+_add, _mul, _le, _lt = operator.add, operator.mul, operator.le, operator.lt
+
+
+def _view_plan(plan_key: tuple) -> tuple:
+    """What `TensorView.plain_subscript` gives that does not depend on the key's starts, for `plan_key` =
+    (map, coords, on chip, the key's form with the axes it leaves out as full slices): (shape, map, strides,
+    per storage dim the offsets of the [lo, hi] positions from the first element's, the bounds on the first
+    element's positions of an in-bounds view, the coords' row-major strides). It follows `_basic` and
+    `_geometry`: an int drops its axis, but the partition axis on chip, kept at size 1; a view left with too few
+    axes (under two on chip, none in HBM) gets a size-1 axis that moves along no dim. Memoised in `_PLANS`: the
+    tiles of a loop repeat these."""
+    amap, coords, on_chip, form = plan_key
+    nd = len(amap)
+    shape, cols = [], []
+    for a, f in enumerate(form):
+        step, n = (0, 1) if f is None else (1, f) if type(f) is int else f
+        if step or (on_chip and a == 0):
+            shape.append(n)
+            cols.append(tuple(row[a] * (step or 1) for row in amap))
+    if (on_chip and len(shape) < 2) or not shape:
+        shape.append(1)
+        cols.append((0,) * nd)
+    out_map = tuple(zip(*cols))
+    ss = row_major_strides(coords)
+    strides = tuple(sum(c * s for c, s in zip(col, ss)) for col in cols)
+    lo_off, hi_off = [0] * nd, [0] * nd
+    for d, row in enumerate(out_map):
+        for step, n in zip(row, shape):
+            if step:
+                span = step * (n - 1)
+                if span < 0:
+                    lo_off[d] += span
+                else:
+                    hi_off[d] += span
+    if len(_PLANS) >= 4096:
+        _PLANS.clear()
+    lowest = tuple(-lo for lo in lo_off)                                    # in bounds: lowest[d] <= consts[d]
+    limits = tuple(n - hi for n, hi in zip(coords, hi_off))                 # and consts[d] < limits[d]
+    plan = _PLANS[plan_key] = (tuple(shape), out_map, strides, tuple(lo_off), tuple(hi_off), lowest, limits, ss)
+    return plan
 
 
 def indirection_group(engine: Engine) -> int:
@@ -300,14 +345,19 @@ class TensorView:
     def subscript(self, key) -> "TensorView":
         """`t[key]` for both generations: ints, slices (`nl.ds`), `...`, legacy index expressions, an
         on-chip integer tile (indirect, first axis only) or a predicate (operand mask)."""
-        if isinstance(key, Predicate):
-            return self._derive(self.shape, self.amap, self.consts, self.dynamic, key.array)
-        if key is Ellipsis:
-            if not self.dynamic and (len(self.shape) >= 2 or (self.shape and not self.is_on_chip)):
-                return self._whole()        # `t[...]`, the usual assignment target
-            key = (_ALL,) * self.ndim
-        elif not isinstance(key, tuple):
-            key = (key,)
+        if type(key) is not tuple:
+            if isinstance(key, Predicate):
+                return self._derive(self.shape, self.amap, self.consts, self.dynamic, key.array)
+            if key is Ellipsis:
+                if not self.dynamic and (len(self.shape) >= 2 or (self.shape and not self.is_on_chip)):
+                    return self._whole()        # `t[...]`, the usual assignment target
+                key = (_ALL,) * self.ndim
+            elif not isinstance(key, tuple):
+                key = (key,)
+        if len(key) <= len(self.shape) and not self.dynamic:
+            view = self.plain_subscript(key)
+            if view is not None:
+                return view
         plain = True                    # the usual `t[a:b, c:d]`: no `...`, no index expressions
         for k in key:
             if type(k) is not slice:
@@ -333,10 +383,6 @@ class TensorView:
         return self._basic(key)
 
     def _basic(self, key) -> "TensorView":
-        if len(key) == len(self.shape) == len(self.amap) and self.amap is _identity_map(len(self.amap)):
-            view = self._unit_slices(key)
-            if view is not None:
-                return view
         nd = len(self.amap)
         on_chip = self.is_on_chip
         consts = list(self.consts)
@@ -372,40 +418,50 @@ class TensorView:
             self._share_derived(view)       # all of `self` (`t[:, :]`)
         return view
 
-    def _unit_slices(self, key) -> "TensorView | None":
-        """`_basic` of step-1 slices on every axis of a view whose map is the identity (a tensor, or such a
-        slice of one: `lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128]`), geometry included; None for any
-        other key."""
-        ss = _root_geometry(self.coords)[1]           # row_major_strides(self.coords), cached
-        consts, shape, ranges = [], [], []
-        offset = 0
-        inside = True
-        for k, n, c, s, dim_size in zip(key, self.shape, self.consts, ss, self.coords):
-            if type(k) is not slice:
-                return None
-            start, stop = k.start, k.stop
-            if k.step is None and type(start) is int and type(stop) is int and 0 <= start <= stop:
-                length = stop - start           # what slice_params gives such a slice
-            else:
-                start, length, step = slice_params(k, n)
-                if step != 1:
+    def plain_subscript(self, key) -> "TensorView | None":
+        """`_basic` of a key of plain ints and slices (int or None bounds, no step or a positive int one) with no
+        more entries than the view has axes, for a view without run-time indices, geometry and bounds verdict
+        included: `lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128]`, a block tile `blk[:, b]`, or
+        `blk[b, :, j * 128:(j + 1) * 128]` in one step (`_src/blocks`). None for any other key (the general path
+        takes it, and raises what it raises).
+
+        Everything but the key's starts is a function of the view's map and coords, on chip or not, and the
+        key's form (per axis: an int, or a slice's length and step), the same in every iteration of a kernel's
+        loop, so it is memoised (`_view_plan`); what is left per subscript is the starts and a few sums, run in C."""
+        starts, form = [], []       # form: None for an int, a length for a step-1 slice, else (step, length)
+        for k, n in zip(key, self.shape):
+            if type(k) is slice:
+                start, stop = k.start, k.stop
+                if k.step is None and type(start) is int and type(stop) is int and 0 <= start <= stop:
+                    form.append(stop - start)       # what slice_params gives such a slice
+                elif k == _ALL:
+                    start = 0
+                    form.append(n)
+                elif (start is None or type(start) is int) and (stop is None or type(stop) is int) and (
+                        k.step is None or (type(k.step) is int and k.step >= 1)):
+                    start, length, step = slice_params(k, n)        # no error for such a slice
+                    form.append(length if step == 1 else (step, length))
+                else:
                     return None
-            c += start
-            consts.append(c)
-            shape.append(length)
-            offset += c * s
-            lo, hi = (c, c + length - 1) if length else (c - 1, c)     # as _geometry's span rule gives them
-            ranges.append((lo, hi))
-            if lo < 0 or hi >= dim_size:
-                inside = False
-        if self.is_on_chip and len(shape) < 2:
-            return None
-        view = self._derive(shape, self.amap, tuple(consts))
-        if tuple.__eq__(view.shape, self.shape) and view.consts == self.consts:
+                starts.append(start)
+            elif type(k) is int:
+                starts.append(k + n if k < 0 else k)
+                form.append(None)
+            else:
+                return None
+        form.extend(self.shape[len(key):])      # the axes the key leaves out: all of them
+        amap = self.amap
+        plan_key = (amap, self.coords, self.storage.kind is not _HBM, tuple(form))
+        shape, out_map, strides, lo_off, hi_off, lowest, limits, ss = _PLANS.get(plan_key) or _view_plan(plan_key)
+        # consts[d] + sum over the key's axes a of amap[d][a] * starts[a]
+        consts = tuple(map(_add, self.consts, map(sum, map(map, repeat(_mul), amap, repeat(starts)))))
+        view = self._derive(shape, out_map, consts)
+        if consts == self.consts and tuple.__eq__(shape, self.shape) and out_map == amap:
             self._share_derived(view)       # all of `self` (`t[:, :]`)
             return view
-        view._geo = (tuple(ranges), ss, offset)
-        view._inb = inside
+        view._geo = (tuple(zip(map(_add, consts, lo_off), map(_add, consts, hi_off))), strides,
+                     sum(map(_mul, consts, ss)))
+        view._inb = all(map(_le, lowest, consts)) and all(map(_lt, consts, limits))
         return view
 
     def _whole(self) -> "TensorView":
