@@ -181,3 +181,39 @@ def test_plain_subscripts_of_a_tensor_address_numpys_elements(data):
     expect = root.storage.array.reshape(shape)[key]
     np.testing.assert_array_equal(view.np_view().reshape(-1), expect.reshape(-1))
     assert view.size == expect.size
+
+
+@SETTINGS
+@given(st.data())
+def test_a_views_geometry_is_where_its_elements_are(data):
+    """`_geometry`, which plain subscripts take their geometry from (`_view_plan`), against the elements' own
+    positions: the [lo, hi] range per storage dim is the lowest and highest position of its affine part (an empty
+    axis of step s spans -s, which puts an empty view out of bounds unless it starts at position s or later);
+    strides and offset give each element's flat position; in bounds means every element is inside (never with
+    run-time terms)."""
+    base = _base(data.draw)
+    view = _subscript(base, _key(data.draw, base))
+    if not isinstance(view, TensorView):
+        view = base
+    if data.draw(st.booleans()) and not view.dynamic and view.ndim >= 2:
+        i_p, i_f = arange(view.shape[0])[:, None], arange(view.shape[1])[None, :]     # an arange subscript
+        view = view.subscript((i_p, data.draw(st.integers(-2, 2)) * i_f + data.draw(st.integers(0, 3)))
+                              + (0,) * (view.ndim - 2))
+    for checked in (view, _fresh(view)):        # as made, and its geometry recomputed from the map
+        ranges, strides, offset = checked._geo or checked._geometry()
+        assert (checked.strides, checked.offset) == (strides, offset)
+        coords_strides = np.cumprod((1,) + checked.coords[:0:-1])[::-1]
+        if checked.size:
+            for d, (lo, hi) in enumerate(ranges):
+                pos = checked.dim_positions(d)
+                assert (lo, hi) == (pos.min(), pos.max())
+            flat = sum(checked.dim_positions(d) * int(s) for d, s in enumerate(coords_strides))
+            np.testing.assert_array_equal(checked.flat_offsets(), flat)
+            assert checked.in_bounds() == (not checked.dynamic and bool(checked.in_range().all()))
+        else:
+            for d, (lo, hi) in enumerate(ranges):
+                spans = [c * (n - 1) for c, n in zip(checked.amap[d], checked.shape)]
+                assert (lo, hi) == (checked.consts[d] + sum(min(s, 0) for s in spans),
+                                    checked.consts[d] + sum(max(s, 0) for s in spans))
+            assert checked.in_bounds() == (not checked.dynamic and all(
+                0 <= lo and hi < n for (lo, hi), n in zip(ranges, checked.coords)))

@@ -29,15 +29,15 @@ from opennki.errors import KernelError, ShapeError
 from opennki.events import MemoryKind
 from opennki._src import dependencies
 from opennki.machine.arguments import as_shape
-from opennki.machine.tensor import row_major_strides
 from opennki.sim.frames import user_frame
-
-_INTS = frozenset((int,))
 
 
 def linearize(shape, index) -> int:
-    """Row-major position of `index` (an entry per dim) in `shape`."""
-    return sum(map(operator.mul, index, row_major_strides(shape)))
+    """Row-major position of `index` in `shape`."""
+    pos = 0
+    for n, i in zip(shape, index):
+        pos = pos * n + i
+    return pos
 
 
 class BlockTensor:
@@ -82,12 +82,8 @@ class BlockTensor:
 
     def _block_index(self, key) -> tuple[int, ...]:
         """The leading integers of `key` as (wrapped) block indices; at most one per block dim."""
-        blocks = self.blocks
-        index = key[:len(blocks)]
-        if _INTS.issuperset(map(type, index)) and min(index, default=0) >= 0 and all(map(operator.lt, index, blocks)):
-            return index                # the usual case: ints in range (which the loop below keeps as they are)
         index = []
-        for k, n in zip(key, blocks):
+        for k, n in zip(key, self.blocks):
             try:
                 i = operator.index(k)
             except TypeError:

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import functools
 import math
-import operator
-from itertools import repeat
 from dataclasses import dataclass
 
 import numpy as np
@@ -48,7 +46,8 @@ class Shape(tuple):
 
     NKI's documentation compares shapes with lists (`assert x[1].shape == [2, 2]`, the new generation's
     indexing overview) and kernels written from it do the same; a plain tuple would make such an assert
-    fail. Everything else is the tuple's: hashing, indexing, slicing (which gives plain tuples), repr."""
+    fail. Everything else is the tuple's: hashing, indexing, slicing (which gives plain tuples), repr. Made of
+    ints only (`TensorView.__init__`), and immutable, so views of one shape may share one."""
 
     __slots__ = ()
 
@@ -103,45 +102,34 @@ def _extent_of(shape: tuple[int, ...], on_chip: bool, itemsize: int, ranges: tup
 
 
 _PLANS: dict = {}
-_add, _mul, _le, _lt = operator.add, operator.mul, operator.le, operator.lt
 
 
 def _view_plan(plan_key: tuple) -> tuple:
     """What `TensorView.plain_subscript` gives that does not depend on the key's starts, for `plan_key` =
-    (map, coords, on chip, the key's form with the axes it leaves out as full slices): (shape, map, strides,
-    per storage dim the offsets of the [lo, hi] positions from the first element's, the bounds on the first
-    element's positions of an in-bounds view, the coords' row-major strides). It follows `_basic` and
-    `_geometry`: an int drops its axis, but the partition axis on chip, kept at size 1; a view left with too few
+    (map, coords, on chip, the key's form, the sizes of the axes it leaves out): (shape, map, the (key axis,
+    storage dim, step) of the map's nonzero steps along the key's axes, per storage dim the offsets of the lowest
+    and highest positions from the first element's with that dim's stride and size, strides). It follows
+    `_basic`: an int drops its axis, but the partition axis on chip, kept at size 1; a view left with too few
     axes (under two on chip, none in HBM) gets a size-1 axis that moves along no dim. Memoised in `_PLANS`: the
     tiles of a loop repeat these."""
-    amap, coords, on_chip, form = plan_key
-    nd = len(amap)
+    amap, coords, on_chip, form, rest = plan_key
     shape, cols = [], []
-    for a, f in enumerate(form):
+    for a, f in enumerate(form + rest):
         step, n = (0, 1) if f is None else (1, f) if type(f) is int else f
         if step or (on_chip and a == 0):
             shape.append(n)
             cols.append(tuple(row[a] * (step or 1) for row in amap))
     if (on_chip and len(shape) < 2) or not shape:
         shape.append(1)
-        cols.append((0,) * nd)
+        cols.append((0,) * len(amap))
     out_map = tuple(zip(*cols))
-    ss = row_major_strides(coords)
-    strides = tuple(sum(c * s for c, s in zip(col, ss)) for col in cols)
-    lo_off, hi_off = [0] * nd, [0] * nd
-    for d, row in enumerate(out_map):
-        for step, n in zip(row, shape):
-            if step:
-                span = step * (n - 1)
-                if span < 0:
-                    lo_off[d] += span
-                else:
-                    hi_off[d] += span
+    terms = tuple((a, d, row[a]) for d, row in enumerate(amap) for a in range(len(form)) if row[a])
+    # the geometry of the view from position 0 on every dim: a view of no storage (geometry needs the map only)
+    ranges, strides, _ = TensorView(None, shape, out_map, (0,) * len(amap), coords=coords)._geometry()
+    spans = tuple((lo, hi, s, n) for (lo, hi), s, n in zip(ranges, row_major_strides(coords), coords))
     if len(_PLANS) >= 4096:
         _PLANS.clear()
-    lowest = tuple(-lo for lo in lo_off)                                    # in bounds: lowest[d] <= consts[d]
-    limits = tuple(n - hi for n, hi in zip(coords, hi_off))                 # and consts[d] < limits[d]
-    plan = _PLANS[plan_key] = (tuple(shape), out_map, strides, tuple(lo_off), tuple(hi_off), lowest, limits, ss)
+    plan = _PLANS[plan_key] = (Shape(shape), out_map, terms, spans, strides)
     return plan
 
 
@@ -210,7 +198,7 @@ class TensorView:
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
-        self.shape = Shape(map(int, shape))
+        self.shape = shape if type(shape) is Shape else Shape(map(int, shape))     # a Shape holds ints
         self.amap = amap
         self.consts = consts
         self.dynamic = dynamic
@@ -298,7 +286,8 @@ class TensorView:
         """(per storage dim the [lo, hi] positions of the affine part, element strides, element offset),
         computed in one pass over the map. Views are immutable, so this is cached: an instruction's check,
         bounds check, event and cost rule each read these, and walking the map every time was the
-        simulator's main per-instruction cost."""
+        simulator's main per-instruction cost. An axis of n elements with step s along a dim spans s * (n - 1)
+        positions (so an empty axis, -s)."""
         coords = self.coords
         ss = row_major_strides(coords)
         shape = self.shape
@@ -427,7 +416,7 @@ class TensorView:
 
         Everything but the key's starts is a function of the view's map and coords, on chip or not, and the
         key's form (per axis: an int, or a slice's length and step), the same in every iteration of a kernel's
-        loop, so it is memoised (`_view_plan`); what is left per subscript is the starts and a few sums, run in C."""
+        loop, so it is memoised (`_view_plan`); what is left per subscript is the starts and the sums they are in."""
         starts, form = [], []       # form: None for an int, a length for a step-1 slice, else (step, length)
         for k, n in zip(key, self.shape):
             if type(k) is slice:
@@ -449,19 +438,28 @@ class TensorView:
                 form.append(None)
             else:
                 return None
-        form.extend(self.shape[len(key):])      # the axes the key leaves out: all of them
-        amap = self.amap
-        plan_key = (amap, self.coords, self.storage.kind is not _HBM, tuple(form))
-        shape, out_map, strides, lo_off, hi_off, lowest, limits, ss = _PLANS.get(plan_key) or _view_plan(plan_key)
-        # consts[d] + sum over the key's axes a of amap[d][a] * starts[a]
-        consts = tuple(map(_add, self.consts, map(sum, map(map, repeat(_mul), amap, repeat(starts)))))
+        plan_key = (self.amap, self.coords, self.storage.kind is not _HBM, tuple(form), self.shape[len(key):])
+        shape, out_map, terms, spans, strides = _PLANS.get(plan_key) or _view_plan(plan_key)
+        consts = list(self.consts)
+        for a, d, step in terms:
+            consts[d] += step * starts[a]
+        consts = tuple(consts)
         view = self._derive(shape, out_map, consts)
-        if consts == self.consts and tuple.__eq__(shape, self.shape) and out_map == amap:
+        if consts == self.consts and tuple.__eq__(shape, self.shape) and out_map == self.amap:
             self._share_derived(view)       # all of `self` (`t[:, :]`)
             return view
-        view._geo = (tuple(zip(map(_add, consts, lo_off), map(_add, consts, hi_off))), strides,
-                     sum(map(_mul, consts, ss)))
-        view._inb = all(map(_le, lowest, consts)) and all(map(_lt, consts, limits))
+        ranges = []
+        offset = 0
+        inside = True
+        for c, (lo, hi, s, n) in zip(consts, spans):
+            lo += c
+            hi += c
+            ranges.append((lo, hi))
+            offset += c * s
+            if lo < 0 or hi >= n:
+                inside = False
+        view._geo = (tuple(ranges), strides, offset)
+        view._inb = inside
         return view
 
     def _whole(self) -> "TensorView":
