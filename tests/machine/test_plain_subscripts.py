@@ -1,4 +1,5 @@
-"""`TensorView.plain_subscript` (the fast path of keys of ints and slices) gives what the general subscript gives:
+"""`TensorView.plain_subscript` and `affine_subscript` (the fast paths of keys of ints and slices, and of legacy index
+expressions and ints) give what the general subscript gives:
 the same view (shape, map, constants, coords, no run-time terms, no operand mask), the same geometry and bounds
 verdict as the map itself gives, the same values shared with an `all of it` view, and the same errors, on random
 keys over random views (identity and other maps, on chip and in HBM, with operand masks and run-time indices)."""
@@ -31,12 +32,12 @@ def _root(region, shape, dtype=float32) -> TensorView:
 @contextlib.contextmanager
 def _general():
     """The general path: every key takes `_basic` / `_advanced`."""
-    fast = TensorView.plain_subscript
-    TensorView.plain_subscript = lambda self, key: None
+    fast = TensorView.plain_subscript, TensorView.affine_subscript
+    TensorView.plain_subscript = TensorView.affine_subscript = lambda self, key: None
     try:
         yield
     finally:
-        TensorView.plain_subscript = fast
+        TensorView.plain_subscript, TensorView.affine_subscript = fast
 
 
 def _subscript(view, key):
@@ -46,12 +47,17 @@ def _subscript(view, key):
         return type(e), str(e)
 
 
-def _index(draw, n: int):
-    """A key entry for an axis of size n: mostly ints and slices, in and out of bounds, any bounds and steps."""
-    kind = draw(st.sampled_from("iiisssssxo"))
+def _index(draw, n: int, kinds: str):
+    """A key entry for an axis of size n, of one of `kinds`: i an int, s a slice (in and out of bounds, any bounds
+    and steps), a a legacy index expression, x an entry no fast path takes, o all of the axis."""
+    kind = draw(st.sampled_from(kinds))
     edge = st.integers(-n - 3, n + 3)
     if kind == "i":
         return draw(edge)
+    if kind == "a":         # a legacy index expression: c * arange(m), lifted, plus a constant
+        index = draw(st.integers(-2, 2)) * arange(draw(st.integers(0, n + 1))) + draw(edge)
+        return index[draw(st.sampled_from([slice(None), (slice(None), None), (None, slice(None)),
+                                           (None, slice(None), None), 0]))]
     if kind == "s":
         return slice(draw(st.none() | edge), draw(st.none() | edge),
                      draw(st.sampled_from([None, None, None, 1, 1, 2, 3, 0, -1])))
@@ -62,8 +68,8 @@ def _index(draw, n: int):
     return slice(None)
 
 
-def _key(draw, view):
-    entries = [_index(draw, n) for n in view.shape[:draw(st.integers(0, view.ndim + 1))]]
+def _key(draw, view, kinds="iiisssssxoaaa"):
+    entries = [_index(draw, n, kinds) for n in view.shape[:draw(st.integers(0, view.ndim + 1))]]
     if len(entries) > view.ndim:
         entries.append(draw(st.sampled_from([0, slice(None)])))
     if len(entries) == 1 and draw(st.booleans()):
@@ -127,8 +133,18 @@ def _fresh(view) -> TensorView:
 @SETTINGS
 @given(st.data())
 def test_plain_subscripts_are_the_general_subscript(data):
-    base = _base(data.draw)
-    key = _key(data.draw, base)
+    _compare(_base(data.draw), data.draw)
+
+
+@SETTINGS
+@given(st.data())
+def test_affine_subscripts_are_the_general_subscript(data):
+    """Keys of index expressions and ints only (`t[i_p, k * 128 + i_f]`), 1-D and non-broadcasting ones too."""
+    _compare(_base(data.draw), data.draw, "iaaa")
+
+
+def _compare(base, draw, kinds="iiisssssxoaaa"):
+    key = _key(draw, base, kinds)
     fast = _subscript(base, key)
     with _general():
         slow = _subscript(base, key)

@@ -122,14 +122,55 @@ def _view_plan(plan_key: tuple) -> tuple:
     if (on_chip and len(shape) < 2) or not shape:
         shape.append(1)
         cols.append((0,) * len(amap))
-    out_map = tuple(zip(*cols))
     terms = tuple((a, d, row[a]) for d, row in enumerate(amap) for a in range(len(form)) if row[a])
-    # the geometry of the view from position 0 on every dim: a view of no storage (geometry needs the map only)
+    plan = _remember(_PLANS, plan_key, _plan(amap, coords, shape, cols, terms))
+    return plan
+
+
+_AFFINE_PLANS: dict = {}
+
+
+def _affine_plan(plan_key: tuple) -> tuple | None:
+    """`_view_plan` for `TensorView.affine_subscript`, `plan_key` = (map, coords, the key's form, the sizes of
+    the axes it leaves out), following `_advanced`: the index expressions' grid (their shapes broadcast) comes
+    first, then the axes the key leaves out; an int moves the first element only. None for a key that is not
+    the path's (no index expression) or that `_advanced` rejects."""
+    amap, coords, form, rest = plan_key
+    shapes = [f[1] for f in form if f is not None]
+    if not shapes or (any(len(s) == 1 for s in shapes) and len(form) + len(rest) > 1):
+        return None
+    try:
+        grid = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None
+    nd, r = len(amap), len(grid)
+    cols = [[0] * nd for _ in range(r)] + [[row[a] for row in amap] for a in range(len(form), len(form) + len(rest))]
+    terms = []
+    for a, f in enumerate(form):
+        col = [row[a] for row in amap]
+        terms.extend((a, d, c) for d, c in enumerate(col) if c)
+        if f is not None:
+            coeffs = (0,) * (r - len(f[1])) + f[0]
+            for d in range(nd):
+                for ax in range(r):
+                    cols[ax][d] += col[d] * coeffs[ax]
+    return _remember(_AFFINE_PLANS, plan_key, _plan(amap, coords, grid + rest, cols, tuple(terms)))
+
+
+def _plan(amap: tuple, coords: tuple, shape, cols, terms: tuple) -> tuple:
+    """A plan (`TensorView._planned`) of the view of `shape` whose axes move by `cols` (per axis, per storage
+    dim), its constants by `terms`: its geometry from position 0 on every dim is the view's of a storage of
+    `coords` (a view of no storage: geometry needs the map only), offset by the constants."""
+    out_map = tuple(zip(*cols)) if cols else ((),) * len(amap)
     ranges, strides, _ = TensorView(None, shape, out_map, (0,) * len(amap), coords=coords)._geometry()
     spans = tuple((lo, hi, s, n) for (lo, hi), s, n in zip(ranges, row_major_strides(coords), coords))
-    if len(_PLANS) >= 4096:
-        _PLANS.clear()
-    plan = _PLANS[plan_key] = (Shape(shape), out_map, terms, spans, strides)
+    return Shape(map(int, shape)), out_map, terms, spans, strides
+
+
+def _remember(plans: dict, plan_key: tuple, plan: tuple) -> tuple:
+    if len(plans) >= 4096:
+        plans.clear()
+    plans[plan_key] = plan
     return plan
 
 
@@ -345,6 +386,8 @@ class TensorView:
                 key = (key,)
         if len(key) <= len(self.shape) and not self.dynamic:
             view = self.plain_subscript(key)
+            if view is None:
+                view = self.affine_subscript(key)
             if view is not None:
                 return view
         plain = True                    # the usual `t[a:b, c:d]`: no `...`, no index expressions
@@ -439,15 +482,40 @@ class TensorView:
             else:
                 return None
         plan_key = (self.amap, self.coords, self.storage.kind is not _HBM, tuple(form), self.shape[len(key):])
-        shape, out_map, terms, spans, strides = _PLANS.get(plan_key) or _view_plan(plan_key)
+        view = self._planned(_PLANS.get(plan_key) or _view_plan(plan_key), starts)
+        if view.consts == self.consts and tuple.__eq__(view.shape, self.shape) and view.amap == self.amap:
+            self._share_derived(view)       # all of `self` (`t[:, :]`)
+        return view
+
+    def affine_subscript(self, key) -> "TensorView | None":
+        """`_advanced` of a key of legacy index expressions and plain ints, at least one index expression, with
+        no more entries than the view has axes, for a view without run-time indices, geometry and bounds verdict
+        included: `t[i_p, k * 128 + i_f]`, `blk[i_p, 3, i_f]`. None for any other key, and for a key `_advanced`
+        rejects (a 1-D arange on a tensor of more dims, shapes that do not broadcast): the general path raises.
+        Memoised like `plain_subscript`: per (map, coords, the coefficients and shapes of the expressions, the
+        sizes of the axes the key leaves out), the expressions' constants and the ints being the starts."""
+        starts, form = [], []       # form: None for an int, (coeffs, shape) for an index expression
+        for k in key:
+            if type(k) is Index:
+                starts.append(k.const)
+                form.append((k.coeffs, k.shape))
+            elif type(k) is int:
+                starts.append(k)
+                form.append(None)
+            else:
+                return None
+        plan_key = (self.amap, self.coords, tuple(form), self.shape[len(key):])
+        plan = _AFFINE_PLANS.get(plan_key) or _affine_plan(plan_key)
+        return None if plan is None else self._planned(plan, starts)
+
+    def _planned(self, plan: tuple, starts: list) -> "TensorView":
+        """The view a plan (`_view_plan`, `_affine_plan`) gives with these starts, its geometry and bounds verdict
+        included."""
+        shape, out_map, terms, spans, strides = plan
         consts = list(self.consts)
         for a, d, step in terms:
             consts[d] += step * starts[a]
-        consts = tuple(consts)
-        view = self._derive(shape, out_map, consts)
-        if consts == self.consts and tuple.__eq__(shape, self.shape) and out_map == self.amap:
-            self._share_derived(view)       # all of `self` (`t[:, :]`)
-            return view
+        view = self._derive(shape, out_map, tuple(consts))
         ranges = []
         offset = 0
         inside = True
