@@ -422,40 +422,6 @@ def test_a_legacy_psum_group_starts_where_nothing_was_written_with_flags_as_one_
     np.testing.assert_allclose(fast[0], ref, rtol=1e-4, atol=1e-3)
 
 
-def test_unit_slices_of_an_identity_view_are_the_general_subscript(rng, monkeypatch):
-    """Step-1 slices of a tensor (or of such a slice) get their map and geometry directly: the same view, strides,
-    ranges and bounds verdict as the general subscript, out-of-bounds and empty slices included."""
-    from opennki.machine.tensor import _identity_map
-
-    def general(view, key):
-        with monkeypatch.context() as patch:
-            patch.setattr(TensorView, "_unit_slices", lambda self, key: None)
-            return view.subscript(key)
-
-    def fresh(view):          # the geometry recomputed from the map
-        return TensorView(view.storage, view.shape, view.amap, view.consts, coords=view.coords)
-
-    for region, shape in ((MemoryRegion.sbuf, (16, 24)), (MemoryRegion.shared_hbm, (12, 10, 9)),
-                          (MemoryRegion.psum, (8, 40))):
-        root = _root(region, shape)
-        for _ in range(60):
-            base = root
-            if rng.random() < 0.5:       # a slice of the tensor first
-                base = root.subscript(tuple(slice(int(rng.integers(0, n)), n) for n in shape))
-            key = []
-            for n in base.shape:
-                start = int(rng.integers(-2, n + 1))
-                key.append(slice(start, start + int(rng.integers(0, n + 3))))
-            fast, slow = base.subscript(tuple(key)), general(base, tuple(key))
-            assert fast.amap is _identity_map(len(shape))
-            assert (fast.shape, fast.amap, fast.consts) == (slow.shape, slow.amap, slow.consts)
-            expect = fresh(slow)
-            assert (fast._geo or fast._geometry()) == expect._geometry()
-            assert fast.in_bounds() == expect.in_bounds() == slow.in_bounds()
-            if fast.in_bounds() and fast.size:
-                np.testing.assert_array_equal(fast.np_view(), slow.np_view())
-
-
 @pytest.mark.parametrize("dtype", [float32, bfloat16])
 def test_direct_writes_of_the_usual_case_store_what_the_plain_write_stores(rng, dtype):
     """Machine.write's branch for an in-bounds direct view without masks or element tracking (raw bit copies,

@@ -48,14 +48,19 @@ class BlockTensor:
         tile_shape: the shape of one tile, partition dim first.
         tile_of: function block index (tuple) -> the tile (an NkiTensor view) holding that block.
         name: the tensor's name.
+        view_of: None, or function (block index, rest of the key) -> `tile_of(index)[rest]` made in one subscript,
+            or None where it cannot be (the tile then takes the rest): the blocks of one SBUF storage are views
+            of it, and a tile's view in two subscripts is the slowest part of a blocked kernel's operands.
     """
 
     is_block_tensor = True
 
-    def __init__(self, blocks: tuple[int, ...], tile_shape: tuple[int, ...], tile_of, dtype, buffer, name):
+    def __init__(self, blocks: tuple[int, ...], tile_shape: tuple[int, ...], tile_of, dtype, buffer, name,
+                 view_of=None):
         self.blocks = blocks
         self.tile_shape = tile_shape
         self._tile_of = tile_of
+        self._view_of = view_of
         self.dtype = dtype
         self.buffer = buffer
         self.name = name
@@ -90,6 +95,7 @@ class BlockTensor:
         return tuple(index)
 
     def _split(self, key):
+        """(the block index, the rest of the key)."""
         if not isinstance(key, tuple):
             key = (key,)
         nb = len(self.blocks)
@@ -98,7 +104,7 @@ class BlockTensor:
             raise KernelError(f"index the block dimensions of {self.name!r} with integers (loop variables, "
                               f"constants) before the tile dims (shape {self.shape}, {nb} block dims)", got=key,
                               code="err_failed_to_infer_tile_from_local_tensor")
-        return self._tile_of(index), key[nb:]
+        return index, key[nb:]
 
     def __getitem__(self, key):
         """`a[i, j, ...]`: with an integer for every block dim, the tile (then indexed by the rest of the key);
@@ -110,18 +116,28 @@ class BlockTensor:
             index = self._block_index(key)
             if index and len(index) == len(key):
                 return self._sub(index)
-        tile, rest = self._split(key)
-        return tile[rest] if rest else tile
+        index, rest = self._split(key)
+        if not rest:
+            return self._tile_of(index)
+        if self._view_of is not None:
+            view = self._view_of(index, rest)
+            if view is not None:
+                return view
+        return self._tile_of(index)[rest]
 
     def _sub(self, lead: tuple[int, ...]) -> BlockTensor:
         def tile_of(index, outer=self._tile_of):
             return outer(lead + index)
+        view_of = None
+        if self._view_of is not None:
+            def view_of(index, rest, outer=self._view_of):
+                return outer(lead + index, rest)
         return BlockTensor(self.blocks[len(lead):], self.tile_shape, tile_of, self.dtype, self.buffer,
-                           f"{self.name}{list(lead)}")
+                           f"{self.name}{list(lead)}", view_of)
 
     def __setitem__(self, key, value):
-        tile, rest = self._split(key)
-        tile[rest if rest else ...] = value
+        index, rest = self._split(key)
+        self._tile_of(index)[rest if rest else ...] = value
 
     def tiles(self):
         """Every distinct physical tile (for whole-tensor fills)."""
@@ -193,6 +209,7 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
         raise ShapeError(f"{api}: an on-chip tile needs a partition dim and at least one free dim; Insufficient "
                          "rank", got=blocks + tile_shape, instruction=api, hint="use a [P, 1] tile")
     dt = core.dtype_of(dtype)
+    view_of = None
     if direct is not None:
         tile_of = _direct_tiles(prog, direct, blocks, tile_shape, dt, name, api)
     elif not blocks:
@@ -212,9 +229,17 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
 
         def tile_of(index, root=root):
             return root[(slice(None), linearize(blocks, index))]
+
+        def view_of(index, rest, root=root):
+            # root[:, b][rest] is root[rest[0], b, rest[1:]] for a rest of ints and slices no longer than the
+            # tile's dims (plain_subscript: None for any other rest); the partition dim stays dim 0 either way
+            if len(rest) <= len(tile_shape):
+                return root.plain_subscript((rest[0], linearize(blocks, index)) + rest[1:])
+            return None
     if not blocks:
         return tile_of(())
-    tensor = BlockTensor(blocks, tile_shape, tile_of, dt, region, name or f"{region.name}_{blocks + tile_shape}")
+    tensor = BlockTensor(blocks, tile_shape, tile_of, dt, region, name or f"{region.name}_{blocks + tile_shape}",
+                         view_of)
     for tile in tensor.tiles():
         core.fill(tile, fill, api)
     return tensor

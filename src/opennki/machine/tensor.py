@@ -46,7 +46,8 @@ class Shape(tuple):
 
     NKI's documentation compares shapes with lists (`assert x[1].shape == [2, 2]`, the new generation's
     indexing overview) and kernels written from it do the same; a plain tuple would make such an assert
-    fail. Everything else is the tuple's: hashing, indexing, slicing (which gives plain tuples), repr."""
+    fail. Everything else is the tuple's: hashing, indexing, slicing (which gives plain tuples), repr. Made of
+    ints only (`TensorView.__init__`), and immutable, so views of one shape may share one."""
 
     __slots__ = ()
 
@@ -98,6 +99,79 @@ def _extent_of(shape: tuple[int, ...], on_chip: bool, itemsize: int, ranges: tup
         lo += max(dlo, 0) * strides[d]
         hi += min(dhi, shape[d] - 1) * strides[d]
     return p0, pc, lo * itemsize, (hi + 1) * itemsize
+
+
+_PLANS: dict = {}
+
+
+def _view_plan(plan_key: tuple) -> tuple:
+    """What `TensorView.plain_subscript` gives that does not depend on the key's starts, for `plan_key` =
+    (map, coords, on chip, the key's form, the sizes of the axes it leaves out): (shape, map, the (key axis,
+    storage dim, step) of the map's nonzero steps along the key's axes, per storage dim the offsets of the lowest
+    and highest positions from the first element's with that dim's stride and size, strides). It follows
+    `_basic`: an int drops its axis, but the partition axis on chip, kept at size 1; a view left with too few
+    axes (under two on chip, none in HBM) gets a size-1 axis that moves along no dim. Memoised in `_PLANS`: the
+    tiles of a loop repeat these."""
+    amap, coords, on_chip, form, rest = plan_key
+    shape, cols = [], []
+    for a, f in enumerate(form + rest):
+        step, n = (0, 1) if f is None else (1, f) if type(f) is int else f
+        if step or (on_chip and a == 0):
+            shape.append(n)
+            cols.append(tuple(row[a] * (step or 1) for row in amap))
+    if (on_chip and len(shape) < 2) or not shape:
+        shape.append(1)
+        cols.append((0,) * len(amap))
+    terms = tuple((a, d, row[a]) for d, row in enumerate(amap) for a in range(len(form)) if row[a])
+    plan = _remember(_PLANS, plan_key, _plan(amap, coords, shape, cols, terms))
+    return plan
+
+
+_AFFINE_PLANS: dict = {}
+
+
+def _affine_plan(plan_key: tuple) -> tuple | None:
+    """`_view_plan` for `TensorView.affine_subscript`, `plan_key` = (map, coords, the key's form, the sizes of
+    the axes it leaves out), following `_advanced`: the index expressions' grid (their shapes broadcast) comes
+    first, then the axes the key leaves out; an int moves the first element only. None for a key that is not
+    the path's (no index expression) or that `_advanced` rejects."""
+    amap, coords, form, rest = plan_key
+    shapes = [f[1] for f in form if f is not None]
+    if not shapes or (any(len(s) == 1 for s in shapes) and len(form) + len(rest) > 1):
+        return None
+    try:
+        grid = tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        return None
+    nd, r = len(amap), len(grid)
+    cols = [[0] * nd for _ in range(r)] + [[row[a] for row in amap] for a in range(len(form), len(form) + len(rest))]
+    terms = []
+    for a, f in enumerate(form):
+        col = [row[a] for row in amap]
+        terms.extend((a, d, c) for d, c in enumerate(col) if c)
+        if f is not None:
+            coeffs = (0,) * (r - len(f[1])) + f[0]
+            for d in range(nd):
+                for ax in range(r):
+                    cols[ax][d] += col[d] * coeffs[ax]
+    return _remember(_AFFINE_PLANS, plan_key, _plan(amap, coords, grid + rest, cols, tuple(terms)))
+
+
+def _plan(amap: tuple, coords: tuple, shape, cols, terms: tuple) -> tuple:
+    """A plan (`TensorView._planned`) of the view of `shape` whose axes move by `cols` (per axis, per storage
+    dim), its constants by `terms`: its geometry from position 0 on every dim is the view's of a storage of
+    `coords` (a view of no storage: geometry needs the map only), offset by the constants."""
+    out_map = tuple(zip(*cols)) if cols else ((),) * len(amap)
+    ranges, strides, _ = TensorView(None, shape, out_map, (0,) * len(amap), coords=coords)._geometry()
+    spans = tuple((lo, hi, s, n) for (lo, hi), s, n in zip(ranges, row_major_strides(coords), coords))
+    return Shape(map(int, shape)), out_map, terms, spans, strides
+
+
+def _remember(plans: dict, plan_key: tuple, plan: tuple) -> tuple:
+    if len(plans) >= 4096:
+        plans.clear()
+    plans[plan_key] = plan
+    return plan
 
 
 def indirection_group(engine: Engine) -> int:
@@ -165,7 +239,7 @@ class TensorView:
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
-        self.shape = Shape(map(int, shape))
+        self.shape = shape if type(shape) is Shape else Shape(map(int, shape))     # a Shape holds ints
         self.amap = amap
         self.consts = consts
         self.dynamic = dynamic
@@ -253,7 +327,8 @@ class TensorView:
         """(per storage dim the [lo, hi] positions of the affine part, element strides, element offset),
         computed in one pass over the map. Views are immutable, so this is cached: an instruction's check,
         bounds check, event and cost rule each read these, and walking the map every time was the
-        simulator's main per-instruction cost."""
+        simulator's main per-instruction cost. An axis of n elements with step s along a dim spans s * (n - 1)
+        positions (so an empty axis, -s)."""
         coords = self.coords
         ss = row_major_strides(coords)
         shape = self.shape
@@ -300,14 +375,21 @@ class TensorView:
     def subscript(self, key) -> "TensorView":
         """`t[key]` for both generations: ints, slices (`nl.ds`), `...`, legacy index expressions, an
         on-chip integer tile (indirect, first axis only) or a predicate (operand mask)."""
-        if isinstance(key, Predicate):
-            return self._derive(self.shape, self.amap, self.consts, self.dynamic, key.array)
-        if key is Ellipsis:
-            if not self.dynamic and (len(self.shape) >= 2 or (self.shape and not self.is_on_chip)):
-                return self._whole()        # `t[...]`, the usual assignment target
-            key = (_ALL,) * self.ndim
-        elif not isinstance(key, tuple):
-            key = (key,)
+        if type(key) is not tuple:
+            if isinstance(key, Predicate):
+                return self._derive(self.shape, self.amap, self.consts, self.dynamic, key.array)
+            if key is Ellipsis:
+                if not self.dynamic and (len(self.shape) >= 2 or (self.shape and not self.is_on_chip)):
+                    return self._whole()        # `t[...]`, the usual assignment target
+                key = (_ALL,) * self.ndim
+            elif not isinstance(key, tuple):
+                key = (key,)
+        if len(key) <= len(self.shape) and not self.dynamic:
+            view = self.plain_subscript(key)
+            if view is None:
+                view = self.affine_subscript(key)
+            if view is not None:
+                return view
         plain = True                    # the usual `t[a:b, c:d]`: no `...`, no index expressions
         for k in key:
             if type(k) is not slice:
@@ -333,10 +415,6 @@ class TensorView:
         return self._basic(key)
 
     def _basic(self, key) -> "TensorView":
-        if len(key) == len(self.shape) == len(self.amap) and self.amap is _identity_map(len(self.amap)):
-            view = self._unit_slices(key)
-            if view is not None:
-                return view
         nd = len(self.amap)
         on_chip = self.is_on_chip
         consts = list(self.consts)
@@ -372,39 +450,83 @@ class TensorView:
             self._share_derived(view)       # all of `self` (`t[:, :]`)
         return view
 
-    def _unit_slices(self, key) -> "TensorView | None":
-        """`_basic` of step-1 slices on every axis of a view whose map is the identity (a tensor, or such a
-        slice of one: `lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128]`), geometry included; None for any
-        other key."""
-        ss = _root_geometry(self.coords)[1]           # row_major_strides(self.coords), cached
-        consts, shape, ranges = [], [], []
+    def plain_subscript(self, key) -> "TensorView | None":
+        """`_basic` of a key of plain ints and slices (int or None bounds, no step or a positive int one) with no
+        more entries than the view has axes, for a view without run-time indices, geometry and bounds verdict
+        included: `lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128]`, a block tile `blk[:, b]`, or
+        `blk[b, :, j * 128:(j + 1) * 128]` in one step (`_src/blocks`). None for any other key (the general path
+        takes it, and raises what it raises).
+
+        Everything but the key's starts is a function of the view's map and coords, on chip or not, and the
+        key's form (per axis: an int, or a slice's length and step), the same in every iteration of a kernel's
+        loop, so it is memoised (`_view_plan`); what is left per subscript is the starts and the sums they are in."""
+        starts, form = [], []       # form: None for an int, a length for a step-1 slice, else (step, length)
+        for k, n in zip(key, self.shape):
+            if type(k) is slice:
+                start, stop = k.start, k.stop
+                if k.step is None and type(start) is int and type(stop) is int and 0 <= start <= stop:
+                    form.append(stop - start)       # what slice_params gives such a slice
+                elif k == _ALL:
+                    start = 0
+                    form.append(n)
+                elif (start is None or type(start) is int) and (stop is None or type(stop) is int) and (
+                        k.step is None or (type(k.step) is int and k.step >= 1)):
+                    start, length, step = slice_params(k, n)        # no error for such a slice
+                    form.append(length if step == 1 else (step, length))
+                else:
+                    return None
+                starts.append(start)
+            elif type(k) is int:
+                starts.append(k + n if k < 0 else k)
+                form.append(None)
+            else:
+                return None
+        plan_key = (self.amap, self.coords, self.storage.kind is not _HBM, tuple(form), self.shape[len(key):])
+        view = self._planned(_PLANS.get(plan_key) or _view_plan(plan_key), starts)
+        if view.consts == self.consts and tuple.__eq__(view.shape, self.shape) and view.amap == self.amap:
+            self._share_derived(view)       # all of `self` (`t[:, :]`)
+        return view
+
+    def affine_subscript(self, key) -> "TensorView | None":
+        """`_advanced` of a key of legacy index expressions and plain ints, at least one index expression, with
+        no more entries than the view has axes, for a view without run-time indices, geometry and bounds verdict
+        included: `t[i_p, k * 128 + i_f]`, `blk[i_p, 3, i_f]`. None for any other key, and for a key `_advanced`
+        rejects (a 1-D arange on a tensor of more dims, shapes that do not broadcast): the general path raises.
+        Memoised like `plain_subscript`: per (map, coords, the coefficients and shapes of the expressions, the
+        sizes of the axes the key leaves out), the expressions' constants and the ints being the starts."""
+        starts, form = [], []       # form: None for an int, (coeffs, shape) for an index expression
+        for k in key:
+            if type(k) is Index:
+                starts.append(k.const)
+                form.append((k.coeffs, k.shape))
+            elif type(k) is int:
+                starts.append(k)
+                form.append(None)
+            else:
+                return None
+        plan_key = (self.amap, self.coords, tuple(form), self.shape[len(key):])
+        plan = _AFFINE_PLANS.get(plan_key) or _affine_plan(plan_key)
+        return None if plan is None else self._planned(plan, starts)
+
+    def _planned(self, plan: tuple, starts: list) -> "TensorView":
+        """The view a plan (`_view_plan`, `_affine_plan`) gives with these starts, its geometry and bounds verdict
+        included."""
+        shape, out_map, terms, spans, strides = plan
+        consts = list(self.consts)
+        for a, d, step in terms:
+            consts[d] += step * starts[a]
+        view = self._derive(shape, out_map, tuple(consts))
+        ranges = []
         offset = 0
         inside = True
-        for k, n, c, s, dim_size in zip(key, self.shape, self.consts, ss, self.coords):
-            if type(k) is not slice:
-                return None
-            start, stop = k.start, k.stop
-            if k.step is None and type(start) is int and type(stop) is int and 0 <= start <= stop:
-                length = stop - start           # what slice_params gives such a slice
-            else:
-                start, length, step = slice_params(k, n)
-                if step != 1:
-                    return None
-            c += start
-            consts.append(c)
-            shape.append(length)
-            offset += c * s
-            lo, hi = (c, c + length - 1) if length else (c - 1, c)     # as _geometry's span rule gives them
+        for c, (lo, hi, s, n) in zip(consts, spans):
+            lo += c
+            hi += c
             ranges.append((lo, hi))
-            if lo < 0 or hi >= dim_size:
+            offset += c * s
+            if lo < 0 or hi >= n:
                 inside = False
-        if self.is_on_chip and len(shape) < 2:
-            return None
-        view = self._derive(shape, self.amap, tuple(consts))
-        if tuple.__eq__(view.shape, self.shape) and view.consts == self.consts:
-            self._share_derived(view)       # all of `self` (`t[:, :]`)
-            return view
-        view._geo = (tuple(ranges), ss, offset)
+        view._geo = (tuple(ranges), strides, offset)
         view._inb = inside
         return view
 
