@@ -1,8 +1,23 @@
-"""Shared test fixtures: a seeded random generator and helpers to compare with NumPy."""
+"""Shared test fixtures: a seeded random generator, the environment restored after each test, and helpers to
+compare with NumPy."""
+
+import os
 
 import ml_dtypes
 import numpy as np
 import pytest
+
+
+@pytest.fixture(autouse=True)
+def _environment_restored():
+    """Each test leaves the process environment as it found it: the command line's `--target` sets the target
+    variable for the script it runs and what that starts (cli.main run in-process by the tests), which the
+    later tests of the process would otherwise inherit."""
+    saved = dict(os.environ)
+    yield
+    if os.environ != saved:
+        os.environ.clear()
+        os.environ.update(saved)
 
 
 @pytest.fixture

@@ -240,7 +240,10 @@ def test_nisa_instructions_are_checked_too(rng):
         run(kernel, x)
 
 
-def test_scope_entries_of_dead_tensors_are_dropped_and_live_ones_kept(rng, monkeypatch):
+@pytest.mark.parametrize("inner, table, bound", [(False, "scopes", 16), (True, "closed", 32)])
+def test_scope_entries_of_dead_tensors_are_dropped_and_live_ones_kept(rng, monkeypatch, inner, table, bound):
+    """Entries of the loop in which a tensor was made (`scopes`), and of finished loops (`closed`, each inner
+    loop leaving its tile alive when it finishes), are dropped in batches once their tensors died."""
     import opennki._src.rules as rules
     from opennki.sim.program import current
     monkeypatch.setattr(rules, "_PRUNE_MIN", 16)
@@ -249,17 +252,20 @@ def test_scope_entries_of_dead_tensors_are_dropped_and_live_ones_kept(rng, monke
 
     def kernel(x):
         out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
-        kept, n = None, 0
-        for _ in nl.sequential_range(200):       # 200 tiles, one alive at a time (and the first, kept)
-            t = nl.load(x)
-            kept = t if n == 0 else kept
-            n += 1
-        sizes.append(len(rules.rules(current()).scopes))
+        kept = None
+        for i in nl.sequential_range(200):       # 200 tiles, one alive at a time (and the first, kept)
+            if inner:
+                for _ in nl.sequential_range(1):
+                    t = nl.load(x)
+            else:
+                t = nl.load(x)
+            kept = t if i == 0 else kept
+        sizes.append(len(getattr(rules.rules(current()), table)))
         nl.store(out, value=kept)                # the first iteration's tile: still out of its scope
         return out
     with raises_at(KernelError, match="err_local_variable_used_out_of_scope", line="nl.store(out, value=kept)"):
         run(kernel, x)
-    assert sizes and sizes[0] < 16, sizes
+    assert sizes and sizes[0] < bound, sizes
 
 
 def test_a_write_in_a_finished_inner_loop_conflicts_with_the_next_outer_iteration(rng):
@@ -359,28 +365,6 @@ def test_leaving_a_loop_by_break_finishes_its_scope(rng):
         return out
     with raises_at(KernelError, match=SCOPE, line="nl.store(out, value=t)"):
         run(kernel, x)
-
-
-def test_entries_of_finished_loops_are_dropped_when_their_tensors_die(rng, monkeypatch):
-    import opennki._src.rules as rules
-    from opennki.sim.program import current
-    monkeypatch.setattr(rules, "_PRUNE_MIN", 16)
-    x = rng.standard_normal((16, 8)).astype(np.float32)
-    sizes = []
-
-    def kernel(x):
-        out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
-        kept = None
-        for i in nl.sequential_range(200):      # 200 inner loops, each leaving one live tile when it finishes
-            for _ in nl.sequential_range(1):
-                t = nl.load(x)
-            kept = t if i == 0 else kept
-        sizes.append(len(rules.rules(current()).closed))
-        nl.store(out, value=kept)
-        return out
-    with raises_at(KernelError, match=SCOPE, line="nl.store(out, value=kept)"):
-        run(kernel, x)
-    assert sizes and sizes[0] < 32, sizes
 
 
 def test_new_generation_loops_are_plain_ranges(rng):

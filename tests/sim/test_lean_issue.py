@@ -19,6 +19,7 @@ from opennki.instructions.base import REGISTRY
 from opennki.instructions.vector import TensorScalar, TensorTensor
 from opennki.sim import program
 from tests.isa.helpers import rand
+from tests.sim.outcomes import assert_same_outcome
 
 
 def _twice(kernel, *args):
@@ -33,20 +34,6 @@ def _twice(kernel, *args):
         finally:
             program.LEAN_ISSUE = True
     return out
-
-
-def _same(lean, plain) -> None:
-    if isinstance(plain, BaseException):
-        assert type(lean) is type(plain), (lean, plain)
-        assert str(lean) == str(plain)
-        assert (lean.location.filename, lean.location.lineno) == (plain.location.filename, plain.location.lineno)
-        assert getattr(lean, "code", None) == getattr(plain, "code", None)
-        return
-    assert not isinstance(lean, BaseException), lean
-    lean, plain = (lean, plain) if isinstance(plain, tuple) else ((lean,), (plain,))
-    for got, want in zip(lean, plain, strict=True):
-        assert got.dtype == want.dtype and got.shape == want.shape
-        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
 def _helper_exp(t):
@@ -96,7 +83,7 @@ def test_legacy_elementwise_ops_give_the_plain_path_values(rng):
     core._PLANS.clear()
     lean, plain = _twice(legacy_elementwise, a, c, m)
     assert core._PLANS                       # the lean path memoised front-door decisions
-    _same(lean, plain)
+    assert_same_outcome(lean, plain)
     acc = a * np.float32(0.5)
     want_bits = m.copy()
     for _ in range(5):
@@ -129,7 +116,7 @@ def _new_generation(x, y):
 def test_new_generation_instructions_give_the_plain_path_values(rng):
     x, y = rand(rng, 128, 64), rand(rng, 128, 64)
     lean, plain = _twice(nki2.jit(_new_generation), x, y)
-    _same(lean, plain)
+    assert_same_outcome(lean, plain)
     t, u = x, y
     for _ in range(4):
         t = t * np.float32(0.5) + np.float32(0.25) + u
@@ -215,7 +202,7 @@ def bad_operand(a):
 def test_the_lean_path_gives_the_plain_path_values_and_errors(rng, kernel):
     a = rand(rng, 128, 64)
     lean, plain = _twice(kernel, a)
-    _same(lean, plain)
+    assert_same_outcome(lean, plain)
 
 
 def test_errors_name_the_kernel_line(rng):
@@ -287,7 +274,7 @@ def test_the_parameter_rules_give_the_plain_path_errors(rng):
     for kernel, code in ((immutable_written, "err_cannot_update_immutable_parameter"),
                          (mutable_not_returned, "err_mutable_parameter_not_returned")):
         lean, plain = _twice(kernel, a, b.copy())
-        _same(lean, plain)
+        assert_same_outcome(lean, plain)
         assert lean.code == code
 
 
@@ -312,7 +299,7 @@ def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng)
 
     for fn in (tensor_scalar_into_hbm, tensor_tensor_into_hbm):
         lean, plain = _twice(nki2.jit(fn), rand(rng, 128, 64))
-        _same(lean, plain)
+        assert_same_outcome(lean, plain)
         assert isinstance(lean, MemoryKindError), lean
 
 
@@ -339,4 +326,4 @@ def helper_results(a):
 
 def test_results_through_a_helper_give_the_plain_path_values(rng):
     lean, plain = _twice(helper_results, rand(rng, 128, 64))
-    _same(lean, plain)
+    assert_same_outcome(lean, plain)

@@ -17,6 +17,7 @@ from opennki.events import TensorAllocated
 from opennki.listeners import Recorder
 from opennki.sim import program
 from tests.isa.helpers import rand
+from tests.sim.outcomes import assert_same_outcome
 
 
 def _both(monkeypatch, run):
@@ -39,19 +40,6 @@ def _both(monkeypatch, run):
         assert bool(made) == memo
         made.clear()
     return out
-
-
-def _same(memo, plain) -> None:
-    if isinstance(plain, BaseException):
-        assert type(memo) is type(plain), (memo, plain)
-        assert str(memo) == str(plain)
-        assert (memo.location.filename, memo.location.lineno) == (plain.location.filename, plain.location.lineno)
-        return
-    assert not isinstance(memo, BaseException), memo
-    memo, plain = (memo, plain) if isinstance(plain, tuple) else ((memo,), (plain,))
-    for got, want in zip(memo, plain, strict=True):
-        assert got.dtype == want.dtype and got.shape == want.shape
-        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
 
 
 def _tiles_and_poison(a, w, b):
@@ -78,7 +66,7 @@ def _tiles_and_poison(a, w, b):
 def test_values_and_poison_are_the_plain_paths(rng, monkeypatch):
     a, w, b = rand(rng, 128, 64), rand(rng, 384, 128), rand(rng, 384, 64)
     memo, plain = _both(monkeypatch, lambda: nki.jit(_tiles_and_poison)(a, w, b))
-    _same(memo, plain)
+    assert_same_outcome(memo, plain)
     assert np.isnan(memo[0][:, 32:]).all() and not np.isnan(memo[0][:, :32]).any()
 
 
@@ -94,7 +82,7 @@ def test_tiled_matmul_gives_the_plain_paths_values_and_events(rng, monkeypatch):
         return out, allocated, [(e.opcode, e.location) for e in rec.events if hasattr(e, "opcode")]
 
     (memo, memo_allocated, memo_issued), (plain, plain_allocated, plain_issued) = _both(monkeypatch, run)
-    _same(memo, plain)
+    assert_same_outcome(memo, plain)
     assert memo_allocated == plain_allocated and memo_issued == plain_issued
     np.testing.assert_allclose(memo, a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
 
@@ -120,7 +108,7 @@ def test_spills_are_the_plain_paths(rng, monkeypatch):
         return out, [(e.opcode, e.location) for e in rec.events if hasattr(e, "opcode")]
 
     (memo, memo_issued), (plain, plain_issued) = _both(monkeypatch, run)
-    _same(memo, plain)
+    assert_same_outcome(memo, plain)
     assert memo_issued == plain_issued and any(op == "sbuf_spill" for op, _ in memo_issued)
     np.testing.assert_allclose(memo, 200 * a, rtol=1e-5)
 
@@ -140,4 +128,4 @@ def test_errors_at_a_memoised_site_are_the_plain_paths(rng, monkeypatch, big):
     a = rand(rng, 128, 64)
     memo, plain = _both(monkeypatch, lambda: nki.jit(_too_big_then_out_of_bounds)(a, big))
     assert isinstance(plain, OpenNKIError)
-    _same(memo, plain)
+    assert_same_outcome(memo, plain)

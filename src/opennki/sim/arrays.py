@@ -1,16 +1,16 @@
 """Simulator layer: the HBM arrays of finished launches, kept for the next launches' HBM tensors.
 
-Imports the machine's dtypes only. A launch copies every array argument that the kernel may write (the
-kernel sees the values of the call; an argument it cannot write is the caller's array itself, in a view,
-which is never kept here: simulator.UNWRITABLE_ARGUMENTS) and poisons every HBM tensor the kernel makes; a fresh multi-megabyte array costs
-its page faults each time, because glibc hands freed memory of that size back to the system when the launch
-frees it (for the [128, 8192] fp32 vector add of benchmarks/triton_side_by_side.py, the faults of its three
-4 MiB HBM arrays cost about as much as its sixteen instructions). So the simulator gives those arrays back
-here at the end of a launch (`give`), and a later argument copy (`copy`) or poisoned HBM tensor
-(`poisoned`) of the same storage dtype and size is made in one of them. An array is only taken again when
-CPython's reference count says nothing else refers to it (no storage, view or framework tensor of an earlier
-launch is alive), and it is overwritten whole (by the copy, or with the poison `new_array` gives), so no
-launch can see another's values. At most `limit_bytes` are kept, the most recently given first.
+Imports the machine's dtypes only. A launch copies every array argument that the kernel may write (the kernel
+sees the values of the call; an argument it cannot write is the caller's array itself, in a view, which is
+never kept here: simulator.UNWRITABLE_ARGUMENTS) and poisons every HBM tensor the kernel makes; a fresh
+multi-megabyte array costs its page faults each time, because glibc hands freed memory of that size back to
+the system when the launch frees it (for the [128, 8192] fp32 vector add of benchmarks/triton_side_by_side.py,
+the faults of its three 4 MiB HBM arrays cost about as much as its sixteen instructions). So the simulator
+gives those arrays back here at the end of a launch (`give`), and a later argument copy (`copy`) or poisoned
+HBM tensor (`poisoned`) of the same storage dtype and size is made in one of them. An array is only taken
+again when CPython's reference count says nothing else refers to it (no storage, view or framework tensor of
+an earlier launch is alive), and it is overwritten whole (by the copy, or with the poison `new_array` gives),
+so no launch can see another's values. At most `limit_bytes` are kept, the most recently given first.
 """
 
 from __future__ import annotations
