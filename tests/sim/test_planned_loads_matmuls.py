@@ -10,7 +10,8 @@ import pytest
 import opennki.legacy as nki
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
-from tests.sim.test_lean_issue import _same, _twice
+from tests.sim.outcomes import assert_same_outcome
+from tests.sim.test_lean_issue import _twice
 
 
 @nki.jit
@@ -86,16 +87,16 @@ def _inputs(rng, shape_l, shape_r, dtype):
 @pytest.mark.parametrize("dtype", [np.float32, nl.bfloat16])
 @pytest.mark.parametrize("shapes", [((384, 128), (384, 512)), ((200, 100), (200, 300))])
 def test_tiled_matmul_gives_the_plain_path_values(rng, dtype, shapes):
-    _same(*_twice(tiled, *_inputs(rng, *shapes, dtype)))
+    assert_same_outcome(*_twice(tiled, *_inputs(rng, *shapes, dtype)))
 
 
 @pytest.mark.parametrize("dtype", [np.float32, nl.bfloat16])
 def test_accumulation_groups_give_the_plain_path_values(rng, dtype):
-    _same(*_twice(groups, *_inputs(rng, (256, 64), (256, 128), dtype)))
+    assert_same_outcome(*_twice(groups, *_inputs(rng, (256, 64), (256, 128), dtype)))
 
 
 @pytest.mark.parametrize("kernel", [load_out_of_bounds, mixed_dtypes])
 def test_planned_instructions_give_the_plain_path_errors(rng, kernel):
     lean, plain = _twice(kernel, *_inputs(rng, (256, 64), (128, 128), np.float32))
     assert isinstance(plain, Exception)
-    _same(lean, plain)
+    assert_same_outcome(lean, plain)
