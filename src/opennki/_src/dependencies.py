@@ -5,9 +5,10 @@ loop are independent by contract: the compiler may run them in any order or in p
 that write the same location make the result depend on the schedule (spec/language.md §5.6, §8.7). NKI's
 compiler rejects such kernels; opennki, which runs iterations in order, checks every write instead:
 
-* A program gets an `OutputDependencyChecker` observer when it first enters an affine loop. For each loop
-  running (`Program.loops`) it keeps the writes made so far: tensor, per-dimension bounding box and,
-  lazily, the exact element offsets (masks and run-time indices honoured). The writes of a tensor are
+* A program gets an `OutputDependencyChecker` observer when it first enters an affine loop. While affine loops
+  run (`Program.loops`) it keeps the writes made: tensor, the iterations of the affine loops running then,
+  per-dimension bounding box and, lazily, the exact element offsets (masks and run-time indices honoured); a
+  write is compared, per running loop, with those made in its other iterations. The writes of a tensor are
   bucketed by box (`_Writes`), so a write is compared only with earlier writes near it, not with all of
   them: a loop writing one tile per iteration costs linear time, not quadratic.
 * A write that hits an element written by another iteration of an enclosing affine loop raises a
