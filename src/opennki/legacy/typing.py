@@ -188,10 +188,7 @@ def _install(prog) -> None:
 def _rules_of(launch):
     """(mutable, immutable, location, old_convention) for the launch's kernel, or None when no rule applies;
     checks the annotated argument shapes."""
-    fn = inspect.unwrap(launch.fn) if launch.fn is not None else None
-    if getattr(fn, "__code__", None) is None:
-        return None
-    static = _kernel_rules_of(fn, launch.generation)
+    static = _launch_rules(launch)
     if static is None:
         return None
     signature, shapes, rules = static
@@ -215,11 +212,16 @@ def _rules_of(launch):
 _KERNEL_RULES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _kernel_rules_of(fn, generation):
-    """`_kernel_rules(fn, generation)`, worked out once (`_KERNEL_RULES`)."""
+def _launch_rules(launch):
+    """`_kernel_rules` of the launch's kernel function and generation, worked out once (`_KERNEL_RULES`); None
+    for a kernel without Python code or an introspectable signature."""
+    fn = inspect.unwrap(launch.fn) if launch.fn is not None else None
+    if getattr(fn, "__code__", None) is None:
+        return None
     known = _KERNEL_RULES.get(fn)
     if known is None:
         known = _KERNEL_RULES[fn] = {}
+    generation = launch.generation
     if generation not in known:
         known[generation] = _kernel_rules(fn, generation)
     return known[generation]
@@ -253,10 +255,7 @@ def _kernel_rules(fn, generation):
 def _immutable_argument(launch, name: str) -> bool:
     """The kernel parameter `name` is immutable: every instruction writing it fails `ParameterRules.check`
     before it runs (simulator.UNWRITABLE_ARGUMENTS)."""
-    fn = inspect.unwrap(launch.fn) if launch.fn is not None else None
-    if getattr(fn, "__code__", None) is None:
-        return False
-    static = _kernel_rules_of(fn, launch.generation)
+    static = _launch_rules(launch)
     return static is not None and name in static[2][1]
 
 
