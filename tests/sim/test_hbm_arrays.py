@@ -282,6 +282,13 @@ def three_tensors(a):
 
 
 @nki.jit
+def sums_pair(pair):
+    out = nl.ndarray(pair[0].shape, dtype=pair[0].dtype, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.add(nl.load(pair[0]), nl.load(pair[1])))
+    return out
+
+
+@nki.jit
 def old_convention(a, out):                    # no return: its parameters are its outputs, copied
     nl.store(out, value=nl.add(nl.load(a), 2.0))
 
@@ -299,6 +306,9 @@ def test_arguments_no_instruction_may_write_are_the_callers_arrays(rng, copies):
     old_convention(frozen, out)
     np.testing.assert_array_equal(out, a + np.float32(2.0))
     assert copies.copied == 1                   # `out` only: `frozen` is read-only
+    pair = (a, rng.standard_normal((128, 32), dtype=np.float32))
+    np.testing.assert_array_equal(sums_pair(pair), pair[0] + pair[1])
+    assert copies.copied == 1                   # the elements of an immutable tuple parameter are not copied
     b = rng.standard_normal((128, 32), dtype=np.float32)
     for _ in range(3):          # three poisoned HBM tensors of a's size and dtype a launch, in kept arrays
         one = np.float32(1.0)

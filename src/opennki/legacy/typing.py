@@ -138,7 +138,7 @@ class ParameterRules(Observer):
         storage = view.storage.base or view.storage
         if not storage.is_kernel_arg:
             return None
-        return storage.name.split("[", 1)[0]
+        return _parameter(storage.name)
 
     def check(self, prog, instr) -> None:
         for _, view, access in instr.operands():
@@ -252,11 +252,16 @@ def _kernel_rules(fn, generation):
     return signature, shapes, (frozenset(mutable), frozenset(immutable), location, old_convention)
 
 
+def _parameter(argument: str) -> str:
+    """The kernel parameter of an argument's tensor name (`x`, or `x[1]` for an element of a tuple parameter)."""
+    return argument.split("[", 1)[0]
+
+
 def _immutable_argument(launch, name: str) -> bool:
-    """The kernel parameter `name` is immutable: every instruction writing it fails `ParameterRules.check`
-    before it runs (simulator.UNWRITABLE_ARGUMENTS)."""
+    """The argument `name` is of an immutable kernel parameter: every instruction writing it fails
+    `ParameterRules.check` before it runs (simulator.UNWRITABLE_ARGUMENTS)."""
     static = _launch_rules(launch)
-    return static is not None and name in static[2][1]
+    return static is not None and _parameter(name) in static[2][1]
 
 
 PROGRAM_SETUP.append(_install)

@@ -33,7 +33,7 @@ from opennki.sim.progress import progress_for
 
 HBM_ALIGN_BYTES = 64
 # Hooks the language layers register: hook(launch, name) is True when no instruction of `launch` can write the
-# kernel argument named `name` (a parameter's name; the tensors of a tuple or list parameter share it) without
+# kernel argument named `name` (a parameter's name, `x[1]` for an element of a tuple or list parameter) without
 # its check failing first (legacy immutable parameters: legacy/typing.py). Such an argument's HBM tensor is the
 # caller's array itself rather than a copy, as is a read-only array's (`_arg_tensor`).
 UNWRITABLE_ARGUMENTS: list = []
@@ -176,7 +176,7 @@ class Simulator:
         outputs = self._outputs(result)
         if not self.options.shape_only:
             made = (ref() for ref in launch.hbm_tensors)
-            # an argument that is the caller's array (`_unwritable`) has a view of it, which is never kept
+            # an argument that is the caller's array (`_arg_tensor`) has a view of it, which is never kept
             arrays.HBM_ARRAYS.give([storage.array for storage, _ in arg_storages] +
                                    [st._array for st in made if st is not None and st._array is not None])
         return outputs
@@ -241,28 +241,22 @@ class Simulator:
         nbytes = math.prod(shape) * dtype.itemsize
         address = launch.hbm.allocate(nbytes, name)
         array = None
+        read_only = isinstance(value, np.ndarray) and not value.flags.writeable
         if not self.options.shape_only:
             if isinstance(value, ShapeSpec):
                 raise KernelError(f"argument {name!r} is a shape placeholder; it can only be used shape-only "
                                   "(benchmark/profile)")
             src = np.asarray(value)
             array = np.ascontiguousarray(convert(src.reshape(shape), dtype, self.options.precise_fp)).reshape(-1)
-            if (array is src or np.shares_memory(array, src)) and not self._unwritable(value, name, launch):
+            # no copy of an argument no instruction can write: a read-only array (the operand rules reject any
+            # write, `check_writable`) or one a hook vouches for; its values are the caller's array itself
+            if (array is src or np.shares_memory(array, src)) and not (
+                    read_only or any(hook(launch, name) for hook in UNWRITABLE_ARGUMENTS)):
                 array = arrays.HBM_ARRAYS.copy(array)
         storage = Storage(MemoryRegion.shared_hbm, dtype, shape, array, Placement(0, address), name, None)
         storage.is_kernel_arg = True
-        storage.read_only = isinstance(value, np.ndarray) and not value.flags.writeable
+        storage.read_only = read_only
         return launch.tensor_type.root(storage)
-
-    @staticmethod
-    def _unwritable(value, name: str, launch) -> bool:
-        """No instruction can write this argument: a read-only NumPy array (the operand rules reject a write,
-        `check_writable`) or a parameter an UNWRITABLE_ARGUMENTS hook vouches for. Its values are then the
-        caller's array itself: the copy would never differ from it during the launch."""
-        if isinstance(value, np.ndarray) and not value.flags.writeable:
-            return True
-        parameter = name.split("[", 1)[0]
-        return any(hook(launch, parameter) for hook in UNWRITABLE_ARGUMENTS)
 
     def _write_back(self, arg_storages) -> None:
         if self.options.shape_only:
