@@ -3,6 +3,7 @@
 in-place fp32 accumulate and late poisoning."""
 
 import dataclasses
+import enum
 
 import numpy as np
 import pytest
@@ -104,6 +105,37 @@ def test_instruction_replace_is_dataclasses_replace(rng):
         assert all(getattr(instr, f) is not v for f, v in changes.items())   # the original is unchanged
     with pytest.raises(TypeError, match="no field"):
         cases[0][0].replace(dest=a)
+
+
+def test_equal_params_keys_give_equal_params():
+    """`Instruction.params_key` (what events' parameters are kept by, `program.event_params`): equal keys only
+    for equal `params()`, whether the key is the signature or the parameter fields alone. Values equal in
+    Python but not in their plain form (1, 1.0 and True; (1,) and (1.0,); an IntEnum member and its int)
+    key apart; a value no key holds gives None."""
+    class Mode(enum.IntEnum):
+        ONE = 1
+
+    a, b = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
+    s, m, p = _root(MemoryRegion.sbuf, (4, 3)), _root(MemoryRegion.sbuf, (4, 5)), _root(MemoryRegion.psum, (3, 5))
+    made = [TensorScalar(dst=a, data=b, op0="add", operand0=1.0, reverse0=v)
+            for v in (True, 1, 1.0, np.float32(1), Mode.ONE, False)]
+    made += [TensorScalar(dst=b, data=a, op0="add", operand0=2.0), TensorScalar(dst=a, data=b, op0="max", operand0=1.0)]
+    made += [NcMatmul(dst=p, stationary=s, moving=m, tile_position=v) for v in ((32, 0), (32.0, 0), (32, 0.0))]
+    made += [NcMatmul(dst=p, stationary=s, moving=m, tile_position=(32, 0), tile_size=((32, 32),))]
+    made += [DmaCopy(dst=a, src=b), DmaCopy(dst=b, src=a)]
+    signed = [dataclasses.replace(i) for i in made]
+    for i in signed:
+        assert i.signature() is not None and i.params_key() is i.signature()    # the signature, once made
+    keys = [i.params_key() for i in made] + [i.params_key() for i in signed]
+    assert all(k is not None and hash(k) is not None for k in keys)
+    params = [repr(i.params()) for i in made + signed]     # repr: 32 and 32.0 differ, in tuples too
+    for k1, p1 in zip(keys, params):
+        for k2, p2 in zip(keys, params):
+            if k1 == k2:
+                assert p1 == p2
+    # keyed by the parameter fields alone, the instructions differing only in operands share a key
+    assert len(set(params[:len(made)])) == 11 and len(set(keys[:len(made)])) == 12    # np.float32(1): '1.0'
+    assert DmaCopy(dst=a, src=b, dge_mode=object()).params_key() is None
 
 
 def test_accumulate_none_with_a_partly_closed_group_mixes_overwrite_and_accumulate(rng):

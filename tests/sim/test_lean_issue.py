@@ -1,7 +1,9 @@
-"""Without listeners, instructions take the lean issue path (`program.LEAN_ISSUE`, `Program.lean`): checks
+"""Instructions take the lean issue path (`program.LEAN_ISSUE`, `Program.lean`), with listeners too: checks
 skipped by signature (`Simulator.clean`), the front doors' decisions memoised (`core._PLANS`), deferred
 temporaries retargeted without the general machinery. Kernels give the values and the errors (class, text,
 kernel line) of the plain path, where every instruction is checked and issued in full."""
+
+import dataclasses
 
 import numpy as np
 import pytest
@@ -17,6 +19,8 @@ from opennki._src import core
 from opennki.errors import MemoryKindError, OpenNKIError
 from opennki.instructions.base import REGISTRY
 from opennki.instructions.vector import TensorScalar, TensorTensor
+from opennki.kernels.base import run_kernel
+from opennki.listeners import Recorder
 from opennki.sim import program
 from tests.isa.helpers import rand
 from tests.sim.outcomes import assert_same_outcome
@@ -327,3 +331,66 @@ def helper_results(a):
 def test_results_through_a_helper_give_the_plain_path_values(rng):
     lean, plain = _twice(helper_results, rand(rng, 128, 64))
     assert_same_outcome(lean, plain)
+
+
+def _matmul_steps(a, b):
+    """Planned loads and `acc += nisa.nc_matmul(...)` retargeted into PSUM, then copied out and stored."""
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(a.shape[0] // 128):
+        s = nl.load(a[k * 128:(k + 1) * 128, :])
+        m = nl.load(b[k * 128:(k + 1) * 128, :])
+        acc += nisa.nc_matmul(s, m)
+    nl.store(out, value=nl.copy(acc, dtype=out.dtype))
+    return out
+
+
+def _comparable(value, ids: dict):
+    """An event (or a part of one) as plain comparable values: dataclasses field by field, arrays by dtype,
+    shape and bytes, storage ids by their order of first appearance (ids count up across launches)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__,) + tuple(
+            ids.setdefault(getattr(value, f.name), len(ids)) if f.name == "storage_id"
+            else _comparable(getattr(value, f.name), ids) for f in dataclasses.fields(value))
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (tuple, list)):
+        return tuple(_comparable(v, ids) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _comparable(v, ids)) for k, v in value.items())
+    return value
+
+
+@pytest.mark.parametrize("case", ["legacy_elementwise", "new_generation", "matmul_steps", "helper_results",
+                                  "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand"])
+def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_events(rng, case):
+    """With listeners the front doors' plans and the planned deferrals apply too (`Program.lean`; only the
+    reuse of result tiles, whose storage ids events show, is off): every event, field by field, is the
+    plain path's, and so are the outputs or the error."""
+    a, c = rand(rng, 128, 64), rand(rng, 128, 1)
+    kernels = {
+        "legacy_elementwise": (legacy_elementwise, (a, c, rng.integers(0, 1 << 20, size=(128, 64), dtype=np.int32))),
+        "new_generation": (nki2.jit(_new_generation), (a, rand(rng, 128, 64))),
+        "matmul_steps": (nki.jit(_matmul_steps), (rand(rng, 512, 128), rand(rng, 512, 512))),
+        "helper_results": (helper_results, (a,)),
+        "out_of_scope": (out_of_scope, (a,)), "out_of_bounds": (out_of_bounds, (a,)),
+        "parallel_writes": (parallel_writes, (a,)), "bad_operand": (bad_operand, (a,)),
+    }
+    kernel, args = kernels[case]
+    outcomes, events = [], []
+    for lean in (True, False):
+        program.LEAN_ISSUE = lean
+        rec = Recorder()
+        core._PLANS.clear()
+        try:
+            outcomes.append(run_kernel(kernel.func, args, listeners=[rec]))
+        except OpenNKIError as e:
+            outcomes.append(e)
+        finally:
+            program.LEAN_ISSUE = True
+        ids: dict = {}
+        events.append([_comparable(e, ids) for e in rec.events])
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 8 and events[0] == events[1]
+    if case == "matmul_steps":
+        np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)

@@ -273,6 +273,33 @@ class Instruction:
             key[place] = part
         return tuple(key)
 
+    def params_key(self):
+        """A hashable key of what `params` reads: the signature when it is made already (it holds every
+        parameter field), else the parameter fields alone, without the operands' view signatures (the most of
+        a signature's cost): their values and types when each type's equality is faithful to `plain`
+        (`_SELF_KEYED`), else keyed as `signature` keys them; None when a field cannot be keyed."""
+        fields = self.__dict__
+        key = fields.get("_signature")
+        if key is not None:
+            return key
+        values = tuple(map(fields.__getitem__, self._param_fields))
+        kinds = tuple(map(type, values))
+        if _SELF_KEYED.issuperset(kinds):
+            return (type(self), kinds, values)      # never a signature: its second part is a bool
+        key = [type(self), "params"]
+        for value in values:
+            kind = type(value)
+            if kind in _SELF_KEYED:
+                key.append((kind, value))
+            elif kind is tuple and _SELF_KEYED.issuperset(map(type, value)):
+                key.append((kind, value, tuple(map(type, value))))      # (1,) and (1.0,) are equal
+            else:
+                part = _param_key(value)
+                if part is None:
+                    return None
+                key.append(part)
+        return tuple(key)
+
     def params(self) -> dict:
         """The non-tensor fields as plain values (ops by name, enums by name, scalars as numbers)."""
         fields = self.__dict__
@@ -335,6 +362,10 @@ class Instruction:
 
 
 _PLAIN_TYPES = frozenset((type(None), bool, int, float, str))
+# Types whose values key themselves in `Instruction.params_key`: equal values of one of them have equal
+# `plain` forms (plain values; enum members are equal only to themselves; dtypes and NumPy ufuncs are never
+# mutated). Enum and DataType subclasses join as `_param_key` meets them.
+_SELF_KEYED = set(_PLAIN_TYPES)
 _VIEW_TYPES: set = set()        # TensorView and its subclasses met so far (`_keyer_for`)
 
 
@@ -405,12 +436,14 @@ def _keyer_for(kind):
         _VIEW_TYPES.add(kind)
         return view_signature
     if issubclass(kind, enum.Enum):
+        _SELF_KEYED.add(kind)
         return lambda v: (kind, v._name_)
     if issubclass(kind, (tuple, list)):
         return _tuple_key
     if issubclass(kind, np.generic):
         return lambda v: (kind, v.item())
     if issubclass(kind, (np.ufunc, DataType)):          # never mutated; the key holds them, so ids stay unique
+        _SELF_KEYED.add(kind)
         return lambda v: v
     if kind in (AluOp, ActivationFn):                  # their NKI name is their `name` field
         return lambda v: (kind, v.name)

@@ -51,9 +51,10 @@ _SBUF, _PSUM_REGION = MemoryRegion.sbuf, MemoryRegion.psum         # the on-chip
 # tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts as
 # `_unshared` reads them (sim/arrays.py measures them).
 REUSE_RESULT_TILES = arrays.CPYTHON and arrays.COUNT_OF_A_LOCAL == 2 and arrays.COUNT_OF_AN_ARGUMENT == 3
-# Without listeners, instructions take the lean issue path (`Program.lean`: checks skipped by signature,
-# deferred temporaries retargeted without the general machinery, element-wise runs without the general read
-# and write); False: every instruction takes the plain path (which tests compare against).
+# Instructions take the lean issue path (`Program.lean`: checks skipped by signature, the front doors'
+# decisions memoised, deferred temporaries retargeted without the general machinery, element-wise runs
+# without the general read and write), with listeners too: it changes no event; False: every instruction
+# takes the plain path (which tests compare against).
 LEAN_ISSUE = True
 # An unnamed on-chip tensor made at a kernel call site that made one of the same region, shape and dtype
 # before is made from what that call decided (`Program._made_again`); False: every tensor takes the whole
@@ -202,13 +203,11 @@ class Program:
         self._tiles: dict | None = {} if MEMO_TILE_SITES and memory.fresh_fill is None and \
             not memory.track_initialized else None
         self._sites = self._spares is not None or self._tiles is not None     # new_tensor keys a site for either
-        # the lean issue path (LEAN_ISSUE): no listener needs the events, so checks are skipped by signature
-        self.lean = LEAN_ISSUE and not listening
+        # the lean issue path (LEAN_ISSUE): the same instructions and events as the plain path, with less work
+        self.lean = LEAN_ISSUE
         # a poisoned HBM tensor may get a kept array (sim/arrays.py); not where fresh memory holds zeros or
         # its elements are tracked, which `new_storage` decides only for a tensor without an array
         self._recycles_hbm = not (memory.shape_only or memory.track_initialized or memory.fresh_fill is not None)
-        # the lean path's checks by signature (`_check`) change no event, so they apply with listeners too
-        self.lean_checks = LEAN_ISSUE
         self._token = None
         for setup in PROGRAM_SETUP:
             setup(self)
@@ -520,14 +519,14 @@ class Program:
         instruction's own check / its operand rules passed already; the bounds, the language rules and
         placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`).
 
-        Lean path (`lean_checks`, no `mask=`): the operand rules are a function of the signature there, so a
+        Lean path (`lean`, no `mask=`): the operand rules are a function of the signature there, so a
         signature whose rules and check passed (`Simulator.clean`) skips both (and with `checked` and
         `operands_checked` the signature is not even computed); the bounds (cached per view), the language
         rules and placement run as on the plain path, but for the observers of HBM writes when the instruction
         writes only on chip: its class's check admits only on-chip written operands (and it passed), or none of
         its written operands is in HBM (a load's tile, a matmul's PSUM tile)."""
         try:
-            if self.lean_checks and instr.mask is None:
+            if self.lean and instr.mask is None:
                 sig = True if checked and operands_checked else instr.signature()
                 if sig is not None:
                     if sig is not True:
@@ -724,18 +723,18 @@ class Program:
                                       NO_REORDER.get() > 0)
 
 
-_PARAMS: dict[tuple, dict] = {}        # Instruction.signature() -> its params(), for `event_params`
+_PARAMS: dict[tuple, dict] = {}        # Instruction.params_key() -> its params(), for `event_params`
 _PARAMS_LIMIT = 4096
 
 
 def event_params(instr) -> dict:
-    """`instr.params()` for its event, kept per `Instruction.signature()` (loops issue the same instruction
-    over and over, and the signature the check made is on the instruction). Equal signatures give equal
-    params: every parameter field is in the key, as a plain value or by what `plain` keeps of it (enum and
-    operator names, NumPy scalars' values, tuples element by element), except a tensor in a parameter field,
-    keyed by its view signature while `plain` names it: such instructions are not kept. Each event gets its
-    own dict."""
-    key = instr.signature()
+    """`instr.params()` for its event, kept per `Instruction.params_key()` (loops issue the same instruction
+    over and over; the key is the signature when the check made it, else the parameter fields alone, since an
+    instruction deferred as planned was checked without one). Equal keys give equal params: every parameter
+    field is in the key, as a plain value or by what `plain` keeps of it (enum and operator names, NumPy
+    scalars' values, tuples element by element), except a tensor in a parameter field, keyed by its view
+    signature while `plain` names it: such instructions are not kept. Each event gets its own dict."""
+    key = instr.params_key()
     if key is None:
         return instr.params()
     try:
