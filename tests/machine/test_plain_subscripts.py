@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from opennki.events import MemoryKind
+from opennki.instructions.base import view_signature
 from opennki.hw import get_target
 from opennki.machine.dtypes import bfloat16, float32
 from opennki.machine.index import Predicate, arange
@@ -121,7 +122,7 @@ def _base(draw):
         return root._derive(root.shape, root.amap, root.consts, (DynamicTerm(index, 0, (1,) + (0,) * (nd - 1)),))
     view = root.subscript(Ellipsis)         # derived values computed and shared by `all of it` subscripts
     view.extent()
-    view._sig = object()
+    view_signature(view)
     return view
 
 
@@ -143,14 +144,59 @@ def test_affine_subscripts_are_the_general_subscript(data):
     _compare(_base(data.draw), data.draw, "iaaa")
 
 
+@SETTINGS
+@given(st.data())
+def test_subscripts_of_views_of_one_layout_are_the_general_subscript(data):
+    """A chain of subscripts made again on another tensor of the same shape, region and dtype takes its views from
+    the layouts the first chain made (`tensor._Layout`: shape, map, geometry, extent, signature...), the root's
+    included: each is what the general path gives for the other tensor."""
+    region = data.draw(st.sampled_from(REGIONS))
+    nd = data.draw(st.integers(2 if region is not MemoryRegion.shared_hbm else 1, 4))
+    shape = tuple(data.draw(st.lists(st.integers(1, 7), min_size=nd, max_size=nd)))
+    dtype = data.draw(st.sampled_from([float32, bfloat16]))
+    view, keys = _root(region, shape, dtype), []
+    for _ in range(data.draw(st.integers(1, 3))):
+        view.extent()
+        view_signature(view)            # the layouts keep these
+        key = Ellipsis if data.draw(st.integers(0, 5)) == 0 else _key(data.draw, view, "iiisssso")
+        keys.append(key)
+        view = _subscript(view, key)
+        if not isinstance(view, TensorView):
+            break
+    other = _root(region, shape, dtype)
+    assert (other.shape, other.amap, other.consts, other.coords) == (shape, _identity_map(nd), (0,) * nd, shape)
+    assert other._geo == _fresh(other)._geometry() and other.in_bounds() == _fresh(other).in_bounds()
+    assert other._sig is None or other._sig == view_signature(_fresh(other))
+    for key in keys:
+        other = _compare_key(other, key)
+        if other is None:
+            break
+
+
+def test_read_only_tensors_have_a_layout_of_their_own():
+    """The signature says whether a tensor is a read-only kernel argument, so its views' layouts are not those of
+    a writable tensor of the same shape (`TensorView.root` keys a root's layout by the flag)."""
+    writable = _root(MemoryRegion.shared_hbm, (8, 4))
+    sig = view_signature(writable.subscript((slice(2, 6), slice(1, 3))))
+    storage = _MEMORY.new_storage(MemoryRegion.shared_hbm, float32, (8, 4), "t", None)
+    storage.read_only = True
+    read_only = TensorView.root(storage)
+    assert view_signature(read_only.subscript((slice(2, 6), slice(1, 3)))) != sig
+    assert view_signature(_root(MemoryRegion.shared_hbm, (8, 4)).subscript((slice(2, 6), slice(1, 3)))) == sig
+
+
 def _compare(base, draw, kinds="iiisssssxoaaa"):
-    key = _key(draw, base, kinds)
+    _compare_key(base, _key(draw, base, kinds))
+
+
+def _compare_key(base, key):
+    """Compare `base[key]` on the fast paths with the general path's; the fast view, or None for an error."""
     fast = _subscript(base, key)
     with _general():
         slow = _subscript(base, key)
     if not isinstance(slow, TensorView):
         assert fast == slow                 # the same error and message
-        return
+        return None
     assert type(fast) is type(slow) and fast.storage is slow.storage
     assert (tuple(fast.shape), fast.amap, fast.consts, fast.coords, fast.dynamic) == \
            (tuple(slow.shape), slow.amap, slow.consts, slow.coords, slow.dynamic)
@@ -161,9 +207,19 @@ def _compare(base, draw, kinds="iiisssssxoaaa"):
     expect = _fresh(slow)
     assert (fast._geo or fast._geometry()) == expect._geometry()
     assert fast.in_bounds() == expect.in_bounds() == slow.in_bounds()
-    # values shared with `self` when the subscript is all of it, and only then
-    for slot in ("_np", "_extent", "_free", "_all", "_sig"):
-        assert getattr(fast, slot) is getattr(slow, slot), slot
+    # the derived values the fast view holds already (shared with an `all of it` view, or its layout's) are the
+    # general view's
+    if fast._extent is not None:
+        assert fast._extent == slow.extent()
+    if fast._free is not None:
+        assert fast._free == slow.free_size
+    if fast._all is not None:
+        assert fast._all == slow.covers_all()
+    if fast._sig is not None:
+        assert fast._sig == view_signature(slow)
+    if fast._np is not None:
+        np.testing.assert_array_equal(fast._np, slow.np_view())
+        assert np.shares_memory(fast._np, slow.np_view()) or fast._np.size == 0
     if fast._geo is not None and slow._geo is not None:
         assert fast._geo == slow._geo
     if slow._inb is not None:
@@ -172,6 +228,7 @@ def _compare(base, draw, kinds="iiisssssxoaaa"):
     if fast.in_bounds() and not fast.dynamic:
         np.testing.assert_array_equal(fast.np_view(), slow.np_view())
         np.testing.assert_array_equal(fast.flat_offsets(), slow.flat_offsets())
+    return fast
 
 
 @SETTINGS

@@ -127,7 +127,10 @@ def test_view_signatures_are_numbers_never_given_to_other_contents(monkeypatch):
     """`view_signature` numbers a view's signature contents: equal contents, the same number while the table
     holds it; after the table is emptied (when full), new numbers, never an old one for other contents."""
     from opennki.instructions import base
+    from opennki.machine import tensor
     monkeypatch.setattr(base, "_SIG_NUMBERS", {})
+    for memo in ("_ROOTS", "_CHILDREN"):        # the views' layouts keep the numbers of the table's contents
+        monkeypatch.setattr(tensor, memo, {})
     monkeypatch.setattr(base, "_SIG_NUMBERS_LIMIT", 3)
     views = [_root(MemoryRegion.sbuf, (32, 8 + k), float32) for k in range(3)]
     numbers = [base.view_signature(v) for v in views]

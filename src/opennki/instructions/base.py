@@ -38,7 +38,7 @@ from opennki.instructions.ops import SIMULATION_ONLY_OPS, ActivationFn, AluOp, o
 from opennki.machine.dtypes import SCALAR_TYPES, DataType
 from opennki.machine.index import Predicate, mask_array
 from opennki.machine.machine import Machine
-from opennki.machine.tensor import TensorView
+from opennki.machine.tensor import TensorView, forget_layouts
 
 REGISTRY: dict[str, type["Instruction"]] = {}
 
@@ -400,8 +400,11 @@ def view_signature(view: TensorView):
         if sig is None:
             if len(_SIG_NUMBERS) >= _SIG_NUMBERS_LIMIT:
                 _SIG_NUMBERS.clear()            # the contents get new numbers: memos keyed by the old ones miss
+                forget_layouts()                # and new views of layouts that had one
             sig = _SIG_NUMBERS[contents] = next(_sig_numbers)
         view._sig = sig
+        if view._layout is not None:
+            view._layout.signed(sig)        # every view of its layout has these contents (machine.tensor._Layout)
     return sig
 
 

@@ -167,11 +167,58 @@ def _plan(amap: tuple, coords: tuple, shape, cols, terms: tuple) -> tuple:
     return Shape(map(int, shape)), out_map, terms, spans, strides
 
 
-def _remember(plans: dict, plan_key: tuple, plan: tuple) -> tuple:
-    if len(plans) >= 4096:
+def _remember(plans: dict, plan_key: tuple, plan, limit: int = 4096):
+    if len(plans) >= limit:
         plans.clear()
     plans[plan_key] = plan
     return plan
+
+
+class _Layout:
+    """What every view of one layout holds but its storage: shape, map, constants, coords and the derived values
+    (geometry, bounds verdict, extent, free size, covers-all verdict, signature), computed once. A layout is one
+    of a root of a storage shape, region, dtype and read-only flag (`_ROOTS`), or of a plain subscript of another
+    layout (`_CHILDREN`, keyed by the subscript's form and starts, what `_view_plan` and `_planned` take), so every
+    derived value is the same for all its views: a kernel's loops make the same tiles and subscripts again and
+    again, and each was worked out afresh. Relies on a storage's shape, region, dtype and base (and the base's
+    read-only flag) not changing once it has a view, which nothing does."""
+
+    __slots__ = ("fields",)
+
+    def __init__(self, view: "TensorView"):
+        view.extent()
+        view.free_size
+        view.covers_all()
+        self.fields = (view.shape, view.amap, view.consts, view.coords, view._inb, view._geo, view._extent,
+                       view._free, view._sig, view._all)
+        view._layout = self
+
+    def view(self, storage: Storage, cls) -> "TensorView":
+        """A view of this layout of `storage` (which `TensorView.__init__` would make, derived values included)."""
+        view = object.__new__(cls)
+        view.storage = storage
+        (view.shape, view.amap, view.consts, view.coords, view._inb, view._geo, view._extent, view._free, view._sig,
+         view._all) = self.fields
+        view.dynamic = ()
+        view.mask = None
+        view._np = None
+        view._layout = self
+        return view
+
+    def signed(self, sig) -> None:
+        """Keep the signature number `instructions.base.view_signature` gave a view of this layout."""
+        fields = self.fields
+        self.fields = fields[:8] + (sig,) + fields[9:]
+
+
+_ROOTS: dict = {}         # (storage shape, region, dtype, read-only) -> the layout of its root view
+_CHILDREN: dict = {}      # (layout, form, starts) -> the layout of that plain subscript of a view of it
+
+
+def forget_layouts() -> None:
+    """Make new layouts from now on (for views made afresh: new signature numbers, `view_signature`)."""
+    _ROOTS.clear()
+    _CHILDREN.clear()
 
 
 def indirection_group(engine: Engine) -> int:
@@ -235,7 +282,7 @@ class TensorView:
     # `_geo`, `_extent`, `_free`, `_inb` and `_np` cache values derived from the (immutable) view; see
     # `_geometry`
     __slots__ = ("storage", "shape", "amap", "consts", "dynamic", "mask", "coords", "_np", "_inb", "_geo",
-                 "_extent", "_free", "_sig", "_all")
+                 "_extent", "_free", "_sig", "_all", "_layout")
 
     def __init__(self, storage: Storage, shape, amap, consts, dynamic=(), mask=None, coords=None):
         self.storage = storage
@@ -252,15 +299,21 @@ class TensorView:
         self._free = None
         self._sig = None     # instructions.base.view_signature
         self._all = None     # covers_all()
+        self._layout = None  # the _Layout of views made from one
 
     @classmethod
     def root(cls, storage: Storage):
+        key = (storage.shape, storage.region._value_, storage.dtype, (storage.base or storage).read_only)
+        layout = _ROOTS.get(key)
+        if layout is not None:
+            return layout.view(storage, cls)
         n = len(storage.shape)
         view = cls(storage, storage.shape, _identity_map(n), (0,) * n)
         # the same for every tensor of this shape; keyed by the storage's plain tuple, since a `Shape` key would
         # run its Python-level __eq__ in the caches' look-ups
         view._geo = _root_geometry(storage.shape)
         view._inb = view._all = _root_in_bounds(storage.shape)
+        _remember(_ROOTS, key, _Layout(view))
         return view
 
     def _derive(self, shape, amap, consts, dynamic=(), mask=None, coords=None):
@@ -481,10 +534,21 @@ class TensorView:
                 form.append(None)
             else:
                 return None
+        layout = self._layout
+        if layout is not None:
+            memo_key = (layout, tuple(form), tuple(starts))
+            child = _CHILDREN.get(memo_key)
+            if child is not None:
+                return child.view(self.storage, type(self))
         plan_key = (self.amap, self.coords, self.storage.kind is not _HBM, tuple(form), self.shape[len(key):])
         view = self._planned(_PLANS.get(plan_key) or _view_plan(plan_key), starts)
-        if view.consts == self.consts and tuple.__eq__(view.shape, self.shape) and view.amap == self.amap:
+        same = view.consts == self.consts and tuple.__eq__(view.shape, self.shape) and view.amap == self.amap
+        if same:
             self._share_derived(view)       # all of `self` (`t[:, :]`)
+        if layout is not None:
+            if same:
+                view._layout = layout
+            _remember(_CHILDREN, memo_key, layout if same else _Layout(view), 1 << 15)
         return view
 
     def affine_subscript(self, key) -> "TensorView | None":
@@ -533,6 +597,11 @@ class TensorView:
     def _whole(self) -> "TensorView":
         """`t[...]` of a view without run-time indices and with at least the dims `_basic` keeps: all of its
         elements, without its operand mask (as `_basic` gives it)."""
+        layout = self._layout
+        if layout is not None:
+            view = layout.view(self.storage, type(self))
+            view._np = self._np
+            return view
         view = self._derive(self.shape, self.amap, self.consts)
         self._share_derived(view)
         return view
