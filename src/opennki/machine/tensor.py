@@ -212,7 +212,7 @@ class _Layout:
 
 
 _ROOTS: dict = {}         # (storage shape, region, dtype, read-only) -> the layout of its root view
-_CHILDREN: dict = {}      # (layout, form, starts) -> the layout of that plain subscript of a view of it
+_CHILDREN: dict = {}      # (layout, the starts and forms) -> the layout of that plain subscript of a view of it
 
 
 def forget_layouts() -> None:
@@ -513,34 +513,33 @@ class TensorView:
         Everything but the key's starts is a function of the view's map and coords, on chip or not, and the
         key's form (per axis: an int, or a slice's length and step), the same in every iteration of a kernel's
         loop, so it is memoised (`_view_plan`); what is left per subscript is the starts and the sums they are in."""
-        starts, form = [], []       # form: None for an int, a length for a step-1 slice, else (step, length)
-        for k, n in zip(key, self.shape):
+        # per entry its start and its form: None for an int, a length for a step-1 slice, else (step, length)
+        parts = []
+        for k in key:
             if type(k) is slice:
                 start, stop = k.start, k.stop
                 if k.step is None and type(start) is int and type(stop) is int and 0 <= start <= stop:
-                    form.append(stop - start)       # what slice_params gives such a slice
+                    parts += (start, stop - start)      # what slice_params gives such a slice
                 elif k == _ALL:
-                    start = 0
-                    form.append(n)
+                    parts += (0, self.shape[len(parts) >> 1])
                 elif (start is None or type(start) is int) and (stop is None or type(stop) is int) and (
                         k.step is None or (type(k.step) is int and k.step >= 1)):
-                    start, length, step = slice_params(k, n)        # no error for such a slice
-                    form.append(length if step == 1 else (step, length))
+                    start, length, step = slice_params(k, self.shape[len(parts) >> 1])     # no error for such a slice
+                    parts += (start, length if step == 1 else (step, length))
                 else:
                     return None
-                starts.append(start)
             elif type(k) is int:
-                starts.append(k + n if k < 0 else k)
-                form.append(None)
+                parts += (k if k >= 0 else k + self.shape[len(parts) >> 1], None)
             else:
                 return None
         layout = self._layout
         if layout is not None:
-            memo_key = (layout, tuple(form), tuple(starts))
+            memo_key = (layout, tuple(parts))
             child = _CHILDREN.get(memo_key)
             if child is not None:
                 return child.view(self.storage, type(self))
-        plan_key = (self.amap, self.coords, self.storage.kind is not _HBM, tuple(form), self.shape[len(key):])
+        starts, form = parts[0::2], tuple(parts[1::2])
+        plan_key = (self.amap, self.coords, self.storage.kind is not _HBM, form, self.shape[len(key):])
         view = self._planned(_PLANS.get(plan_key) or _view_plan(plan_key), starts)
         same = view.consts == self.consts and tuple.__eq__(view.shape, self.shape) and view.amap == self.amap
         if same:
