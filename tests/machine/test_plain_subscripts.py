@@ -147,9 +147,9 @@ def test_affine_subscripts_are_the_general_subscript(data):
 @SETTINGS
 @given(st.data())
 def test_subscripts_of_views_of_one_layout_are_the_general_subscript(data):
-    """A chain of subscripts made again on another tensor of the same shape, region and dtype takes its views from
-    the layouts the first chain made (`tensor._Layout`: shape, map, geometry, extent, signature...), the root's
-    included: each is what the general path gives for the other tensor."""
+    """A chain of subscripts (plain and affine) made again on another tensor of the same shape, region and dtype
+    takes its views from the layouts the first chain made (`tensor._Layout`: shape, map, geometry, extent,
+    signature...), the root's included: each is what the general path gives for the other tensor."""
     region = data.draw(st.sampled_from(REGIONS))
     nd = data.draw(st.integers(2 if region is not MemoryRegion.shared_hbm else 1, 4))
     shape = tuple(data.draw(st.lists(st.integers(1, 7), min_size=nd, max_size=nd)))
@@ -158,7 +158,7 @@ def test_subscripts_of_views_of_one_layout_are_the_general_subscript(data):
     for _ in range(data.draw(st.integers(1, 3))):
         view.extent()
         view_signature(view)            # the layouts keep these
-        key = Ellipsis if data.draw(st.integers(0, 5)) == 0 else _key(data.draw, view, "iiisssso")
+        key = Ellipsis if data.draw(st.integers(0, 5)) == 0 else _key(data.draw, view, "iiissssoaa")
         keys.append(key)
         view = _subscript(view, key)
         if not isinstance(view, TensorView):

@@ -8,6 +8,7 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import KernelError
 from opennki.legacy.language import par_dim
+from opennki._src.blocks import BlockTensor
 from tests.language.helpers import run
 from tests.raises import raises_at
 
@@ -78,7 +79,7 @@ def _outcome(get):
 
 
 def test_a_block_tile_subscript_in_one_step_is_the_tile_subscripted(rng):
-    """`blk[b, rest]` on an SBUF block tensor is one subscript of its storage (BlockTensor view_of): the view, its
+    """`blk[b, rest]` on an SBUF block tensor is one subscript of its storage (BlockTensor._view): the view, its
     geometry and bounds verdict, and the errors are those of the block's tile subscripted with `rest`, for a block
     tensor and the sub-tensor of its leading block dims; PSUM block tensors (a storage per block) too."""
     checked = []
@@ -86,7 +87,7 @@ def test_a_block_tile_subscript_in_one_step_is_the_tile_subscripted(rng):
     def kernel(x):
         sbuf = nl.ndarray((2, 3, par_dim(16), 4, 5), dtype=nl.float32)
         psum = nl.ndarray((2, par_dim(16), 8), dtype=nl.float32, buffer=nl.psum)
-        assert sbuf._view_of is not None and sbuf[1]._view_of is not None and psum._view_of is None
+        assert sbuf._root is not None and sbuf[1]._root is not None and psum._root is None
         for blk in (sbuf, sbuf[1], psum):
             nb = len(blk.blocks)
             for _ in range(300):
@@ -94,7 +95,7 @@ def test_a_block_tile_subscript_in_one_step_is_the_tile_subscripted(rng):
                 rest = _rest(rng, blk.tile_shape)
                 wrapped = tuple(i % n for i, n in zip(index, blk.blocks))
                 # on one line: an error names the kernel line
-                fast, slow = _outcome(lambda: blk[index + rest]), _outcome(lambda: blk._tile_of(wrapped)[rest])
+                fast, slow = _outcome(lambda: blk[index + rest]), _outcome(lambda: blk._tile(wrapped)[rest])
                 assert fast == slow, (index, rest)
                 checked.append(nb)
         out = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -104,3 +105,51 @@ def test_a_block_tile_subscript_in_one_step_is_the_tile_subscripted(rng):
     x = rng.standard_normal((16, 8)).astype(np.float32)
     np.testing.assert_array_equal(run(kernel, x), x)
     assert checked == [2] * 300 + [1] * 600
+
+
+def _block_outcome(get):
+    try:
+        value = get()
+    except Exception as e:      # noqa: BLE001 - the errors are compared, type and message
+        return type(e), str(e)
+    if isinstance(value, BlockTensor):
+        return BlockTensor, value.blocks, value.tile_shape, value._root.storage, value._first, value.name
+    return _outcome(lambda: value)
+
+
+def test_block_indices_made_again_are_the_general_paths(rng):
+    """An SBUF block tensor remembers the storage position of the block indices `_split` checked (exact ints,
+    `BlockTensor._positions`); keys made again give what the general path gives, the view, sub-tensor or error,
+    also with block indices of other types (NumPy ints, bools, floats, slices, lists, out of range), which
+    the remembered positions must not take, and writes through them write the blocks the general path does."""
+    leads = [0, 1, -1, 2, 3, -3, -4, np.int64(1), True, 1.0, slice(None), [0]]
+    checked = []
+
+    def kernel(x):
+        blk = nl.ndarray((2, 3, par_dim(16), 8), dtype=nl.float32)
+        for sub in (blk, blk[1]):
+            for _ in range(300):
+                lead = tuple(leads[rng.integers(len(leads))] for _ in range(int(rng.integers(1, 3))))
+                key = lead + (_rest(rng, sub.tile_shape) if rng.random() < 0.7 else ())
+                key = key[0] if len(key) == 1 and rng.random() < 0.5 else key
+                sub._positions.clear()
+                # the general path (which remembers the key's position), then the key made again; on one line
+                slow, fast = _block_outcome(lambda: sub[key]), _block_outcome(lambda: sub[key])
+                assert fast == slow, key
+                checked.append(fast[0])
+        for rep in range(2):            # the second time from the remembered positions
+            for i in range(6):
+                blk[i // 3, i % 3] = nl.load(x[(i + rep) % 6])
+        blk[np.int64(1), -1, :, 2:5] = nl.load(x[0, :, 2:5])
+        blk[1][0, :, 0:1] = nl.load(x[1, :, 7:8])
+        out = nl.ndarray((6, 16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        for i in range(6):
+            nl.store(out[i], value=nl.copy(blk[i // 3, i % 3]))
+        return out
+
+    x = rng.standard_normal((6, 16, 8)).astype(np.float32)
+    expect = np.roll(x, -1, axis=0)
+    expect[5, :, 2:5] = x[0, :, 2:5]
+    expect[3, :, 0:1] = x[1, :, 7:8]
+    np.testing.assert_array_equal(run(kernel, x), expect)
+    assert {BlockTensor, KernelError} <= set(checked) and len({c for c in checked if isinstance(c, type)}) > 3

@@ -46,21 +46,28 @@ class BlockTensor:
     Args:
         blocks: the block dims.
         tile_shape: the shape of one tile, partition dim first.
-        tile_of: function block index (tuple) -> the tile (an NkiTensor view) holding that block.
+        tile_of: function block index (tuple) -> the tile (an NkiTensor view) holding that block, or None with
+            `root`.
         name: the tensor's name.
-        view_of: None, or function (block index, rest of the key) -> `tile_of(index)[rest]` made in one subscript,
-            or None where it cannot be (the tile then takes the rest): the blocks of one SBUF storage are views
-            of it, and a tile's view in two subscripts is the slowest part of a blocked kernel's operands.
+        root: None, or the root view of the one SBUF storage holding the blocks, block b (row-major position
+            `first + linearize(blocks, b)`) at free position b: its tile is `root[:, b]`, and `blk[b, rest]` is
+            made in one subscript of the storage (`_view`) where it can be (a tile's view in two subscripts was
+            the slowest part of a blocked kernel's operands).
+        first: with `root`, the storage position of block 0 (a sub-tensor's, `_sub`).
     """
 
     is_block_tensor = True
 
     def __init__(self, blocks: tuple[int, ...], tile_shape: tuple[int, ...], tile_of, dtype, buffer, name,
-                 view_of=None):
+                 root=None, first=0):
         self.blocks = blocks
         self.tile_shape = tile_shape
         self._tile_of = tile_of
-        self._view_of = view_of
+        self._root = root
+        self._first = first
+        # with `root`: block indices of exact ints (the key's leading entries) -> their storage position, filled by
+        # `_split` once it checked them, so `blk[i, ...]` made again skips the checks and the position's sum
+        self._positions = {}
         self.dtype = dtype
         self.buffer = buffer
         self.name = name
@@ -104,7 +111,30 @@ class BlockTensor:
             raise KernelError(f"index the block dimensions of {self.name!r} with integers (loop variables, "
                               f"constants) before the tile dims (shape {self.shape}, {nb} block dims)", got=key,
                               code="err_failed_to_infer_tile_from_local_tensor")
+        if self._root is not None and _INTS.issuperset(map(type, key[:nb])):
+            self._positions[key[:nb]] = self._first + linearize(self.blocks, index)
         return index, key[nb:]
+
+    def _position(self, key):
+        """The storage position of the block `key` (a tuple) starts with, if `_split` found it before; else None."""
+        lead = key[:len(self.blocks)]
+        if _INTS.issuperset(map(type, lead)):       # hashable, and exactly what `_split` remembered
+            return self._positions.get(lead)
+        return None
+
+    def _tile(self, index):
+        root = self._root
+        if root is None:
+            return self._tile_of(index)
+        return root[(slice(None), self._first + linearize(self.blocks, index))]
+
+    def _view(self, position: int, rest):
+        """`root[:, position][rest]` in one subscript, or None where it cannot be."""
+        # root[:, b][rest] is root[rest[0], b, rest[1:]] for a rest of ints and slices no longer than the tile's
+        # dims (plain_subscript: None for any other rest); the partition dim stays dim 0 either way
+        if len(rest) <= len(self.tile_shape):
+            return self._root.plain_subscript((rest[0], position) + rest[1:])
+        return None
 
     def __getitem__(self, key):
         """`a[i, j, ...]`: with an integer for every block dim, the tile (then indexed by the rest of the key);
@@ -112,38 +142,56 @@ class BlockTensor:
         tensor of the remaining blocks, sharing `a`'s tiles (the samples pass such sub-tensors to helpers)."""
         if not isinstance(key, tuple):
             key = (key,)
+        if self._root is not None:
+            position = self._position(key)
+            if position is not None:
+                rest = key[len(self.blocks):]
+                if not rest:
+                    return self._root.plain_subscript((_ALL, position))     # what `_tile` gives
+                view = self._view(position, rest)
+                if view is not None:
+                    return view
         if len(key) < len(self.blocks):
             index = self._block_index(key)
             if index and len(index) == len(key):
                 return self._sub(index)
         index, rest = self._split(key)
         if not rest:
-            return self._tile_of(index)
-        if self._view_of is not None:
-            view = self._view_of(index, rest)
+            return self._tile(index)
+        if self._root is not None:
+            view = self._view(self._first + linearize(self.blocks, index), rest)
             if view is not None:
                 return view
-        return self._tile_of(index)[rest]
+        return self._tile(index)[rest]
 
     def _sub(self, lead: tuple[int, ...]) -> BlockTensor:
+        blocks = self.blocks[len(lead):]
+        name = f"{self.name}{list(lead)}"
+        if self._root is not None:
+            first = self._first + linearize(self.blocks, lead + (0,) * len(blocks))
+            return BlockTensor(blocks, self.tile_shape, None, self.dtype, self.buffer, name, self._root, first)
+
         def tile_of(index, outer=self._tile_of):
             return outer(lead + index)
-        view_of = None
-        if self._view_of is not None:
-            def view_of(index, rest, outer=self._view_of):
-                return outer(lead + index, rest)
-        return BlockTensor(self.blocks[len(lead):], self.tile_shape, tile_of, self.dtype, self.buffer,
-                           f"{self.name}{list(lead)}", view_of)
+        return BlockTensor(blocks, self.tile_shape, tile_of, self.dtype, self.buffer, name)
 
     def __setitem__(self, key, value):
-        index, rest = self._split(key)
-        self._tile_of(index)[rest if rest else ...] = value
+        if not isinstance(key, tuple):
+            key = (key,)
+        position = None if self._root is None else self._position(key)
+        if position is not None:
+            tile = self._root.plain_subscript((_ALL, position))             # what `_tile` gives
+            rest = key[len(self.blocks):]
+        else:
+            index, rest = self._split(key)
+            tile = self._tile(index)
+        tile[rest if rest else ...] = value
 
     def tiles(self):
         """Every distinct physical tile (for whole-tensor fills)."""
         seen, out = set(), []
         for flat in range(math.prod(self.blocks)):
-            tile = self._tile_of(_unflatten(self.blocks, flat))
+            tile = self._tile(_unflatten(self.blocks, flat))
             key = (id(tile.storage), tile.offset)
             if key not in seen:
                 seen.add(key)
@@ -152,6 +200,10 @@ class BlockTensor:
 
     def __repr__(self) -> str:
         return f"BlockTensor({self.name}, shape={self.shape}, dtype={self.dtype}, {self.buffer!r})"
+
+
+_ALL = slice(None)
+_INTS = frozenset((int,))
 
 
 class par_dim(int):
@@ -209,7 +261,7 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
         raise ShapeError(f"{api}: an on-chip tile needs a partition dim and at least one free dim; Insufficient "
                          "rank", got=blocks + tile_shape, instruction=api, hint="use a [P, 1] tile")
     dt = core.dtype_of(dtype)
-    view_of = None
+    root = tile_of = None
     if direct is not None:
         tile_of = _direct_tiles(prog, direct, blocks, tile_shape, dt, name, api)
     elif not blocks:
@@ -223,23 +275,12 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
         def tile_of(index, per_block=per_block):
             return per_block[linearize(blocks, index)]
     else:
-        n = math.prod(blocks)
-        root = declared(core.alloc((tile_shape[0], n) + tile_shape[1:], dt, region,
-                                    name or f"{region.name}_blocks"))
-
-        def tile_of(index, root=root):
-            return root[(slice(None), linearize(blocks, index))]
-
-        def view_of(index, rest, root=root):
-            # root[:, b][rest] is root[rest[0], b, rest[1:]] for a rest of ints and slices no longer than the
-            # tile's dims (plain_subscript: None for any other rest); the partition dim stays dim 0 either way
-            if len(rest) <= len(tile_shape):
-                return root.plain_subscript((rest[0], linearize(blocks, index)) + rest[1:])
-            return None
+        root = declared(core.alloc((tile_shape[0], math.prod(blocks)) + tile_shape[1:], dt, region,
+                                   name or f"{region.name}_blocks"))
     if not blocks:
         return tile_of(())
     tensor = BlockTensor(blocks, tile_shape, tile_of, dt, region, name or f"{region.name}_{blocks + tile_shape}",
-                         view_of)
+                         root)
     for tile in tensor.tiles():
         core.fill(tile, fill, api)
     return tensor

@@ -177,8 +177,9 @@ def _remember(plans: dict, plan_key: tuple, plan, limit: int = 4096):
 class _Layout:
     """What every view of one layout holds but its storage: shape, map, constants, coords and the derived values
     (geometry, bounds verdict, extent, free size, covers-all verdict, signature), computed once. A layout is one
-    of a root of a storage shape, region, dtype and read-only flag (`_ROOTS`), or of a plain subscript of another
-    layout (`_CHILDREN`, keyed by the subscript's form and starts, what `_view_plan` and `_planned` take), so every
+    of a root of a storage shape, region, dtype and read-only flag (`_ROOTS`), or of a plain or affine subscript of
+    another layout (`_CHILDREN`, keyed by the subscript's form and starts, what the plans and `_planned` take: a
+    plain subscript's as one list, an affine one's as two tuples, so the two never share a key), so every
     derived value is the same for all its views: a kernel's loops make the same tiles and subscripts again and
     again, and each was worked out afresh. Relies on a storage's shape, region, dtype and base (and the base's
     read-only flag) not changing once it has a view, which nothing does."""
@@ -212,7 +213,7 @@ class _Layout:
 
 
 _ROOTS: dict = {}         # (storage shape, region, dtype, read-only) -> the layout of its root view
-_CHILDREN: dict = {}      # (layout, form, starts) -> the layout of that plain subscript of a view of it
+_CHILDREN: dict = {}      # (layout, the key's starts and forms) -> the layout of that subscript of a view of it
 
 
 def forget_layouts() -> None:
@@ -513,34 +514,33 @@ class TensorView:
         Everything but the key's starts is a function of the view's map and coords, on chip or not, and the
         key's form (per axis: an int, or a slice's length and step), the same in every iteration of a kernel's
         loop, so it is memoised (`_view_plan`); what is left per subscript is the starts and the sums they are in."""
-        starts, form = [], []       # form: None for an int, a length for a step-1 slice, else (step, length)
-        for k, n in zip(key, self.shape):
+        # per entry its start and its form: None for an int, a length for a step-1 slice, else (step, length)
+        parts = []
+        for k in key:
             if type(k) is slice:
                 start, stop = k.start, k.stop
                 if k.step is None and type(start) is int and type(stop) is int and 0 <= start <= stop:
-                    form.append(stop - start)       # what slice_params gives such a slice
+                    parts += (start, stop - start)      # what slice_params gives such a slice
                 elif k == _ALL:
-                    start = 0
-                    form.append(n)
+                    parts += (0, self.shape[len(parts) >> 1])
                 elif (start is None or type(start) is int) and (stop is None or type(stop) is int) and (
                         k.step is None or (type(k.step) is int and k.step >= 1)):
-                    start, length, step = slice_params(k, n)        # no error for such a slice
-                    form.append(length if step == 1 else (step, length))
+                    start, length, step = slice_params(k, self.shape[len(parts) >> 1])     # no error for such a slice
+                    parts += (start, length if step == 1 else (step, length))
                 else:
                     return None
-                starts.append(start)
             elif type(k) is int:
-                starts.append(k + n if k < 0 else k)
-                form.append(None)
+                parts += (k if k >= 0 else k + self.shape[len(parts) >> 1], None)
             else:
                 return None
         layout = self._layout
         if layout is not None:
-            memo_key = (layout, tuple(form), tuple(starts))
+            memo_key = (layout, tuple(parts))
             child = _CHILDREN.get(memo_key)
             if child is not None:
                 return child.view(self.storage, type(self))
-        plan_key = (self.amap, self.coords, self.storage.kind is not _HBM, tuple(form), self.shape[len(key):])
+        starts, form = parts[0::2], tuple(parts[1::2])
+        plan_key = (self.amap, self.coords, self.storage.kind is not _HBM, form, self.shape[len(key):])
         view = self._planned(_PLANS.get(plan_key) or _view_plan(plan_key), starts)
         same = view.consts == self.consts and tuple.__eq__(view.shape, self.shape) and view.amap == self.amap
         if same:
@@ -568,9 +568,21 @@ class TensorView:
                 form.append(None)
             else:
                 return None
-        plan_key = (self.amap, self.coords, tuple(form), self.shape[len(key):])
+        form = tuple(form)
+        layout = self._layout
+        if layout is not None:
+            memo_key = (layout, form, tuple(starts))
+            child = _CHILDREN.get(memo_key)
+            if child is not None:
+                return child.view(self.storage, type(self))
+        plan_key = (self.amap, self.coords, form, self.shape[len(key):])
         plan = _AFFINE_PLANS.get(plan_key) or _affine_plan(plan_key)
-        return None if plan is None else self._planned(plan, starts)
+        if plan is None:
+            return None
+        view = self._planned(plan, starts)
+        if layout is not None:
+            _remember(_CHILDREN, memo_key, _Layout(view), 1 << 15)
+        return view
 
     def _planned(self, plan: tuple, starts: list) -> "TensorView":
         """The view a plan (`_view_plan`, `_affine_plan`) gives with these starts, its geometry and bounds verdict
