@@ -36,7 +36,7 @@ from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind,
                             TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
-from opennki.machine.memory import Memory, MemoryRegion, Storage
+from opennki.machine.memory import Memory, MemoryRegion, Storage, next_storage_id
 from opennki.machine.tensor import TensorView, row_major_strides
 from opennki.sim import arrays
 from opennki.sim.cooperative import Cooperation
@@ -197,8 +197,8 @@ class Program:
         self.observers = Observers()
         self.state: dict = {}   # language-layer per-program state, keyed by the owning module's name
         # (id of the code, call offset, region, shape, id of the dtype) -> (code, a spare result tile made there); None:
-        # no reuse (listeners see storage ids, so each result tile is new for them)
-        self._spares: dict | None = {} if REUSE_RESULT_TILES and not listening else None
+        # no reuse
+        self._spares: dict | None = {} if REUSE_RESULT_TILES else None
         memory = self.memory
         # the same keys as `_spares` -> what new_tensor made there last (`_made_again`); None: every tensor
         # takes the whole path (MEMO_TILE_SITES off, or fresh memory zeroed or tracked per element, which
@@ -286,7 +286,9 @@ class Program:
                         view = spare[1]
                         del spare
                         if _unshared(view):
-                            return view     # made at this line before: its location is this one
+                            # made at this line before: its location is this one; its id is a new tile's
+                            view.storage.id = next_storage_id()
+                            return view
                 tiles = self._tiles
                 if tiles is not None:
                     made = tiles.get(key)
@@ -345,8 +347,8 @@ class Program:
         never placed, written or read, and the statement drops it. The next tensor its call site makes of the
         same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
         to it (`_unshared`): such a tile is indistinguishable from a new one (the same name, kernel line,
-        poison and scope; only its storage id is old, which no listener sees: reuse is off with listeners).
-        Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
+        poison and scope, and the storage id a new tile would get, which it takes when reused: events show storage
+        ids). Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
         the caller knows `result` is its storage's root view (`new_tensor` made it)."""
         st = result.storage
         site = st.site
