@@ -277,14 +277,16 @@ class Instruction:
         """A hashable key of what `params` reads: the signature when it is made already (it holds every
         parameter field), else the parameter fields alone, without the operands' view signatures (the most of
         a signature's cost): their values and types when each type's equality is faithful to `plain`
-        (`_SELF_KEYED`), else keyed as `signature` keys them; None when a field cannot be keyed."""
+        (`_SELF_KEYED`; an empty tuple too, equal only to itself, as `tile_position=()` is), else keyed as
+        `signature` keys them; None when a field cannot be keyed."""
         fields = self.__dict__
         key = fields.get("_signature")
         if key is not None:
             return key
         values = tuple(map(fields.__getitem__, self._param_fields))
         kinds = tuple(map(type, values))
-        if _SELF_KEYED.issuperset(kinds):
+        if _SELF_KEYED.issuperset(kinds) or (_SELF_KEYED_OR_TUPLE.issuperset(kinds)
+                                             and values.count(()) == kinds.count(tuple)):
             return (type(self), kinds, values)      # never a signature: its second part is a bool
         key = [type(self), "params"]
         for value in values:
@@ -366,6 +368,7 @@ _PLAIN_TYPES = frozenset((type(None), bool, int, float, str))
 # `plain` forms (plain values; enum members are equal only to themselves; dtypes and NumPy ufuncs are never
 # mutated). Enum and DataType subclasses join as `_param_key` meets them.
 _SELF_KEYED = set(_PLAIN_TYPES)
+_SELF_KEYED_OR_TUPLE = _SELF_KEYED | {tuple}     # the same, and tuple (`params_key`: empty tuples key themselves)
 _VIEW_TYPES: set = set()        # TensorView and its subclasses met so far (`_keyer_for`)
 
 
@@ -440,6 +443,7 @@ def _keyer_for(kind):
         return view_signature
     if issubclass(kind, enum.Enum):
         _SELF_KEYED.add(kind)
+        _SELF_KEYED_OR_TUPLE.add(kind)
         return lambda v: (kind, v._name_)
     if issubclass(kind, (tuple, list)):
         return _tuple_key
@@ -447,6 +451,7 @@ def _keyer_for(kind):
         return lambda v: (kind, v.item())
     if issubclass(kind, (np.ufunc, DataType)):          # never mutated; the key holds them, so ids stay unique
         _SELF_KEYED.add(kind)
+        _SELF_KEYED_OR_TUPLE.add(kind)
         return lambda v: v
     if kind in (AluOp, ActivationFn):                  # their NKI name is their `name` field
         return lambda v: (kind, v.name)

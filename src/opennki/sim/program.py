@@ -60,6 +60,9 @@ LEAN_ISSUE = True
 # before is made from what that call decided (`Program._made_again`); False: every tensor takes the whole
 # path (which tests compare against).
 MEMO_TILE_SITES = True
+# An event's operand records are filled in from what all views of their view layout share (`_record_template`);
+# False: each is made by `operand_record` (the plain path, which tests compare against).
+RECORD_TEMPLATES = True
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
@@ -710,11 +713,40 @@ class Program:
 
     def _event(self, instr, location) -> InstructionExecuted:
         offsets = self.machine.offsets        # run-time index offsets: none in most instructions
-        if offsets:
+        if offsets or not RECORD_TEMPLATES:
             operands = tuple([operand_record(role, view, access, offsets.get(id(view)))
                               for role, view, access in instr.operands()])
-        else:
-            operands = tuple([operand_record(role, view, access) for role, view, access in instr.operands()])
+        else:                       # `operand_record` of each, from its view layout's template
+            operands = []
+            for role, view, access in instr._operands or instr.operands():
+                layout = view._layout
+                template = _RECORDS.get(layout) if layout is not None else None
+                if template is None:
+                    if layout is None:
+                        operands.append(operand_record(role, view, access))
+                        continue
+                    template = _record_template(view)
+                on_chip, p0, b0, b1, region_fields, record_fields = template
+                st = view.storage
+                placement = st.placement
+                address = placement.address
+                region = _new(Region)
+                fields = region.__dict__
+                fields.update(region_fields)
+                fields["storage_id"] = st.id
+                if on_chip:
+                    fields["partition_start"] = placement.partition + p0
+                fields["byte_start"] = address + b0
+                fields["byte_end"] = address + b1
+                record = _new(Operand)
+                fields = record.__dict__
+                fields.update(record_fields)
+                fields["role"] = role
+                fields["access"] = access
+                fields["region"] = region
+                fields["tensor_name"] = st.name
+                operands.append(record)
+            operands = tuple(operands)
         mask = None
         if instr.mask is not None and instr.output is not None:
             mask = Machine.effective_mask(instr.output, instr.mask)
@@ -905,8 +937,41 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
 
 _touches = itertools.count(1)    # instruction order for Storage.last_touch (least recently used SBUF spills first)
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
+_new = object.__new__
 _new_instruction_event = positional_maker(InstructionExecuted)
 _new_allocated, _new_freed = positional_maker(TensorAllocated), positional_maker(TensorFreed)
+
+
+# a view layout (machine.tensor._Layout) -> what the event records of its views share (`_record_template`)
+_RECORDS: dict = {}
+
+
+def _record_template(view: TensorView) -> tuple:
+    """What `operand_record` gives every view of `view`'s layout, whatever its storage: all but the role, the
+    access, the storage's id, name and placement, which `Program._event` adds (a layout fixes the storage's
+    shape, region and dtype, the view's shape, map and constants, and so every value derived from them).
+    Kept per layout: a kernel's loops make views of the same layouts again and again, and an estimate builds
+    a record for every operand of every instruction."""
+    st = view.storage
+    dtype = st.dtype
+    shape = tuple(view.shape)
+    _, strides, offset = view._geo or view._geometry()
+    free = view._free
+    if free is None:
+        free = view.free_size
+    p0, pc, b0, b1 = view._extent or view._extents()
+    on_chip = st.kind is not _HBM
+    # the records' fields in declaration order (`positional_maker` order): those set per record are None here
+    region = dict(kind=st.kind, storage_id=None, partition_start=0, partition_count=pc if on_chip else 1,
+                  byte_start=None, byte_end=None)
+    record = dict(role=None, access=None, region=None, shape=shape, dtype=dtype.name, itemsize=dtype.itemsize,
+                  partitions=shape[0] if on_chip else 1, free_elems=free, strides=strides, offset=offset,
+                  tensor_name=None, storage_shape=st.shape, offsets=None, gathered=False)
+    template = (on_chip, p0 if p0 > 0 else 0, b0, b1, region, record)
+    if len(_RECORDS) >= 4096:
+        _RECORDS.clear()
+    _RECORDS[view._layout] = template
+    return template
 
 
 def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None) -> Operand:
