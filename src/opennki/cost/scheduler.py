@@ -310,7 +310,8 @@ class CostModel:
             return ready, dep.producer, ready - free, dep.kind
         return free, last, 0.0, None
 
-    def _slot(self, overhead_ns: float, line: Timeline, dep, duration: float, ev) -> tuple[float, int, float, str | None]:
+    def _slot(self, overhead_ns: float, line: Timeline, dep, duration: float,
+              ev) -> tuple[float, int, float, str | None]:
         """(start, gating record, stall, stall kind) of an instruction on an engine timeline. Like the
         compiler's list scheduler, an instruction whose inputs are ready early runs in an idle stretch the
         engine left before instructions placed earlier (which waited for their own inputs), when it fits;
