@@ -1,12 +1,17 @@
 """Legacy index expressions and the view algebra behind every subscript."""
 
+import itertools
+import operator
+
 import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from opennki.errors import KernelError, OutOfBoundsError
 from opennki.events import MemoryKind
 from opennki.hw import get_target
 from opennki.machine.dtypes import float32
-from opennki.machine.index import Predicate, arange, ds, mask_array, mgrid
+from opennki.machine.index import Index, Predicate, arange, ds, mask_array, mgrid
 from opennki.machine.memory import Allocator, Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
 from tests.raises import raises_at
@@ -45,6 +50,51 @@ def test_comparisons_build_predicates_and_refuse_truth_values():
         bool(pred)
     with raises_at(KernelError, match="err_control_flow_condition_depending_on_arange"):
         bool(i_p)
+
+
+def _pointwise(index: Index) -> np.ndarray:
+    """The definition: const + sum(coeffs[a] * i_a) at every grid position, one Python sum per position."""
+    out = np.empty(index.shape, dtype=np.int64)
+    for pos in itertools.product(*map(range, index.shape)):
+        out[pos] = index.const + sum(c * i for c, i in zip(index.coeffs, pos))
+    return out
+
+
+@st.composite
+def _indices(draw, shape=None):
+    if shape is None:
+        shape = tuple(draw(st.lists(st.integers(0, 5), min_size=0, max_size=3)))
+    coeffs = tuple(draw(st.lists(st.integers(-4, 4), min_size=len(shape), max_size=len(shape))))
+    return Index(draw(st.integers(-20, 20)), coeffs, shape)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.data())
+def test_index_values_and_comparisons_match_the_pointwise_definition(data):
+    """values() and the comparisons of an Index with an Index (shapes that broadcast) or an int build their
+    grids by broadcasting, never a fill and an addition per axis: against the value at every position."""
+    a = data.draw(_indices())
+    values = a.values()
+    assert values.shape == a.shape and values.dtype == np.int64 and values.flags.writeable
+    np.testing.assert_array_equal(values, _pointwise(a))
+    # the other side: an int, or an Index whose shape broadcasts with a's (some axes of size 1, fewer dims)
+    if data.draw(st.booleans()):
+        b = data.draw(st.integers(-30, 30))
+        b_values = b
+    else:
+        shape = tuple(n if data.draw(st.booleans()) else 1 for n in a.shape)[data.draw(st.integers(0, a.ndim)):]
+        b = data.draw(_indices(shape))
+        b_values = _pointwise(b)
+    for op in (operator.add, operator.sub):     # broadcasting repeats a size-1 axis's one value
+        np.testing.assert_array_equal(op(a, b).values(), op(_pointwise(a), b_values))
+    for op in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne):
+        pred = op(a, b)
+        assert isinstance(pred, Predicate) and pred.affine
+        expected = op(_pointwise(a), b_values)
+        assert pred.array.shape == np.shape(expected) and pred.array.dtype == bool
+        np.testing.assert_array_equal(pred.array, expected)
+    reflected = operator.lt(b, a)           # b's own __lt__, or for an int the reflected Index.__gt__
+    np.testing.assert_array_equal(reflected.array, np.less(b_values, _pointwise(a)))
 
 
 def test_non_affine_index_is_not_a_valid_subscript():

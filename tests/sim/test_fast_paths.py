@@ -111,7 +111,7 @@ def test_equal_params_keys_give_equal_params():
     """`Instruction.params_key` (what events' parameters are kept by, `program.event_params`): equal keys only
     for equal `params()`, whether the key is the signature or the parameter fields alone. Values equal in
     Python but not in their plain form (1, 1.0 and True; (1,) and (1.0,); an IntEnum member and its int)
-    key apart; a value no key holds gives None."""
+    key apart (and an empty tuple from a tuple of one); a value no key holds gives None."""
     class Mode(enum.IntEnum):
         ONE = 1
 
@@ -122,6 +122,7 @@ def test_equal_params_keys_give_equal_params():
     made += [TensorScalar(dst=b, data=a, op0="add", operand0=2.0), TensorScalar(dst=a, data=b, op0="max", operand0=1.0)]
     made += [NcMatmul(dst=p, stationary=s, moving=m, tile_position=v) for v in ((32, 0), (32.0, 0), (32, 0.0))]
     made += [NcMatmul(dst=p, stationary=s, moving=m, tile_position=(32, 0), tile_size=((32, 32),))]
+    made += [NcMatmul(dst=p, stationary=s, moving=m), NcMatmul(dst=p, stationary=s, moving=m, tile_size=((),))]
     made += [DmaCopy(dst=a, src=b), DmaCopy(dst=b, src=a)]
     signed = [dataclasses.replace(i) for i in made]
     for i in signed:
@@ -134,7 +135,8 @@ def test_equal_params_keys_give_equal_params():
             if k1 == k2:
                 assert p1 == p2
     # keyed by the parameter fields alone, the instructions differing only in operands share a key
-    assert len(set(params[:len(made)])) == 11 and len(set(keys[:len(made)])) == 12    # np.float32(1): '1.0'
+    assert len(set(params[:len(made)])) == 13 and len(set(keys[:len(made)])) == 14    # np.float32(1): '1.0'
+    assert made[-4].params_key()[1] != "params"     # empty tuples key themselves (the parameter fields' values)
     assert DmaCopy(dst=a, src=b, dge_mode=object()).params_key() is None
 
 
@@ -212,6 +214,70 @@ def test_events_made_positionally_are_the_records_the_dataclass_makes():
         made.role = "src"
     with pytest.raises(TypeError, match="missing 1 required positional argument: .gathered."):
         positional_maker(Operand)(*operand_args[:-1])
+
+
+def _views_everywhere(a, b):
+    """Operands of many view layouts: HBM roots and slices (steps, ints), SBUF and PSUM tiles, partition ranges
+    that do not start at 0, block tiles of a block tensor, and the same layouts on new storages each iteration."""
+    import opennki.legacy.isa as nisa
+    import opennki.legacy.language as nl
+    out = nl.ndarray((128, 96), dtype=nl.float32, buffer=nl.shared_hbm)
+    blk = nl.ndarray((2, nl.par_dim(128), 96), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.affine_range(2):
+        blk[i] = nl.load(a[i * 128:(i + 1) * 128, 0:96])
+    acc = nl.zeros((64, 96), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(2):
+        s = nl.load(b[k * 64:(k + 1) * 64, 0:128:2])
+        m = nl.load(a[k * 64:(k + 1) * 64, 0:96])
+        acc += nisa.nc_matmul(s, m)
+        part = nl.load(a[k:k + 1, 0:96])
+        blk[k, 32:96, 8:40] = nl.add(blk[1 - k, 0:64, 0:32], part[0:1, 0:32])
+    t = nl.copy(acc)
+    nl.store(out[0:64, :], value=t)
+    nl.store(out[64:128, 0:96:1], value=blk[0, 64:128, :])
+    return out
+
+
+def test_operand_records_from_layout_templates_are_the_plain_records(rng, monkeypatch):
+    """`Program._event` fills records in from their view layout's template (`program.RECORD_TEMPLATES`); the
+    plain path makes each with `operand_record`: every event, field by field, is the same (storage ids, which
+    count up across launches, by order of first appearance), and so are the outputs."""
+    import opennki.legacy as nki
+    from opennki.kernels.base import run_kernel
+    from opennki.listeners import Recorder
+    from opennki.sim import program
+    from tests.sim.outcomes import assert_same_outcome
+
+    kernel = nki.jit(_views_everywhere)
+    args = (rand(rng, 256, 96), rand(rng, 128, 256))
+    outcomes, events = [], []
+    for templates in (True, False):
+        monkeypatch.setattr(program, "RECORD_TEMPLATES", templates)
+        program._RECORDS.clear()
+        rec = Recorder()
+        outcomes.append(run_kernel(kernel.func, args, listeners=[rec]))
+        ids: dict = {}
+        events.append([_fields(e, ids) for e in rec.events])
+    assert_same_outcome(*outcomes)
+    operands = [o for e in events[0] if e[0] == "InstructionExecuted" for o in e[6]]
+    assert len(operands) > 30 and len({o[3][3:7] for o in operands}) > 10     # many regions
+    assert events[0] == events[1]
+
+
+def _fields(value, ids: dict):
+    """An event as plain values, field by field (the order of its instance dict included), storage ids by
+    order of first appearance."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return (type(value).__name__,) + tuple(
+            ids.setdefault(getattr(value, f.name), len(ids)) if f.name == "storage_id"
+            else _fields(getattr(value, f.name), ids) for f in dataclasses.fields(value)) + (tuple(vars(value)),)
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (tuple, list)):
+        return tuple(_fields(v, ids) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, _fields(v, ids)) for k, v in value.items())
+    return value
 
 
 def test_instructions_built_by_their_init_are_the_dataclass_records():

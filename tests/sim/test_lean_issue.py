@@ -364,9 +364,8 @@ def _comparable(value, ids: dict):
 @pytest.mark.parametrize("case", ["legacy_elementwise", "new_generation", "matmul_steps", "helper_results",
                                   "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand"])
 def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_events(rng, case):
-    """With listeners the front doors' plans and the planned deferrals apply too (`Program.lean`; only the
-    reuse of result tiles, whose storage ids events show, is off): every event, field by field, is the
-    plain path's, and so are the outputs or the error."""
+    """With listeners the front doors' plans and the planned deferrals apply too (`Program.lean`): every event,
+    field by field, is the plain path's, and so are the outputs or the error."""
     a, c = rand(rng, 128, 64), rand(rng, 128, 1)
     kernels = {
         "legacy_elementwise": (legacy_elementwise, (a, c, rng.integers(0, 1 << 20, size=(128, 64), dtype=np.int32))),

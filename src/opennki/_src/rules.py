@@ -39,7 +39,10 @@ class LanguageRules(Observer):
     loops."""
 
     def __init__(self):
-        # storage id -> (loop id, lineno, name, weak reference to the storage)
+        # Entries are keyed by the storage object's id(), not its `Storage.id`, which a result tile reused at its
+        # call site renews (Program.new_tensor); every look-up compares the entry's storage with the one asked
+        # about, so an id() of a dead storage given to a new one finds no entry of it.
+        # id(storage) -> (loop id, lineno, name, weak reference to the storage)
         self.scopes: dict[int, tuple[int, int, object, weakref.ref]] = {}
         self.prune_at = _PRUNE_MIN
         self.by_loop: dict[int, list[tuple[int, tuple]]] = {}     # loop id -> (storage id, entry) made in it
@@ -48,7 +51,7 @@ class LanguageRules(Observer):
 
     def remember(self, storage, loop_id: int, line, name) -> None:
         scopes = self.scopes
-        sid = storage.id
+        sid = id(storage)
         entry = scopes[sid] = (loop_id, line, name, weakref.ref(storage))
         made = self.by_loop.get(loop_id)
         if made is None:
@@ -63,7 +66,7 @@ class LanguageRules(Observer):
 
     def forget(self, storage) -> None:
         """`storage` (a reused result tile) was made again outside every scoped loop: it has no scope."""
-        sid = storage.id
+        sid = id(storage)
         self.scopes.pop(sid, None)
         if self.closed:
             self.closed.pop(sid, None)
@@ -96,7 +99,7 @@ class LanguageRules(Observer):
             return
         for _, view, _ in instr._operands or instr.operands():
             st = view.storage
-            scope = closed.get(st.id)
+            scope = closed.get(id(st))
             if scope is not None and scope[3]() is st:
                 raise KernelError(f"Local variable '{scope[2]}' is referenced outside of its parent scope: it "
                                   f"was created inside the loop at line {scope[1]}, which has finished",
@@ -111,7 +114,7 @@ class LanguageRules(Observer):
             return False
         freed = False
         for st in prog.memory.placed(kind):
-            scope = closed.get(st.id)
+            scope = closed.get(id(st))
             if scope is not None and scope[3]() is st:
                 Memory.release_early(st)
                 freed = True
@@ -130,7 +133,7 @@ def record_scope(prog, view) -> None:
     storage = view.storage
     for frame in reversed(prog.loops):
         if frame.is_scope:
-            known = checker.scopes.get(storage.id)
+            known = checker.scopes.get(id(storage))
             if known is not None and known[0] == frame.loop_id and known[3]() is storage:
                 return                  # a result tile reused in the same loop (Program.spare): the same entry
             line = frame.location.lineno if frame.location is not None else "?"

@@ -84,6 +84,8 @@ _REGION_KIND = {MemoryRegion.sbuf.value: MemoryKind.SBUF, MemoryRegion.psum.valu
                 MemoryRegion.private_hbm.value: MemoryKind.HBM, MemoryRegion.shared_hbm.value: MemoryKind.HBM}
 
 _ids = itertools.count(1)
+# the next storage id (`Storage.id`): a reused result tile takes one as a new tile would (Program.new_tensor)
+next_storage_id = _ids.__next__
 
 
 @dataclass(slots=True)

@@ -36,8 +36,8 @@ from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind,
                             TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
-from opennki.machine.memory import Memory, MemoryRegion, Storage
-from opennki.machine.tensor import TensorView, row_major_strides
+from opennki.machine.memory import Memory, MemoryRegion, Storage, next_storage_id
+from opennki.machine.tensor import TensorView, holds_view, row_major_strides
 from opennki.sim import arrays
 from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
@@ -60,6 +60,9 @@ LEAN_ISSUE = True
 # before is made from what that call decided (`Program._made_again`); False: every tensor takes the whole
 # path (which tests compare against).
 MEMO_TILE_SITES = True
+# An event's operand records are filled in from what all views of their view layout share (`_record_template`);
+# False: each is made by `operand_record` (the plain path, which tests compare against).
+RECORD_TEMPLATES = True
 
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
@@ -194,8 +197,8 @@ class Program:
         self.observers = Observers()
         self.state: dict = {}   # language-layer per-program state, keyed by the owning module's name
         # (id of the code, call offset, region, shape, id of the dtype) -> (code, a spare result tile made there); None:
-        # no reuse (listeners see storage ids, so each result tile is new for them)
-        self._spares: dict | None = {} if REUSE_RESULT_TILES and not listening else None
+        # no reuse
+        self._spares: dict | None = {} if REUSE_RESULT_TILES else None
         memory = self.memory
         # the same keys as `_spares` -> what new_tensor made there last (`_made_again`); None: every tensor
         # takes the whole path (MEMO_TILE_SITES off, or fresh memory zeroed or tracked per element, which
@@ -283,7 +286,9 @@ class Program:
                         view = spare[1]
                         del spare
                         if _unshared(view):
-                            return view     # made at this line before: its location is this one
+                            # made at this line before: its location is this one; its id is a new tile's
+                            view.storage.id = next_storage_id()
+                            return view
                 tiles = self._tiles
                 if tiles is not None:
                     made = tiles.get(key)
@@ -342,8 +347,8 @@ class Program:
         never placed, written or read, and the statement drops it. The next tensor its call site makes of the
         same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
         to it (`_unshared`): such a tile is indistinguishable from a new one (the same name, kernel line,
-        poison and scope; only its storage id is old, which no listener sees: reuse is off with listeners).
-        Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
+        poison and scope, and the storage id a new tile would get, which it takes when reused: events show storage
+        ids). Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
         the caller knows `result` is its storage's root view (`new_tensor` made it)."""
         st = result.storage
         site = st.site
@@ -710,11 +715,40 @@ class Program:
 
     def _event(self, instr, location) -> InstructionExecuted:
         offsets = self.machine.offsets        # run-time index offsets: none in most instructions
-        if offsets:
+        if offsets or not RECORD_TEMPLATES:
             operands = tuple([operand_record(role, view, access, offsets.get(id(view)))
                               for role, view, access in instr.operands()])
-        else:
-            operands = tuple([operand_record(role, view, access) for role, view, access in instr.operands()])
+        else:                       # `operand_record` of each, from its view layout's template
+            operands = []
+            for role, view, access in instr._operands or instr.operands():
+                layout = view._layout
+                template = _RECORDS.get(layout) if layout is not None else None
+                if template is None:
+                    if layout is None:
+                        operands.append(operand_record(role, view, access))
+                        continue
+                    template = _record_template(view)
+                on_chip, p0, b0, b1, region_fields, record_fields = template
+                st = view.storage
+                placement = st.placement
+                address = placement.address
+                region = _new(Region)
+                fields = region.__dict__
+                fields.update(region_fields)
+                fields["storage_id"] = st.id
+                if on_chip:
+                    fields["partition_start"] = placement.partition + p0
+                fields["byte_start"] = address + b0
+                fields["byte_end"] = address + b1
+                record = _new(Operand)
+                fields = record.__dict__
+                fields.update(record_fields)
+                fields["role"] = role
+                fields["access"] = access
+                fields["region"] = region
+                fields["tensor_name"] = st.name
+                operands.append(record)
+            operands = tuple(operands)
         mask = None
         if instr.mask is not None and instr.output is not None:
             mask = Machine.effective_mask(instr.output, instr.mask)
@@ -744,18 +778,12 @@ def event_params(instr) -> dict:
     if params is None:
         params = instr.params()
         fields = instr.__dict__
-        if any(_holds_view(fields[name]) for name in instr._param_fields):
+        if any(holds_view(fields[name]) for name in instr._param_fields):
             return params
         if len(_PARAMS) >= _PARAMS_LIMIT:
             _PARAMS.clear()
         _PARAMS[key] = params
     return dict(params)
-
-
-def _holds_view(value) -> bool:
-    if isinstance(value, TensorView):
-        return True
-    return isinstance(value, (tuple, list)) and any(_holds_view(v) for v in value)
 
 
 def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:
@@ -905,8 +933,41 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
 
 _touches = itertools.count(1)    # instruction order for Storage.last_touch (least recently used SBUF spills first)
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
+_new = object.__new__
 _new_instruction_event = positional_maker(InstructionExecuted)
 _new_allocated, _new_freed = positional_maker(TensorAllocated), positional_maker(TensorFreed)
+
+
+# a view layout (machine.tensor._Layout) -> what the event records of its views share (`_record_template`)
+_RECORDS: dict = {}
+
+
+def _record_template(view: TensorView) -> tuple:
+    """What `operand_record` gives every view of `view`'s layout, whatever its storage: all but the role, the
+    access, the storage's id, name and placement, which `Program._event` adds (a layout fixes the storage's
+    shape, region and dtype, the view's shape, map and constants, and so every value derived from them).
+    Kept per layout: a kernel's loops make views of the same layouts again and again, and an estimate builds
+    a record for every operand of every instruction."""
+    st = view.storage
+    dtype = st.dtype
+    shape = tuple(view.shape)
+    _, strides, offset = view._geo or view._geometry()
+    free = view._free
+    if free is None:
+        free = view.free_size
+    p0, pc, b0, b1 = view._extent or view._extents()
+    on_chip = st.kind is not _HBM
+    # the records' fields in declaration order (`positional_maker` order): those set per record are None here
+    region = dict(kind=st.kind, storage_id=None, partition_start=0, partition_count=pc if on_chip else 1,
+                  byte_start=None, byte_end=None)
+    record = dict(role=None, access=None, region=None, shape=shape, dtype=dtype.name, itemsize=dtype.itemsize,
+                  partitions=shape[0] if on_chip else 1, free_elems=free, strides=strides, offset=offset,
+                  tensor_name=None, storage_shape=st.shape, offsets=None, gathered=False)
+    template = (on_chip, p0 if p0 > 0 else 0, b0, b1, region, record)
+    if len(_RECORDS) >= 4096:
+        _RECORDS.clear()
+    _RECORDS[view._layout] = template
+    return template
 
 
 def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None) -> Operand:

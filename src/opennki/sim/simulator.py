@@ -14,6 +14,7 @@ import inspect
 import itertools
 import math
 import random
+import time
 import warnings
 
 import numpy as np
@@ -37,6 +38,31 @@ HBM_ALIGN_BYTES = 64
 # its check failing first (legacy immutable parameters: legacy/typing.py). Such an argument's HBM tensor is the
 # caller's array itself rather than a copy, as is a read-only array's (`_arg_tensor`).
 UNWRITABLE_ARGUMENTS: list = []
+
+
+class LaunchClock:
+    """The CPU seconds (all threads of the process, as `time.process_time` counts them) spent inside launches
+    since the process started, counting nested launches once: what `pytest --nki-durations` reports per test.
+    Two `process_time` reads per launch, nothing per instruction."""
+
+    def __init__(self):
+        self.seconds = 0.0
+        self.depth = 0
+        self._start = 0.0
+
+    def __enter__(self):
+        if self.depth == 0:
+            self._start = time.process_time()
+        self.depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        self.depth -= 1
+        if self.depth == 0:
+            self.seconds += time.process_time() - self._start
+
+
+LAUNCH_CLOCK = LaunchClock()
 
 
 class ShapeSpec:
@@ -80,7 +106,8 @@ class Simulator:
         # the signature for them) and check both passed: the lean issue path skips both (Program._check)
         self.clean: set = set()
         # the language layer's memo of clean instructions it builds from a plan (opennki._src.core._PLANS):
-        # (plan key, value key) -> signatures of the destinations its retargeted instruction is clean with
+        # (plan key, value key) -> (signatures of the destinations its retargeted instruction is clean with, how
+        # to build the instruction: Instruction.maker)
         self.planned: dict = {}
         self.progress = None            # the running launch's sim.progress.Progress, if it draws one
 
@@ -122,8 +149,9 @@ class Simulator:
         if checker is not None:
             self.listeners.append(checker)
         try:
-            return self._launch(fn, args, kwargs, grid, tensor_type, name, cores_of, before_program,
-                                after_program, generation, checker)
+            with LAUNCH_CLOCK:
+                return self._launch(fn, args, kwargs, grid, tensor_type, name, cores_of, before_program,
+                                    after_program, generation, checker)
         finally:
             self.options = options
             if checker is not None:
