@@ -165,16 +165,19 @@ class AccessTracker:
             items = buckets.get(b)
             if not items:
                 continue
-            kept = []
+            covered = None
             for item in items:
-                s, e, parts, t, prod = item
-                if s < end and byte_start < e:
-                    if t > best:
-                        best, producer = t, prod
-                    if byte_start <= s and e <= end and parts <= partitions:
-                        continue                 # fully covered: the new tensor's retirement supersedes it
-                kept.append(item)
-            buckets[b] = kept
+                if item[0] < end and byte_start < item[1]:
+                    if item[3] > best:
+                        best, producer = item[3], item[4]
+                    if byte_start <= item[0] and item[1] <= end and item[2] <= partitions:
+                        if covered is None:
+                            covered = [item]
+                        else:
+                            covered.append(item)
+            if covered is not None:              # the new tensor's retirement supersedes what it covers
+                for item in covered:
+                    items.remove(item)
         if best > 0:
             self.floor[storage_id] = (best, producer)
 
