@@ -11,6 +11,7 @@ import opennki.legacy as nki
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from tests.sim.outcomes import assert_same_outcome
+from tests.isa.helpers import rand
 from tests.sim.test_lean_issue import _twice
 
 
@@ -100,3 +101,55 @@ def test_planned_instructions_give_the_plain_path_errors(rng, kernel):
     lean, plain = _twice(kernel, *_inputs(rng, (256, 64), (128, 128), np.float32))
     assert isinstance(plain, Exception)
     assert_same_outcome(lean, plain)
+
+
+def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch):
+    """A planned instruction is built from its memo's template (`Instruction.maker`): on the loads, matmuls and
+    element-wise ops of these kernels every field, and the operand cache, is what the keyword call and
+    `operands()` give."""
+    from opennki._src import core
+    from opennki.instructions.base import Instruction
+    from tests.sim.test_lean_issue import legacy_elementwise
+
+    compared = []
+    maker = Instruction.maker
+
+    def checked_maker(self, names):
+        made = maker(self, names)
+        if made is None:
+            return None
+        make, template = made
+
+        def make_checked(template, *values):
+            instr = make(template, *values)
+            plain = type(self)(**dict(zip(names, values)), **{k: v for k, v in template.items() if k not in names})
+            assert set(vars(instr)) == set(vars(plain)) | {"_operands"}
+            assert all(getattr(instr, f) is getattr(plain, f) for f in vars(plain)), instr
+            assert [(r, id(v), k) for r, v, k in instr._operands] == [(r, id(v), k) for r, v, k in plain.operands()]
+            compared.append(instr.opcode)
+            return instr
+        return make_checked, template
+    monkeypatch.setattr(Instruction, "maker", checked_maker)
+    core._PLANS.clear()
+    tiled(*_inputs(rng, (384, 128), (384, 512), np.float32))
+    legacy_elementwise(rand(rng, 128, 64), rand(rng, 128, 1), rng.integers(0, 1 << 20, size=(128, 64), dtype=np.int32))
+    assert {"dma_copy", "nc_matmul", "tensor_scalar", "tensor_tensor", "activation"} <= set(compared)
+
+
+def test_an_operand_pattern_is_only_of_fields_holding_views():
+    """An index tile of run-time indices, or a view in a tuple field, gives no pattern (`operands()` lists it
+    under a role that is no field name); views in plain fields give theirs, in field order."""
+    from opennki.instructions.base import REGISTRY
+    from opennki.machine.memory import MemoryRegion
+    from opennki.machine.tensor import DynamicTerm
+    from tests.sim.test_fast_paths import _root
+
+    a, b = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
+    index = _root(MemoryRegion.sbuf, (4, 1))
+    scalar = REGISTRY["tensor_scalar"](dst=a, data=b, op0="add", operand0=b.subscript((slice(None), slice(0, 1))))
+    assert scalar.operand_pattern() == tuple((r, k) for r, _, k in scalar.operands())
+    assert [r for r, _ in scalar.operand_pattern()] == ["dst", "data", "operand0"]
+    assert REGISTRY["tensor_scalar"](dst=a, data=b, op0="add", operand0=1.0).operand_pattern()[1][0] == "data"
+    gathered = b._derive(b.shape, b.amap, b.consts, (DynamicTerm(index, 0, (1, 0)),))
+    assert REGISTRY["tensor_copy"](dst=a, src=gathered).operand_pattern() is None
+    assert REGISTRY["dma_compute"](dst=a, srcs=(b, b), reduce_op="add").operand_pattern() is None

@@ -253,72 +253,101 @@ def _remember(key, plan) -> None:
 _VALUE_KEYED = frozenset((float, int, bool))
 
 
-def _defer_planned(prog, key, vkey, instr, result, api: str, frame):
-    """Defer an instruction built from a plan. Its signature is a function of the plan's key and `vkey` (the
-    immediate's type and value, or True when it has none), so once it was clean (`Simulator.clean`) it is
-    deferred as checked, without computing it; `Deferred.plan` then lets `assign` retarget it likewise."""
+def _built(recipe: tuple, values: tuple):
+    """The instruction a recipe `(class, names, fixed)` makes of `values`: `class(**fixed)` with the fields
+    `names` holding `values`."""
+    cls, names, fixed = recipe
+    return cls(**dict(zip(names, values)), **fixed)
+
+
+def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: str, frame):
+    """Defer the instruction `recipe` makes of `values` (`_built`), built from a plan. Its signature is a
+    function of the plan's key and `vkey` (the immediate's type and value, or True when it has none), so once it
+    was clean (`Simulator.clean`) it is deferred as checked, without computing it; `Deferred.plan` then lets
+    `assign` retarget it likewise. So is what the instruction holds besides `values` (the other fields, which
+    fields hold views: `Instruction.maker`), kept with the memo: later ones are built from its template."""
     if vkey is None:
-        return prog.defer(instr, result, api, frame)
+        return prog.defer(_built(recipe, values), result, api, frame)
     memo = (key, vkey)
     planned = prog.sim.planned
-    dsts = planned.get(memo)
-    prog.defer(instr, result, api, frame, checked=dsts is not None)
-    if dsts is None and instr.__dict__.get("_signature") in prog.sim.clean:
+    entry = planned.get(memo)
+    if entry is None:
+        instr = _built(recipe, values)
+        prog.defer(instr, result, api, frame)
+        if instr.__dict__.get("_signature") not in prog.sim.clean:
+            return result
         if len(planned) >= 4096:
             planned.clear()
-        planned[memo] = dsts = set()
-    if dsts is not None:
-        prog.pending.plan = dsts
+        entry = planned[memo] = (set(), instr.maker(recipe[1]))
+    else:
+        made = entry[1]
+        prog.defer(made[0](made[1], *values) if made is not None else _built(recipe, values), result, api, frame,
+                   checked=True)
+    prog.pending.plan = entry[0]
     return result
 
 
-def defer_planned(prog, instr, result, api: str, frame, operands: tuple, params: tuple = ()):
-    """Defer `instr` (no `mask=`), which a front door built for its new result tile `result` from the
-    tensor views `operands` and the hashable `params` alone (its class and `api` aside), as a planned
-    instruction (`_defer_planned`): its signature is then a function of the operands' signatures and the
-    params, so it is checked only until that signature is clean. Off the lean path, under hardware-strict
-    rules and for an operand with run-time indices it is deferred as `Program.defer` does."""
+def defer_planned(prog, recipe: tuple, values: tuple, result, api: str, frame, operands: tuple,
+                  params: tuple = ()):
+    """Defer the instruction `recipe` makes of `values` (`_built`: no `mask=`), which a front door builds for
+    its new result tile `result` from the tensor views `operands` and the hashable `params` alone (its class
+    and `api` aside), as a planned instruction (`_defer_planned`): its signature is then a function of the
+    operands' signatures and the params, so it is checked only until that signature is clean. Off the lean
+    path, under hardware-strict rules and for an operand with run-time indices it is deferred as
+    `Program.defer` does."""
     if prog.lean and not prog.options.hardware_strict:
         keys = ()
         for t in operands:              # a loop, not a comprehension: one or two operands, and a call each
             key = t._sig or view_signature(t)
             if key is None:
-                return prog.defer(instr, result, api, frame)
+                return prog.defer(_built(recipe, values), result, api, frame)
             keys += (key,)
-        return _defer_planned(prog, (type(instr), api, keys, params), True, instr, result, api, frame)
-    return prog.defer(instr, result, api, frame)
+        return _defer_planned(prog, (recipe[0], api, keys, params), True, recipe, values, result, api, frame)
+    return prog.defer(_built(recipe, values), result, api, frame)
+
+
+def _binary_recipe(form: str, opdef) -> tuple:
+    """The recipe (`_built`) of the instruction `binary` builds in form `form` (tile (+) tile, or a [P, 1]
+    column or a scalar on either side) without `mask=`: its values are (result, left, right) as the form puts
+    them (`_planned_binary`)."""
+    if form == "tensors":
+        return TensorTensor, ("dst", "data1", "data2"), {"op": opdef, "mask": None}
+    fixed = {"op0": opdef, "mask": None}
+    if form in ("column_left", "scalar_left"):
+        fixed["reverse0"] = True
+    elif form == "scalar_right":
+        fixed["reverse0"] = False
+    return TensorScalar, ("dst", "data", "operand0"), fixed
 
 
 def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     """`binary`'s lean path: the instruction the plain path builds for these arguments (`plan`). `frame`: the
     kernel frame (user_frame) when the result is a new tile (`out` None)."""
-    form, opdef, shape, result_dtype = plan
+    form, opdef, shape, result_dtype, recipe = plan
     if out is None:
         result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
         if prog.loops or result.storage.site is not None:
             rules.record_scope(prog, result)
     else:
         result = out
-    if form == "tensors":
-        instr = TensorTensor(dst=result, data1=x, data2=y, op=opdef, mask=None)
-    elif form == "column":
-        instr = TensorScalar(dst=result, data=x, op0=opdef, operand0=y, mask=None)
+    if form == "tensors" or form == "column":
+        values = (result, x, y)
     elif form == "column_left":
-        instr = TensorScalar(dst=result, data=y, op0=opdef, operand0=x, reverse0=True, mask=None)
+        values = (result, y, x)
     else:
         left = form == "scalar_left"
         data, scalar = (y, x) if left else (x, y)
         if opdef.category == "arith":
             scalar = float(scalar)
-        instr = TensorScalar(dst=result, data=data, op0=opdef, operand0=scalar, reverse0=left, mask=None)
+        values = (result, data, scalar)
         if out is None:
             kind = type(scalar)
-            return _defer_planned(prog, key, (kind, scalar) if kind in _VALUE_KEYED else None, instr, result,
-                                  api, frame)
+            return _defer_planned(prog, key, (kind, scalar) if kind in _VALUE_KEYED else None, recipe, values,
+                                  result, api, frame)
     if out is not None:
-        prog.issue(instr, api)
+        prog.issue(_built(recipe, values), api)
         return out
-    return _defer_planned(prog, key, True, instr, result, api, frame)
+    return _defer_planned(prog, key, True, recipe, values, result, api, frame)
 
 
 def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None = None,
@@ -389,7 +418,7 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
             scalar = float(scalar)
         instr = TensorScalar(dst=result, data=data, op0=opdef, operand0=scalar, reverse0=not tx, mask=mask)
     if key is not None and form is not None:
-        _remember(key, (form, opdef, normalize_shape(shape), result_dtype))
+        _remember(key, (form, opdef, normalize_shape(shape), result_dtype, _binary_recipe(form, opdef)))
     if out is not None:
         prog.issue(instr, api)
         return out
@@ -401,18 +430,18 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     prog = current(api)
     key, plan = _plan(prog, fn_name, x, type, None, dtype, None, api) if mask is None else (None, None)
     if plan is not None:                 # the lean path: what the plain path below decides for this key
-        op, shape, result_dtype = plan
+        shape, result_dtype, recipe = plan
         frame = user_frame()
         result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
         if prog.loops or result.storage.site is not None:
             rules.record_scope(prog, result)
-        return _defer_planned(prog, key, True, Activation(dst=result, op=op, data=x, mask=None), result, api,
-                              frame)
+        return _defer_planned(prog, key, True, recipe, (result, x), result, api, frame)
     require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
     instr = Activation(dst=result, op=ACTIVATIONS[fn_name].name, data=x, mask=mask)
     if key is not None:
-        _remember(key, (instr.op, normalize_shape(x.shape), result.dtype))
+        _remember(key, (normalize_shape(x.shape), result.dtype, (Activation, ("dst", "data"),
+                                                                 {"op": instr.op, "mask": None})))
     return prog.defer(instr, result, api)
 
 
@@ -477,11 +506,13 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
         src = _as_column(src)
     frame = user_frame()
     result = alloc(src.shape, dtype if dtype is not None else src.storage.dtype, SBUF, frame=frame, prog=prog)
-    instr = DmaCopy(dst=result, src=src, mask=mask)
     if mask is not None:
-        return prog.defer(instr, result, api, frame)
+        return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api, frame)
     # the tile's shape is src's
-    return defer_planned(prog, instr, result, api, frame, (src,), (result.storage.dtype,))
+    return defer_planned(prog, _LOAD, (result, src), result, api, frame, (src,), (result.storage.dtype,))
+
+
+_LOAD = (DmaCopy, ("dst", "src"), {"mask": None})       # `load`'s instruction (`_built`) of (tile, src)
 
 
 def _as_column(t: TensorView) -> TensorView:

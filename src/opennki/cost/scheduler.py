@@ -49,6 +49,8 @@ from opennki.hw import get_target
 _PE = Engine.TENSOR.value
 _BY_VALUE = [Engine(v) for v in range(max(e.value for e in Engine) + 1)]      # the engines by value
 _PLANS_LIMIT = 4096
+# events kept before they are placed together (`CostModel.on_event`); 1 places every event as it arrives
+BATCH_EVENTS = 64
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _DMA, _VECTOR, _ACCUMULATE = Engine.TENSOR, Engine.DMA, Engine.VECTOR, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
@@ -92,6 +94,7 @@ class CostModel:
         self.hw = None
         self.result_ = None
         self.program_core: dict[tuple, int] = {}
+        self._pending: list = []                  # events not placed yet (`on_event`)
         self._start(get_target(target) if target is not None else None)
 
     def _start(self, hw, kernel: str = "kernel", grid=(), cores: int = 1) -> None:
@@ -115,22 +118,36 @@ class CostModel:
 
     # -- listener entry point -------------------------------------------------------------------------
     def on_event(self, ev) -> None:
-        kind = type(ev)                 # the per-instruction events by their exact class first
-        if kind is InstructionExecuted:
-            self._instruction(ev)
-        elif kind is TensorFreed:
-            if self.pending_fills:
-                fill = self.pending_fills.pop(ev.storage_id, None)
-                if fill is not None:
-                    self._place(fill)
-            self.deps.freed(ev.storage_id)
-        elif kind is TensorAllocated:
-            memory = ev.kind               # AccessTracker.space, inlined
-            self.deps.allocated(ev.storage_id, (memory._value_, self.program_core.get(ev.program, 0))
-                                if memory is not _HBM else _HBM_SPACE,
-                                ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
-        elif kind is not LoopIteration:     # loops cost nothing by themselves
-            self._other_event(ev)
+        """Keep the event; the kept ones are placed together every BATCH_EVENTS events (`place_events`), and
+        when a launch starts (so that a target the model cannot estimate is reported there)."""
+        pending = self._pending
+        pending.append(ev)
+        if len(pending) >= BATCH_EVENTS or type(ev) is LaunchStarted:
+            self.place_events()
+
+    def place_events(self) -> None:
+        """Place the events kept so far, in order. The placement is a function of the events alone (values,
+        which the simulator does not change once emitted), so placing them in batches gives the figures
+        placing each as it arrives gives; a batch runs faster, in a tight loop (the simulator's and the cost
+        model's code and data do not evict each other at every event)."""
+        events, self._pending = self._pending, []
+        for ev in events:
+            kind = type(ev)             # the per-instruction events by their exact class first
+            if kind is InstructionExecuted:
+                self._instruction(ev)
+            elif kind is TensorFreed:
+                if self.pending_fills:
+                    fill = self.pending_fills.pop(ev.storage_id, None)
+                    if fill is not None:
+                        self._place(fill)
+                self.deps.freed(ev.storage_id)
+            elif kind is TensorAllocated:
+                memory = ev.kind               # AccessTracker.space, inlined
+                self.deps.allocated(ev.storage_id, (memory._value_, self.program_core.get(ev.program, 0))
+                                    if memory is not _HBM else _HBM_SPACE,
+                                    ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
+            elif kind is not LoopIteration:     # loops cost nothing by themselves
+                self._other_event(ev)
 
     def _other_event(self, ev) -> None:
         if isinstance(ev, InstructionExecuted):
@@ -154,6 +171,7 @@ class CostModel:
             self._start(hw, ev.kernel, ev.grid, ev.cores)
 
     def result(self) -> CostResult:
+        self.place_events()
         if self.result_ is None:
             raise RuntimeError("the cost model has seen no launch yet")
         self.flush_fills()
@@ -292,7 +310,8 @@ class CostModel:
             return ready, dep.producer, ready - free, dep.kind
         return free, last, 0.0, None
 
-    def _slot(self, overhead_ns: float, line: Timeline, dep, duration: float, ev) -> tuple[float, int, float, str | None]:
+    def _slot(self, overhead_ns: float, line: Timeline, dep, duration: float,
+              ev) -> tuple[float, int, float, str | None]:
         """(start, gating record, stall, stall kind) of an instruction on an engine timeline. Like the
         compiler's list scheduler, an instruction whose inputs are ready early runs in an idle stretch the
         engine left before instructions placed earlier (which waited for their own inputs), when it fits;

@@ -38,7 +38,7 @@ from opennki.instructions.ops import SIMULATION_ONLY_OPS, ActivationFn, AluOp, o
 from opennki.machine.dtypes import SCALAR_TYPES, DataType
 from opennki.machine.index import Predicate, mask_array
 from opennki.machine.machine import Machine
-from opennki.machine.tensor import TensorView, forget_layouts
+from opennki.machine.tensor import TensorView, forget_layouts, holds_view
 
 REGISTRY: dict[str, type["Instruction"]] = {}
 
@@ -174,6 +174,35 @@ class Instruction:
                         out.append((f"{fname}[{i}]", v, access))
         out = fields["_operands"] = tuple(out)      # a cache in the instance dict (the fields are frozen)
         return out
+
+    def operand_pattern(self) -> tuple | None:
+        """The (field, access) of each entry of `operands()` when every entry is a field holding a view without
+        run-time indices, else None: what `operands()` of an instruction of this class gives whenever the same
+        fields hold views (and the others scalars or None), which a front door's plan fixes (core.defer_planned)."""
+        pattern = []
+        names = self._operand_names
+        for role, view, access in self.operands():
+            if role not in names:
+                return None             # a run-time index tile, or a view in a tuple field
+            pattern.append((role, access))
+        return tuple(pattern)
+
+    def maker(self, names: tuple):
+        """(make, template): `make(template, *values)` builds the instruction of this class whose fields `names`
+        hold `values` and whose other fields are this one's, with the operand cache `operands()` would give it,
+        for values that are what this one's fields `names` hold (views without run-time indices where it has
+        them, scalars where it has scalars: a front door's plan fixes that). None when an operand of this one is
+        not one of the fields `names` holding a view (`operand_pattern`): the template would hold a view (and
+        keep its storage alive), or the pattern does not say the operands. Building from the template fills
+        the instance dict in one copy, instead of the keyword call and its checks (a plan builds one for
+        every instruction a kernel's loop issues from it)."""
+        pattern = self.operand_pattern()
+        if pattern is None or any(role not in names for role, _ in pattern) or any(
+                holds_view(v) for k, v in self.__dict__.items() if k not in names and not k.startswith("_")):
+            return None
+        template = {k: (None if k in names else v) for k, v in self.__dict__.items()
+                    if k not in ("_operands", "_signature")}
+        return _maker(type(self), names, pattern), template
 
     def replace(self, **changes) -> "Instruction":
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
@@ -370,6 +399,26 @@ _PLAIN_TYPES = frozenset((type(None), bool, int, float, str))
 _SELF_KEYED = set(_PLAIN_TYPES)
 _SELF_KEYED_OR_TUPLE = _SELF_KEYED | {tuple}     # the same, and tuple (`params_key`: empty tuples key themselves)
 _VIEW_TYPES: set = set()        # TensorView and its subclasses met so far (`_keyer_for`)
+
+
+@functools.lru_cache(maxsize=256)
+def _maker(cls, names: tuple, pattern: tuple):
+    """The function `Instruction.maker` returns: its parameters are the template and the fields `names` (as
+    `v0, v1...`); it copies the template into a new instance's dict, sets those fields and the operand cache
+    (`pattern`'s entries, each one of those fields). Generated once per class, names and pattern."""
+    params = [f"v{i}" for i in range(len(names))]
+    slot = dict(zip(names, params))
+    lines = ["def make(_template, " + ", ".join(params) + "):",
+             "    _instr = _new(_cls)",
+             "    _state = _instr.__dict__",
+             "    _state.update(_template)"]
+    lines += [f"    _state[{name!r}] = {v}" for name, v in slot.items()]
+    entries = ", ".join(f"({role!r}, {slot[role]}, _access{i})" for i, (role, _) in enumerate(pattern))
+    lines += [f"    _state['_operands'] = ({entries}{',' if len(pattern) == 1 else ''})", "    return _instr"]
+    scope = {"_new": object.__new__, "_cls": cls}
+    scope.update({f"_access{i}": access for i, (_, access) in enumerate(pattern)})
+    exec(compile("\n".join(lines) + "\n", f"<{cls.__name__} maker>", "exec"), scope)
+    return scope["make"]
 
 
 def _patched_operands(instr, changes: dict):

@@ -222,6 +222,13 @@ def forget_layouts() -> None:
     _CHILDREN.clear()
 
 
+def holds_view(value) -> bool:
+    """True if `value` is a view, or a tuple or list holding one (at any depth)."""
+    if isinstance(value, TensorView):
+        return True
+    return isinstance(value, (tuple, list)) and any(holds_view(v) for v in value)
+
+
 def indirection_group(engine: Engine) -> int:
     """Partitions per partition group of tensor indirection on `engine`: 32 on the Tensor Engine, else 16."""
     return 32 if engine is Engine.TENSOR else 16

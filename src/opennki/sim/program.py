@@ -37,7 +37,7 @@ from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind,
 from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
 from opennki.machine.memory import Memory, MemoryRegion, Storage, next_storage_id
-from opennki.machine.tensor import TensorView, row_major_strides
+from opennki.machine.tensor import TensorView, holds_view, row_major_strides
 from opennki.sim import arrays
 from opennki.sim.cooperative import Cooperation
 from opennki.sim.frames import (frame_locals, peek_variable, pending_store_target, read_later, result_use,
@@ -778,18 +778,12 @@ def event_params(instr) -> dict:
     if params is None:
         params = instr.params()
         fields = instr.__dict__
-        if any(_holds_view(fields[name]) for name in instr._param_fields):
+        if any(holds_view(fields[name]) for name in instr._param_fields):
             return params
         if len(_PARAMS) >= _PARAMS_LIMIT:
             _PARAMS.clear()
         _PARAMS[key] = params
     return dict(params)
-
-
-def _holds_view(value) -> bool:
-    if isinstance(value, TensorView):
-        return True
-    return isinstance(value, (tuple, list)) and any(_holds_view(v) for v in value)
 
 
 def uninitialized_finding(storage, offsets, location, api: str, program) -> Finding:

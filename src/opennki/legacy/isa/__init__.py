@@ -17,6 +17,8 @@ GpSimd library call whose semantics are undocumented) raises UnsupportedError; t
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from opennki.errors import KernelError, ShapeError, UnsupportedError
@@ -327,19 +329,30 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     frame = user_frame()
     out = _result(_pe.NcMatmul, None, core.PSUM, frame, stationary=stationary, moving=moving,
                   is_transpose=is_transpose, perf_mode=perf_mode)
-    instr = _pe.NcMatmul(dst=out, stationary=stationary, moving=moving, is_stationary_onezero=is_stationary_onezero,
-                         is_moving_onezero=is_moving_onezero, is_transpose=is_transpose, accumulate=False,
-                         tile_position=tuple(tile_position), tile_size=tuple(tile_size), perf_mode=perf_mode,
-                         mask=mask)
     flags = (is_stationary_onezero, is_moving_onezero, is_transpose)
-    if mask is not None or tile_position or tile_size or perf_mode is not None or \
-            not all(type(f) is bool for f in flags):
-        return _defer(instr, out, frame)
-    # the usual matmul: a function of its operands' signatures and flags (core.defer_planned)
-    api = instr.api_name()
+    api = _pe.NcMatmul.api_name()
     prog = current(api)
-    check_operator_args(instr, prog.options.hardware_strict, names=True)
-    return core.defer_planned(prog, instr, out, api, frame, (stationary, moving), flags)
+    if mask is not None or tile_position or tile_size or perf_mode is not None or \
+            not all(type(f) is bool for f in flags) or prog.options.hardware_strict:
+        instr = _pe.NcMatmul(dst=out, stationary=stationary, moving=moving,
+                             is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
+                             is_transpose=is_transpose, accumulate=False, tile_position=tuple(tile_position),
+                             tile_size=tuple(tile_size), perf_mode=perf_mode, mask=mask)
+        return _defer(instr, out, frame)
+    # the usual matmul: a function of its operands' signatures and flags (core.defer_planned); the operator
+    # check of `_defer` (check_operator_args, operators by name allowed) finds nothing to reject without the
+    # hardware-strict rules
+    return core.defer_planned(prog, _matmul_recipe(flags), (out, stationary, moving), out, api, frame,
+                              (stationary, moving), flags)
+
+
+@functools.lru_cache(maxsize=16)
+def _matmul_recipe(flags: tuple) -> tuple:
+    """`nc_matmul`'s instruction without a mask, tiling or perf mode (`core._built`), of (dst, stationary, moving)."""
+    onezero_s, onezero_m, transpose = flags
+    return _pe.NcMatmul, ("dst", "stationary", "moving"), {
+        "is_stationary_onezero": onezero_s, "is_moving_onezero": onezero_m, "is_transpose": transpose,
+        "accumulate": False, "tile_position": (), "tile_size": (), "perf_mode": None, "mask": None}
 
 
 def _pe_input(t):
