@@ -1,7 +1,8 @@
 """The cost model's caches and fast paths change no figure. The plain path: the per-signature memo of cost
 rules, the scheduler's per-signature placement plans and the events' parameters kept per instruction
-signature (sim/program.py `event_params`) off, and every instruction checked in full (`program.LEAN_ISSUE`
-off: no checks skipped by signature) (every cost computed by its rule, every engine
+signature (sim/program.py `event_params`) off, every instruction checked in full (`program.LEAN_ISSUE`
+off: no checks skipped by signature) and every event placed as it arrives (`scheduler.BATCH_EVENTS` 1, not
+in batches) (every cost computed by its rule, every engine
 choice made from scratch, so the per-transfer caches of the scheduler and the result miss too), records
 keeping their events (the dependency search then lists every dependence edge). The fast path: the memos on,
 and for `keep_instructions=False` no events kept and no edges listed. Every record of an estimate (where,
@@ -18,8 +19,9 @@ import opennki.isa as nisa
 import opennki.language as nl
 from examples import attention_head, blocked_matmul, gelu_mlp, residual_rmsnorm, tiled_matmul
 from opennki.cost.result import SMALL_DMA_EFFICIENCY, CostResult, Row, location_key
+from opennki.cost import scheduler
 from opennki.cost.rules import registry
-from opennki.perf.estimate import estimate
+from opennki.perf.estimate import estimate, trace_kernel
 from opennki.sim import program
 from tests.cost import kernels as K
 from tests.cost import tutorial_kernels as T
@@ -90,6 +92,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     monkeypatch.setattr(registry, "_signature", lambda ev: None)
     monkeypatch.setattr(program, "event_params", lambda instr: instr.params())
     monkeypatch.setattr(program, "LEAN_ISSUE", False)
+    monkeypatch.setattr(scheduler, "BATCH_EVENTS", 1)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)
@@ -98,6 +101,41 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     assert _records(lean, events=False) == _records(plain, events=False)
     assert _summary(lean) == _summary(plain)
     assert len({id(r.event.params) for r in fast.records}) == len(fast.records)     # each event its own dict
+
+
+class _Events:
+    """A listener keeping the events of a run."""
+
+    def __init__(self):
+        self.events = []
+
+    def on_event(self, ev):
+        self.events.append(ev)
+
+
+def test_events_placed_in_batches_give_the_figures_of_events_placed_one_by_one(monkeypatch):
+    """The cost model keeps events and places them in batches (`on_event`, `place_events`); fed the events of
+    a run one at a time, a batch size of 1 or a batch size that leaves a partial batch for `result()`, it
+    gives every record and the summary of a model placing each event as it arrives."""
+    events = _Events()
+    launch = trace_kernel(_halves[2])           # run with values: the events stay as emitted while it runs on
+    a = np.random.default_rng(0).standard_normal((8192, 256), dtype=np.float32)
+    out = launch.launch((a,), {}, options=launch.options(target="trn2"), listeners=[events])
+    np.testing.assert_array_equal(out, 2 * a)
+
+    def placed(batch):
+        monkeypatch.setattr(scheduler, "BATCH_EVENTS", batch)
+        model = scheduler.CostModel()
+        for ev in events.events:
+            model.on_event(ev)
+        return model.result()
+    one_by_one = placed(1)
+    assert len(events.events) > 3 * 64 and len(one_by_one.records) > 200
+    assert {r.core for r in one_by_one.records} == {0, 1}
+    for batch in (64, 7, 10 ** 6):
+        result = placed(batch)
+        assert _records(result) == _records(one_by_one)
+        assert _summary(result) == _summary(one_by_one)
 
 
 def test_the_cases_cover_engine_choices_two_cores_and_cross_engine_dependences():

@@ -32,7 +32,6 @@ The result is a `CostResult`.
 from __future__ import annotations
 
 import dataclasses
-from operator import attrgetter
 
 from opennki.cost.deps import NO_PRODUCER, AccessTracker
 from opennki.cost.engines import candidate_engines
@@ -49,10 +48,11 @@ from opennki.hw import get_target
 _PE = Engine.TENSOR.value
 _BY_VALUE = [Engine(v) for v in range(max(e.value for e in Engine) + 1)]      # the engines by value
 _PLANS_LIMIT = 4096
+# events kept before they are placed together (`CostModel.on_event`); 1 places every event as it arrives
+BATCH_EVENTS = 64
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _DMA, _VECTOR, _ACCUMULATE = Engine.TENSOR, Engine.DMA, Engine.VECTOR, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
-_STORAGE_ID = attrgetter("region.storage_id")
 _HBM_SPACE = AccessTracker.space(_HBM, 0)
 
 
@@ -92,6 +92,7 @@ class CostModel:
         self.hw = None
         self.result_ = None
         self.program_core: dict[tuple, int] = {}
+        self._pending: list = []                  # events not placed yet (`on_event`)
         self._start(get_target(target) if target is not None else None)
 
     def _start(self, hw, kernel: str = "kernel", grid=(), cores: int = 1) -> None:
@@ -115,22 +116,36 @@ class CostModel:
 
     # -- listener entry point -------------------------------------------------------------------------
     def on_event(self, ev) -> None:
-        kind = type(ev)                 # the per-instruction events by their exact class first
-        if kind is InstructionExecuted:
-            self._instruction(ev)
-        elif kind is TensorFreed:
-            if self.pending_fills:
-                fill = self.pending_fills.pop(ev.storage_id, None)
-                if fill is not None:
-                    self._place(fill)
-            self.deps.freed(ev.storage_id)
-        elif kind is TensorAllocated:
-            memory = ev.kind               # AccessTracker.space, inlined
-            self.deps.allocated(ev.storage_id, (memory._value_, self.program_core.get(ev.program, 0))
-                                if memory is not _HBM else _HBM_SPACE,
-                                ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
-        elif kind is not LoopIteration:     # loops cost nothing by themselves
-            self._other_event(ev)
+        """Keep the event; the kept ones are placed together every BATCH_EVENTS events (`place_events`), and
+        when a launch starts (so that a target the model cannot estimate is reported there)."""
+        pending = self._pending
+        pending.append(ev)
+        if len(pending) >= BATCH_EVENTS or type(ev) is LaunchStarted:
+            self.place_events()
+
+    def place_events(self) -> None:
+        """Place the events kept so far, in order. The placement is a function of the events alone (values,
+        which the simulator does not change once emitted), so placing them in batches gives the figures
+        placing each as it arrives gives; a batch runs faster, in a tight loop (the simulator's and the cost
+        model's code and data do not evict each other at every event)."""
+        events, self._pending = self._pending, []
+        for ev in events:
+            kind = type(ev)             # the per-instruction events by their exact class first
+            if kind is InstructionExecuted:
+                self._instruction(ev)
+            elif kind is TensorFreed:
+                if self.pending_fills:
+                    fill = self.pending_fills.pop(ev.storage_id, None)
+                    if fill is not None:
+                        self._place(fill)
+                self.deps.freed(ev.storage_id)
+            elif kind is TensorAllocated:
+                memory = ev.kind               # AccessTracker.space, inlined
+                self.deps.allocated(ev.storage_id, (memory._value_, self.program_core.get(ev.program, 0))
+                                    if memory is not _HBM else _HBM_SPACE,
+                                    ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
+            elif kind is not LoopIteration:     # loops cost nothing by themselves
+                self._other_event(ev)
 
     def _other_event(self, ev) -> None:
         if isinstance(ev, InstructionExecuted):
@@ -154,6 +169,7 @@ class CostModel:
             self._start(hw, ev.kernel, ev.grid, ev.cores)
 
     def result(self) -> CostResult:
+        self.place_events()
         if self.result_ is None:
             raise RuntimeError("the cost model has seen no launch yet")
         self.flush_fills()
@@ -199,7 +215,7 @@ class CostModel:
     def _place(self, ev: InstructionExecuted) -> None:
         result = self.result_
         plan = self._plan(ev)
-        cost, engine, queue, choices, uncosted, engine_plan = plan
+        cost, engine, queue, choices, uncosted, engine_plan, rate = plan
         if uncosted:
             result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
         core = ev.core
@@ -218,14 +234,14 @@ class CostModel:
         self.deps.record(dep, rec.end, index, queue, core)
         if self.keep_instructions and dep.edges:
             rec.deps = tuple((p, kind, i) for (p, kind), i in dep.edges.items())
-        result.add(rec, ev)
+        result.add(rec, ev, rate)
 
     def _plan(self, ev) -> tuple:
         """What placing `ev` derives from the event alone: (cost, engine, queue, the engines to choose from
         with their costs or None, uncosted, the DMA plan or, on the Tensor Engine, the indices of the operands
-        it accumulates into and of its stationary operand (None without one)). A pure function of what a cost
-        rule sees, so it is kept per event signature (as `cost_of` keeps costs): loops repeat the same
-        instructions."""
+        it accumulates into and of its stationary operand (None without one), a matmul's rate for the result
+        (`CostResult.matmul_rate`) or None). A pure function of what a cost rule sees, so it is kept per event
+        signature (as `cost_of` keeps costs): loops repeat the same instructions."""
         key = registry._signature(ev)
         plans = self._plans
         if key is not None:
@@ -259,7 +275,8 @@ class CostModel:
         else:
             engine, queue = schedulable_engine(cost.dma.trigger), _DMA
             engine_plan = self._dma_plan(cost.dma)
-        plan = (cost, engine, queue, choices, uncosted, engine_plan)
+        rate = self.result_.matmul_rate(ev) if cost.flops else None
+        plan = (cost, engine, queue, choices, uncosted, engine_plan, rate)
         if key is not None:
             if len(plans) >= _PLANS_LIMIT:
                 plans.clear()
@@ -292,7 +309,8 @@ class CostModel:
             return ready, dep.producer, ready - free, dep.kind
         return free, last, 0.0, None
 
-    def _slot(self, overhead_ns: float, line: Timeline, dep, duration: float, ev) -> tuple[float, int, float, str | None]:
+    def _slot(self, overhead_ns: float, line: Timeline, dep, duration: float,
+              ev) -> tuple[float, int, float, str | None]:
         """(start, gating record, stall, stall kind) of an instruction on an engine timeline. Like the
         compiler's list scheduler, an instruction whose inputs are ready early runs in an idle stretch the
         engine left before instructions placed earlier (which waited for their own inputs), when it fits;
@@ -322,14 +340,19 @@ class CostModel:
         pe = self.hw.cost.tensor
         accumulates, stationary = plan
         operands = ev.operands
-        groups = list(map(_STORAGE_ID, map(operands.__getitem__, accumulates)))
+        groups = [operands[i].region.storage_id for i in accumulates] if len(accumulates) != 1 else (
+            operands[accumulates[0]].region.storage_id,)
         if not ev.ordered and state.lines[_PE].gaps:
             rec = self._backfill_pe(ev, cost, state, dep, index, pe, groups)
             if rec is not None:
                 return rec
-        mm_free = state.free[_PE]
-        last = state.last[_PE]
-        start, pred, stall, kind = self._gate(self._overhead_ns[_PE], mm_free, last, dep)
+        start = state.free[_PE]
+        pred = last = state.last[_PE]
+        stall, kind = 0.0, None
+        if dep.producer != NO_PRODUCER:             # CostModel._gate, inlined
+            ready = dep.ready + self._overhead_ns[_PE]
+            if ready > start:
+                start, pred, stall, kind = ready, dep.producer, ready - start, dep.kind
         ls_start = ls_end = None
         if cost.is_transpose:
             state.stationary = None
@@ -408,9 +431,9 @@ class CostModel:
 
     def _dma_plan(self, work) -> tuple:
         """What `_place_dma` derives from a transfer alone (its trigger engine and that engine's dependency
-        overhead, queue key, DMA engine span and data time, whether a hardware DGE issues it, its HBM
-        occupancy), kept per DmaWork object: costs are memoised per signature, so a loop's transfers share one
-        (the object is held in the entry, so its id stays unique)."""
+        overhead, queue key, DMA engine span and data time, issue row, whether a hardware DGE issues it, its
+        HBM occupancy, DMA engine time, row), kept per DmaWork object: costs are memoised per signature, so a
+        loop's transfers share one (the object is held in the entry, so its id stays unique)."""
         plan = self._dma_plans.get(id(work))
         if plan is None or plan[0] is not work:
             hw = self.hw
@@ -426,16 +449,21 @@ class CostModel:
             plan = self._dma_plans[id(work)] = (
                 work, trigger, self._overhead_ns[trigger._value_], (work.queue, trigger._value_), first, last,
                 n_engines, t_data, Row.of(trigger), work.dge == "hwdge" and dma.hwdge_issue_ns is not None,
-                occupancy, t_data * n_engines)
+                occupancy, t_data * n_engines, Row.dma(work.queue))
         return plan
 
     def _place_dma(self, ev, cost, state, dep, index, plan) -> InstructionRecord:
         dma = self.hw.cost.dma
-        _, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row, hwdge, occupancy, engine_ns = plan
+        _, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row, hwdge, occupancy, engine_ns, row = plan
         q = state.queues.get(queue)
         if q is None:
             q = state.queues[queue] = [0.0, NO_PRODUCER, 0.0]
-        t_start, pred, stall, kind = self._gate(overhead_ns, q[0], q[1], dep)
+        t_start, pred = q[0], q[1]
+        stall, kind = 0.0, None
+        if dep.producer != NO_PRODUCER:             # CostModel._gate, inlined
+            ready = dep.ready + overhead_ns
+            if ready > t_start:
+                t_start, pred, stall, kind = ready, dep.producer, ready - t_start, dep.kind
         t_end = t_start + cost.busy_ns
         q[0] = t_end
         q[1] = index
@@ -446,7 +474,7 @@ class CostModel:
             ready = state.dge_free[i] = d_start + dma.hwdge_issue_ns
         # a queue prepares one transfer at a time (descriptors, semaphores), overlapping the previous
         # transfer's data: a stream of transfers on one queue runs at max(setup, data) per transfer
-        setup_start = max(ready, q[2])
+        setup_start = q[2] if q[2] > ready else ready           # max(ready, q[2])
         data_ready = q[2] = setup_start + dma.fixed_latency_ns
         timelines = state.dma[first:last + 1]
         if timelines.count(timelines[0]) == n_engines:      # the usual case: all share one timeline
@@ -470,8 +498,9 @@ class CostModel:
                 state.dma[e] = new[0]
         if occupancy is not None:
             self.hbm, _, h_end, _ = self.hbm.spread(start, occupancy, index)
-            end = max(end, h_end)
-        rec = InstructionRecord(index, ev, cost, Row.dma(cost.dma.queue), start, end, pred, stall, kind)
+            if h_end > end:
+                end = h_end
+        rec = InstructionRecord(index, ev, cost, row, start, end, pred, stall, kind)
         rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, issue_row
         rec.dma_engine_ns = engine_ns
         return rec

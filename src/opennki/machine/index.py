@@ -483,6 +483,30 @@ def ds(start, size) -> slice:
     return slice(start, stop)
 
 
+# Constant masks as read-only broadcasts made once per value and shape (`constant_mask`); False: the plain path,
+# a filled array each time (tests/machine/test_constant_masks.py compares them)
+CONSTANT_MASK_VIEWS = True
+_CONSTANT_MASKS: dict = {}
+
+
+def constant_mask(value: bool, shape) -> np.ndarray:
+    """The mask of a constant `mask=True` / `False` over `shape`: every element `value`, as a read-only
+    broadcast of one boolean, made once per value and shape. Legacy kernels pass such masks (a comparison of
+    loop indices, `i_q * 128 >= i_k * 512`) with every instruction of a tile, and each asks for it several
+    times (the run, the event, the output-dependency record); a filled [128, 512] array each time cost more
+    than many of the instructions. Nothing writes a mask (`Machine.effective_mask` gave read-only views
+    before), so one array can serve every instruction."""
+    if not CONSTANT_MASK_VIEWS:
+        return np.full(shape, value)
+    key = (value, tuple(shape))
+    found = _CONSTANT_MASKS.get(key)
+    if found is None:
+        if len(_CONSTANT_MASKS) >= 1024:
+            _CONSTANT_MASKS.clear()
+        found = _CONSTANT_MASKS[key] = np.broadcast_to(np.bool_(value), key[1])
+    return found
+
+
 def mask_array(mask, shape: tuple[int, ...]) -> np.ndarray | None:
     """The boolean mask for an operand of `shape`, from a `mask=` argument (None = everything active).
 
@@ -492,7 +516,7 @@ def mask_array(mask, shape: tuple[int, ...]) -> np.ndarray | None:
     if mask is None:
         return None
     if isinstance(mask, (bool, np.bool_)):
-        return np.full(shape, bool(mask))
+        return constant_mask(bool(mask), shape)
     if isinstance(mask, Predicate):
         arr = mask.array
     else:

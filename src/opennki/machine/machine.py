@@ -16,8 +16,9 @@ import numpy as np
 
 from opennki.errors import IndirectIndexError, ShapeError
 from opennki.events import Engine, MemoryKind
+from opennki.machine import index
 from opennki.machine.dtypes import convert, poison_value, to_float32
-from opennki.machine.index import mask_array
+from opennki.machine.index import constant_mask, mask_array
 from opennki.machine.memory import Memory
 from opennki.machine.tensor import TensorView, indirection_group
 
@@ -100,6 +101,9 @@ class Machine:
         restricts the [P, F] input) is not restricted element by element."""
         m = None
         if mask is not None:
+            if (mask is True or mask is False or type(mask) is np.bool_) and view.mask is None \
+                    and index.CONSTANT_MASK_VIEWS:
+                return constant_mask(bool(mask), view.shape)       # read-only, of the view's shape
             try:
                 m = mask_array(mask, view.shape)
             except ShapeError:
