@@ -152,7 +152,7 @@ class CostResult:
         self.uncosted: dict[str, int] = {}
         self.busy_ns: dict[tuple[int, str], float] = {}
         self.counts: dict[tuple[int, str], int] = {}
-        self.opcode_counts: dict[str, int] = {}
+        self._opcode_counts: dict[str, int] = {}
         self.flops = self.transpose_flops = self.elem_ops = 0.0
         self.flops_by_peak: dict[float, float] = {}
         self._matmul_rates: dict[tuple, tuple[bool, float]] = {}   # (opcode, dtypes) -> _matmul_rate()
@@ -163,18 +163,17 @@ class CostResult:
         self.dma_bytes = 0
         self.dma_engine_ns = 0.0
         self.hbm_read_bytes = self.hbm_write_bytes = 0
-        self.small_dmas: dict[str, list] = {}        # line -> [count, bytes, min stream eff., min piece, ns]
-        self.lines: dict[str, list] = {}             # line -> [busy ns, count, stall ns, opcodes]
-        self.stalls: dict[str, list] = {}            # line -> [stall ns, count, kinds]
+        self._small_dmas: dict[str, list] = {}       # line -> [count, bytes, min stream eff., min piece, ns]
+        self._lines: dict[str, list] = {}            # line -> [busy ns, count, stall ns, opcodes]
+        self._stalls: dict[str, list] = {}           # line -> [stall ns, count, kinds]
         self.total_ns = 0.0
-        self.critical_path: list[InstructionRecord] = []
-        self.critical_by_line: dict[str, float] = {}
-        self.critical_by_row: dict[str, float] = {}
+        self._critical: tuple | None = None          # (records, path, by line, by row): `_critical_path`
         self.roofline: Roofline | None = None
         self.outputs = None                          # the kernel's outputs (ShapeSpecs), set by estimate()
         self.findings = None                         # what the checks found in the run (estimate(checks=True))
         self._finished = False
         self._tallied = 0                            # records added to the aggregates (`_tally`)
+        self._detailed = 0                           # records added to the reports' aggregates (`_tally_details`)
 
     # -- filling --------------------------------------------------------------------------------------
     def add(self, rec: InstructionRecord, ev, rate: tuple[bool, float] | None = None) -> None:
@@ -190,12 +189,12 @@ class CostResult:
             self._matmul(ev, rec.cost, rate)
 
     def _tally(self) -> None:
-        """Add the records kept since the last tally to the aggregates, as adding them one by one would (each
-        sum taken in record order, each dict and set filled in first-use order), by C loops over the records'
+        """Add the records kept since the last tally to the summary's aggregates, as adding them one by one would
+        (each sum taken in record order, each dict filled in first-use order), by C loops over the records'
         fields and NumPy's bincount for the sums per key (`_keyed_sums`): per record, `rec.end - rec.start` to
-        busy_ns[(core, row)] and its kernel line, LoadStationary and DMA-issue time to their rows, the stall to
-        its line, a DMA's bytes and engine time to the totals and, for a transfer below SMALL_DMA_EFFICIENCY in
-        a stream of its kind, to small_dmas."""
+        busy_ns[(core, row)], LoadStationary and DMA-issue time to their rows, its end to total_ns, its element
+        operations and transpose flops, a DMA's bytes and engine time to the totals. (The aggregates only
+        reports read are `_tally_details`'.)"""
         recs = self.records[self._tallied:]
         self._tallied = len(self.records)
         if not recs:
@@ -203,7 +202,7 @@ class CostResult:
         n = len(recs)
         starts, ends = list(map(_START, recs)), list(map(_END, recs))
         durations = list(map(sub, ends, starts))
-        cores, opcodes, costs = list(map(_CORE, recs)), list(map(_OPCODE, recs)), list(map(_COST, recs))
+        cores, costs = list(map(_CORE, recs)), list(map(_COST, recs))
         # engine rows, in the order adding records one by one would use them: each record's own row, then its
         # LoadStationary (the Tensor row) and its DMA issue row; those two add `busy + end - start`, that is
         # end, then -start (the same float sums), and count once: entries 5i .. 5i + 4 of record i, absent
@@ -240,17 +239,39 @@ class CostResult:
             key = full(key)
             busy[key] = total
             counts[key] = counts.get(key, 0) + count
-        opcode_counts = self.opcode_counts
-        for opcode, count in Counter(opcodes).items():
-            opcode_counts[opcode] = opcode_counts.get(opcode, 0) + count
         self.total_ns = max(self.total_ns, max(ends))
         self.elem_ops = reduce(add, map(_ELEM_OPS, costs), self.elem_ops)
         self.transpose_flops = reduce(add, map(_TRANSPOSE_FLOPS, costs), self.transpose_flops)
+        works = list(map(_DMA, costs))
+        is_dma = list(map(is_not, works, repeat(None, n)))
+        if any(is_dma):
+            works = list(compress(works, is_dma))
+            self.dma_count += len(works)
+            self.dma_bytes = reduce(add, map(_SIZE_BYTES, works), self.dma_bytes)
+            self.hbm_read_bytes = reduce(add, map(_HBM_READ, works), self.hbm_read_bytes)
+            self.hbm_write_bytes = reduce(add, map(_HBM_WRITE, works), self.hbm_write_bytes)
+            self.dma_engine_ns = reduce(add, map(_DMA_ENGINE_NS, compress(recs, is_dma)), self.dma_engine_ns)
+
+    def _tally_details(self) -> None:
+        """`_tally` for the aggregates only reports read, done when one of them is first read after records were
+        added (`lines`, `stalls`, `small_dmas`, `opcode_counts`): per record, `rec.end - rec.start` and its stall
+        to its kernel line, its opcode to the counts and the line's opcodes, its stall to the line's stalls and,
+        for a transfer below SMALL_DMA_EFFICIENCY in a stream of its kind, to small_dmas."""
+        recs = self.records[self._detailed:]
+        self._detailed = len(self.records)
+        if not recs:
+            return
+        n = len(recs)
+        durations = list(map(sub, map(_END, recs), map(_START, recs)))
+        opcodes, costs = list(map(_OPCODE, recs)), list(map(_COST, recs))
+        opcode_counts = self._opcode_counts
+        for opcode, count in Counter(opcodes).items():
+            opcode_counts[opcode] = opcode_counts.get(opcode, 0) + count
         # kernel lines, by the location objects the records hold (alive, so their ids stay unique)
         loc_ids = list(map(id, map(_LOCATION, recs)))
         names = {i: location_key(loc) for i, loc in dict(zip(loc_ids, map(_LOCATION, recs))).items()}
         lines = list(map(names.__getitem__, loc_ids))
-        entries = self.lines
+        entries = self._lines
         stall_ns = list(map(_STALL_NS, recs))
 
         def start(line):
@@ -271,7 +292,7 @@ class CostResult:
         stalled = list(map(and_, map(is_not, stall_kinds, repeat(None, n)), map(_lt, repeat(0, n), stall_ns)))
         if any(stalled):
             s_lines, s_ns, s_kinds = (list(compress(v, stalled)) for v in (lines, stall_ns, stall_kinds))
-            stalls = self.stalls
+            stalls = self._stalls
             distinct, codes, (sums,) = _keyed_sums(s_lines, (s_ns,), lambda line: (stalls.get(line, (0.0,))[0],))
             k = len(distinct)
             for line, total, count in zip(distinct, sums, np.bincount(codes, minlength=k + 1)[:k].tolist()):
@@ -283,16 +304,11 @@ class CostResult:
         works = list(map(_DMA, costs))
         is_dma = list(map(is_not, works, repeat(None, n)))
         if any(is_dma):
-            self._tally_dmas(list(compress(works, is_dma)), list(compress(durations, is_dma)),
-                             list(compress(lines, is_dma)), list(compress(recs, is_dma)))
+            self._small_transfers(list(compress(works, is_dma)), list(compress(durations, is_dma)),
+                                  list(compress(lines, is_dma)))
 
-    def _tally_dmas(self, works, durations, lines, recs) -> None:
-        """`_tally`'s DMA part, over the DMA records (their works, durations and kernel lines)."""
-        self.dma_count += len(works)
-        self.dma_bytes = reduce(add, map(_SIZE_BYTES, works), self.dma_bytes)
-        self.hbm_read_bytes = reduce(add, map(_HBM_READ, works), self.hbm_read_bytes)
-        self.hbm_write_bytes = reduce(add, map(_HBM_WRITE, works), self.hbm_write_bytes)
-        self.dma_engine_ns = reduce(add, map(_DMA_ENGINE_NS, recs), self.dma_engine_ns)
+    def _small_transfers(self, works, durations, lines) -> None:
+        """`_tally_details`' small transfers, over the DMA records (their works, durations and kernel lines)."""
         # the stream efficiency of each DmaWork object (costs are memoised, so a loop's transfers share one;
         # they are alive, so their ids stay unique)
         eff = self.hw.cost.dma.efficiency
@@ -305,7 +321,7 @@ class CostResult:
         works, durations, lines, stream = (list(compress(v, small)) for v in (works, durations, lines, stream))
         # what each costs in a stream of its kind: duration * efficiency / stream
         cost_ns = list(map(truediv, map(mul, durations, map(_EFFICIENCY, works)), stream))
-        small_dmas = self.small_dmas
+        small_dmas = self._small_dmas
         distinct, _, (sums,) = _keyed_sums(lines, (cost_ns,), lambda line: (small_dmas.get(line, _NO_SMALL)[4],))
         for line, total in zip(distinct, sums):
             s = small_dmas.setdefault(line, [0, 0, 1.0, float("inf"), 0.0])
@@ -354,25 +370,60 @@ class CostResult:
             return self
         self._tally()
         self.roofline = roofline(self.hw, self.flops_by_peak, self.hbm_bytes, self.dma_bytes, self.cores)
-        self._critical_path()
         self._finished = True
         return self
 
-    def _critical_path(self) -> None:
-        self.critical_path = []
-        self.critical_by_line, self.critical_by_row = {}, {}
+    # the aggregates only reports read, and the critical path: made when first read after records were added
+    @property
+    def lines(self) -> dict[str, list]:
+        self._tally_details()
+        return self._lines
+
+    @property
+    def stalls(self) -> dict[str, list]:
+        self._tally_details()
+        return self._stalls
+
+    @property
+    def small_dmas(self) -> dict[str, list]:
+        self._tally_details()
+        return self._small_dmas
+
+    @property
+    def opcode_counts(self) -> dict[str, int]:
+        self._tally_details()
+        return self._opcode_counts
+
+    @property
+    def critical_path(self) -> list[InstructionRecord]:
+        return self._critical_path()[1]
+
+    @property
+    def critical_by_line(self) -> dict[str, float]:
+        return self._critical_path()[2]
+
+    @property
+    def critical_by_row(self) -> dict[str, float]:
+        return self._critical_path()[3]
+
+    def _critical_path(self) -> tuple:
+        """(records, path, ns per kernel line, ns per row) of the critical path over the records so far."""
+        if self._critical is not None and self._critical[0] == len(self.records):
+            return self._critical
+        path, by_line, by_row = [], {}, {}
+        self._critical = (len(self.records), path, by_line, by_row)
         if not self.records:
-            return
+            return self._critical
         i = max(range(len(self.records)), key=lambda k: self.records[k].end)
         seen = set()
         ends = None
         while i != NO_PRODUCER and i not in seen:
             seen.add(i)
             rec = self.records[i]
-            self.critical_path.append(rec)
+            path.append(rec)
             line = location_key(rec.location)
-            self.critical_by_line[line] = self.critical_by_line.get(line, 0.0) + rec.duration_ns
-            self.critical_by_row[rec.row] = self.critical_by_row.get(rec.row, 0.0) + rec.duration_ns
+            by_line[line] = by_line.get(line, 0.0) + rec.duration_ns
+            by_row[rec.row] = by_row.get(rec.row, 0.0) + rec.duration_ns
             i = rec.pred
             if i == NO_PRODUCER and rec.start > 0:
                 # placed at the start of an idle stretch (out of program order): its engine gated it, so
@@ -380,7 +431,8 @@ class CostResult:
                 if ends is None:
                     ends = {(r.row, r.end): k for k, r in enumerate(self.records)}
                 i = ends.get((rec.row, rec.start), NO_PRODUCER)
-        self.critical_path.reverse()
+        path.reverse()
+        return self._critical
 
     @property
     def hbm_bytes(self) -> int:
