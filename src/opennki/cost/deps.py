@@ -73,11 +73,13 @@ def _boxes_overlap(a, b) -> bool:
 
 
 class _Slot:
-    """The latest write, or the latest-ending read, of one box of a storage."""
+    """The latest write, or the latest-ending read, of one box of a storage; `page`: the first address page
+    its storage's index lists it on (it is listed on every page from there to the last its region spans)."""
 
-    __slots__ = ("region", "box", "end", "producer", "engine", "core", "accumulate")
+    __slots__ = ("region", "box", "end", "producer", "engine", "core", "accumulate", "page")
 
-    def __init__(self, region, box, end, producer, engine, core, accumulate):
+    def __init__(self, region, box, end, producer, engine, core, accumulate, page):
+        self.page = page
         self.region = region
         self.box = box
         self.end = end
@@ -163,16 +165,19 @@ class AccessTracker:
             items = buckets.get(b)
             if not items:
                 continue
-            kept = []
+            covered = None
             for item in items:
-                s, e, parts, t, prod = item
-                if s < end and byte_start < e:
-                    if t > best:
-                        best, producer = t, prod
-                    if byte_start <= s and e <= end and parts <= partitions:
-                        continue                 # fully covered: the new tensor's retirement supersedes it
-                kept.append(item)
-            buckets[b] = kept
+                if item[0] < end and byte_start < item[1]:
+                    if item[3] > best:
+                        best, producer = item[3], item[4]
+                    if byte_start <= item[0] and item[1] <= end and item[2] <= partitions:
+                        if covered is None:
+                            covered = [item]
+                        else:
+                            covered.append(item)
+            if covered is not None:              # the new tensor's retirement supersedes what it covers
+                for item in covered:
+                    items.remove(item)
         if best > 0:
             self.floor[storage_id] = (best, producer)
 
@@ -227,7 +232,6 @@ class AccessTracker:
             box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
             acc = storages.get(sid)
             access = op.access
-            accesses.append((region, box, access, acc))
             if floors:
                 floor = floors.get(sid)
                 if floor is not None:
@@ -238,62 +242,62 @@ class AccessTracker:
                         ready, producer, kind = end, prod, "reuse"
             # nothing to search: a storage not accessed yet, or a read of one never written (kernel inputs)
             if acc is None:
+                accesses.append((region, box, access, None, 0, 0))
                 continue
-            writes = acc.writes
             shift = acc.shift
             first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
+            accesses.append((region, box, access, acc, first, last))
+            writes = acc.writes
             if access is not _READ:
                 if writes or acc.reads:
                     ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i,
                                                         found, ready, producer, kind)
-            elif not writes:
-                continue
-            elif first != last:
-                ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i, found,
-                                                    ready, producer, kind)
-            else:
-                # a read within one page (the usual case): `_pages` over its writes, inlined
-                for slot in writes.get(first, ()):
-                    slot_box = slot.box
-                    if box is not None and slot_box is not None:
-                        if slot_box is not box and not _boxes_overlap(box, slot_box):
+            elif writes:
+                # a read (the usual case): `_pages` over its writes, inlined; a slot listed on several pages
+                # is taken on the first of them the access spans (`_Slot.page`)
+                page = first
+                while True:
+                    for slot in writes.get(page, ()):
+                        if page != first and slot.page < page:
+                            continue                 # (met on an earlier page)
+                        slot_box = slot.box
+                        if box is not None and slot_box is not None:
+                            if slot_box is not box and not _boxes_overlap(box, slot_box):
+                                continue
+                        elif not region.overlaps(slot.region):
                             continue
-                    elif not region.overlaps(slot.region):
-                        continue
-                    end = slot.end
-                    if found is not None and slot.producer != NO_PRODUCER:
-                        found.setdefault((slot.producer, "raw"), i)
-                    if end > ready or (end == ready and kind != "raw"):
-                        ready, producer, kind = end, slot.producer, "raw"
+                        end = slot.end
+                        if found is not None and slot.producer != NO_PRODUCER:
+                            found.setdefault((slot.producer, "raw"), i)
+                        if end > ready or (end == ready and kind != "raw"):
+                            ready, producer, kind = end, slot.producer, "raw"
+                    if page == last:
+                        break
+                    page += 1
         dep.ready, dep.producer, dep.kind = ready, producer, kind
         return dep
 
     @staticmethod
     def _pages(acc, first, last, region, box, access, engine, core, i, found, ready, producer, kind):
-        """`dependency`'s search over the address pages `first`..`last` of an access: (ready, producer, kind)
+        """`dependency`'s search over the address pages `first`..`last` of a write: (ready, producer, kind)
         after their slots, in the order of `Dependency.consider` (inlined: this runs for every operand). A slot
-        is listed once per page it spans, so over several pages each is taken on the first page it is found
-        on; over one page (the usual case) no `seen` set is needed."""
-        writes = acc.writes
-        reads = acc.reads if access is not _READ else None
-        seen = set() if first != last else None
-        kinds = (writes, "raw" if access is _READ else "waw", access is _ACCUMULATE), (reads, "war", False)
+        is listed once per page it spans, so over several pages each is taken on the first page of the access
+        it is listed on: the first page the access spans, or its own first page (`_Slot.page`)."""
+        writes, reads = acc.writes, acc.reads
+        kinds = (writes, "waw", access is _ACCUMULATE), (reads, "war", False)
         for page in range(first, last + 1):
             for slots, slot_kind, accumulate in kinds:
                 if not slots:
                     continue
                 for slot in slots.get(page, ()):
-                    if seen is not None:
-                        if id(slot) in seen:
-                            continue
+                    if page != first and slot.page < page:
+                        continue                     # (met on an earlier page)
                     slot_box = slot.box
                     if box is not None and slot_box is not None:
                         if slot_box is not box and not _boxes_overlap(box, slot_box):
                             continue                 # (a box always overlaps itself: box_of's boxes are shared)
                     elif not region.overlaps(slot.region):
                         continue
-                    if seen is not None:
-                        seen.add(id(slot))
                     if accumulate and slot.accumulate and slot.engine is engine and slot.core == core:
                         continue                 # an accumulation group: in order on the engine, no wait
                     end, prod = slot.end, slot.producer
@@ -307,44 +311,51 @@ class AccessTracker:
         """Remember that the instruction whose dependency `dep` was (with its operands' accesses) finished at
         `end`."""
         storages = self.storages
-        for region, box, access, acc in dep.accesses:
+        for region, box, access, acc, first, last in dep.accesses:
             if acc is None:
-                acc = storages.get(region.storage_id)
+                sid = region.storage_id
+                acc = storages.get(sid)          # (an earlier operand of the instruction may have made it)
                 if acc is None:
-                    acc = storages[region.storage_id] = _StorageAccesses(region.byte_end - region.byte_start)
+                    acc = storages[sid] = _StorageAccesses(region.byte_end - region.byte_start)
+                shift = acc.shift
+                first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
             key = box if box is not None else (region.partition_start, region.partition_count, region.byte_start,
                                                region.byte_end)
             if access is _READ:
                 slot = acc.read_slots.get(key)
                 if slot is None:
-                    slot = acc.read_slots[key] = _Slot(region, box, end, producer, engine, core, False)
+                    slot = acc.read_slots[key] = _Slot(region, box, end, producer, engine, core, False, first)
                     index = acc.reads
-                elif end >= slot.end:
-                    slot.end, slot.producer, slot.engine, slot.core = end, producer, engine, core
-                    index = None
                 else:
-                    index = None
+                    if end >= slot.end:
+                        slot.end, slot.producer, slot.engine, slot.core = end, producer, engine, core
+                    if end > acc.last_end:
+                        acc.last_end = end
+                    continue
             else:
                 acc.write_serial += 1
                 slot = acc.write_slots.get(key)
                 if slot is None:
                     slot = acc.write_slots[key] = _Slot(region, box, end, producer, engine, core,
-                                                        access is _ACCUMULATE)
+                                                        access is _ACCUMULATE, first)
                     index = acc.writes
                 else:
                     slot.end, slot.producer, slot.engine, slot.core, slot.accumulate = (
                         end, producer, engine, core, access is _ACCUMULATE)
-                    index = None
-            if index is not None:
-                acc.slots.append(slot)
-                shift = acc.shift
-                first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
-                for page in range(first, last + 1) if first != last else (first,):
-                    slots = index.get(page)
-                    if slots is None:
-                        index[page] = [slot]
-                    else:
-                        slots.append(slot)
+                    if end > acc.last_end:
+                        acc.last_end = end
+                    continue
+            acc.slots.append(slot)
+            page = first
+            while True:
+                slots = index.get(page)
+                if slots is None:
+                    index[page] = [slot]
+                else:
+                    slots.append(slot)
+                if page == last:
+                    break
+                page += 1
             if end > acc.last_end:
                 acc.last_end = end
 

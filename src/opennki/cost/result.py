@@ -164,16 +164,17 @@ class CostResult:
         self._tallied = 0                            # records added to the aggregates (`_tally`)
 
     # -- filling --------------------------------------------------------------------------------------
-    def add(self, rec: InstructionRecord, ev) -> None:
+    def add(self, rec: InstructionRecord, ev, rate: tuple[bool, float] | None = None) -> None:
         """Keep one placed instruction. The aggregates it adds to (busy time, counts, kernel lines, stalls,
         DMA statistics) are tallied when the result is finished (`_tally`), over the records added since, in
-        C loops; only what needs the event (a matmul's operand dtypes) is taken here."""
+        C loops; only what needs the event (a matmul's operand dtypes: its `matmul_rate`, unless given) is taken
+        here."""
         self._finished = False
         if self.keep_instructions:
             rec.event = ev
         self.records.append(rec)
         if rec.cost.flops:
-            self._matmul(ev, rec.cost)
+            self._matmul(ev, rec.cost, rate)
 
     def _tally(self) -> None:
         """Add the records kept since the last tally to the aggregates, as adding them one by one would (each
@@ -287,17 +288,23 @@ class CostResult:
             s[3] = min(s[3], *map(_DESCRIPTOR_BYTES, map(works.__getitem__, idx)))
             s[4] = reduce(add, map(cost_ns.__getitem__, idx), s[4])
 
-    def _matmul(self, ev, cost) -> None:
+    def _matmul(self, ev, cost, rate) -> None:
         self.flops += cost.flops
         self.matmuls += 1
+        is_fp32, peak = rate if rate is not None else self.matmul_rate(ev)
+        if is_fp32:
+            self.fp32_matmuls += 1
+        self.flops_by_peak[peak] = self.flops_by_peak.get(peak, 0.0) + cost.flops
+
+    def matmul_rate(self, ev) -> tuple[bool, float]:
+        """(counts as an fp32 matmul, peak flops/ns) of the matmul `ev`, by its opcode and the dtypes of its
+        stationary and moving operands (kept per opcode and dtypes; the scheduler keeps it per event
+        signature)."""
         key = (ev.opcode, *[o.dtype for o in ev.operands if o.role in ("stationary", "moving")])
         rate = self._matmul_rates.get(key)
         if rate is None:
             rate = self._matmul_rates[key] = self._matmul_rate(key[0], key[1:])
-        is_fp32, peak = rate
-        if is_fp32:
-            self.fp32_matmuls += 1
-        self.flops_by_peak[peak] = self.flops_by_peak.get(peak, 0.0) + cost.flops
+        return rate
 
     def _matmul_rate(self, opcode: str, dtypes: tuple[str, ...]) -> tuple[bool, float]:
         """(counts as an fp32 matmul, peak flops/ns) for a matmul with operand `dtypes`."""

@@ -32,7 +32,6 @@ The result is a `CostResult`.
 from __future__ import annotations
 
 import dataclasses
-from operator import attrgetter
 
 from opennki.cost.deps import NO_PRODUCER, AccessTracker
 from opennki.cost.engines import candidate_engines
@@ -54,7 +53,6 @@ BATCH_EVENTS = 64
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _DMA, _VECTOR, _ACCUMULATE = Engine.TENSOR, Engine.DMA, Engine.VECTOR, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
-_STORAGE_ID = attrgetter("region.storage_id")
 _HBM_SPACE = AccessTracker.space(_HBM, 0)
 
 
@@ -217,7 +215,7 @@ class CostModel:
     def _place(self, ev: InstructionExecuted) -> None:
         result = self.result_
         plan = self._plan(ev)
-        cost, engine, queue, choices, uncosted, engine_plan = plan
+        cost, engine, queue, choices, uncosted, engine_plan, rate = plan
         if uncosted:
             result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
         core = ev.core
@@ -236,14 +234,14 @@ class CostModel:
         self.deps.record(dep, rec.end, index, queue, core)
         if self.keep_instructions and dep.edges:
             rec.deps = tuple((p, kind, i) for (p, kind), i in dep.edges.items())
-        result.add(rec, ev)
+        result.add(rec, ev, rate)
 
     def _plan(self, ev) -> tuple:
         """What placing `ev` derives from the event alone: (cost, engine, queue, the engines to choose from
         with their costs or None, uncosted, the DMA plan or, on the Tensor Engine, the indices of the operands
-        it accumulates into and of its stationary operand (None without one)). A pure function of what a cost
-        rule sees, so it is kept per event signature (as `cost_of` keeps costs): loops repeat the same
-        instructions."""
+        it accumulates into and of its stationary operand (None without one), a matmul's rate for the result
+        (`CostResult.matmul_rate`) or None). A pure function of what a cost rule sees, so it is kept per event
+        signature (as `cost_of` keeps costs): loops repeat the same instructions."""
         key = registry._signature(ev)
         plans = self._plans
         if key is not None:
@@ -277,7 +275,8 @@ class CostModel:
         else:
             engine, queue = schedulable_engine(cost.dma.trigger), _DMA
             engine_plan = self._dma_plan(cost.dma)
-        plan = (cost, engine, queue, choices, uncosted, engine_plan)
+        rate = self.result_.matmul_rate(ev) if cost.flops else None
+        plan = (cost, engine, queue, choices, uncosted, engine_plan, rate)
         if key is not None:
             if len(plans) >= _PLANS_LIMIT:
                 plans.clear()
@@ -341,14 +340,19 @@ class CostModel:
         pe = self.hw.cost.tensor
         accumulates, stationary = plan
         operands = ev.operands
-        groups = list(map(_STORAGE_ID, map(operands.__getitem__, accumulates)))
+        groups = [operands[i].region.storage_id for i in accumulates] if len(accumulates) != 1 else (
+            operands[accumulates[0]].region.storage_id,)
         if not ev.ordered and state.lines[_PE].gaps:
             rec = self._backfill_pe(ev, cost, state, dep, index, pe, groups)
             if rec is not None:
                 return rec
-        mm_free = state.free[_PE]
-        last = state.last[_PE]
-        start, pred, stall, kind = self._gate(self._overhead_ns[_PE], mm_free, last, dep)
+        start = state.free[_PE]
+        pred = last = state.last[_PE]
+        stall, kind = 0.0, None
+        if dep.producer != NO_PRODUCER:             # CostModel._gate, inlined
+            ready = dep.ready + self._overhead_ns[_PE]
+            if ready > start:
+                start, pred, stall, kind = ready, dep.producer, ready - start, dep.kind
         ls_start = ls_end = None
         if cost.is_transpose:
             state.stationary = None
@@ -427,9 +431,9 @@ class CostModel:
 
     def _dma_plan(self, work) -> tuple:
         """What `_place_dma` derives from a transfer alone (its trigger engine and that engine's dependency
-        overhead, queue key, DMA engine span and data time, whether a hardware DGE issues it, its HBM
-        occupancy), kept per DmaWork object: costs are memoised per signature, so a loop's transfers share one
-        (the object is held in the entry, so its id stays unique)."""
+        overhead, queue key, DMA engine span and data time, issue row, whether a hardware DGE issues it, its
+        HBM occupancy, DMA engine time, row), kept per DmaWork object: costs are memoised per signature, so a
+        loop's transfers share one (the object is held in the entry, so its id stays unique)."""
         plan = self._dma_plans.get(id(work))
         if plan is None or plan[0] is not work:
             hw = self.hw
@@ -445,16 +449,21 @@ class CostModel:
             plan = self._dma_plans[id(work)] = (
                 work, trigger, self._overhead_ns[trigger._value_], (work.queue, trigger._value_), first, last,
                 n_engines, t_data, Row.of(trigger), work.dge == "hwdge" and dma.hwdge_issue_ns is not None,
-                occupancy, t_data * n_engines)
+                occupancy, t_data * n_engines, Row.dma(work.queue))
         return plan
 
     def _place_dma(self, ev, cost, state, dep, index, plan) -> InstructionRecord:
         dma = self.hw.cost.dma
-        _, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row, hwdge, occupancy, engine_ns = plan
+        _, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row, hwdge, occupancy, engine_ns, row = plan
         q = state.queues.get(queue)
         if q is None:
             q = state.queues[queue] = [0.0, NO_PRODUCER, 0.0]
-        t_start, pred, stall, kind = self._gate(overhead_ns, q[0], q[1], dep)
+        t_start, pred = q[0], q[1]
+        stall, kind = 0.0, None
+        if dep.producer != NO_PRODUCER:             # CostModel._gate, inlined
+            ready = dep.ready + overhead_ns
+            if ready > t_start:
+                t_start, pred, stall, kind = ready, dep.producer, ready - t_start, dep.kind
         t_end = t_start + cost.busy_ns
         q[0] = t_end
         q[1] = index
@@ -465,7 +474,7 @@ class CostModel:
             ready = state.dge_free[i] = d_start + dma.hwdge_issue_ns
         # a queue prepares one transfer at a time (descriptors, semaphores), overlapping the previous
         # transfer's data: a stream of transfers on one queue runs at max(setup, data) per transfer
-        setup_start = max(ready, q[2])
+        setup_start = q[2] if q[2] > ready else ready           # max(ready, q[2])
         data_ready = q[2] = setup_start + dma.fixed_latency_ns
         timelines = state.dma[first:last + 1]
         if timelines.count(timelines[0]) == n_engines:      # the usual case: all share one timeline
@@ -489,8 +498,9 @@ class CostModel:
                 state.dma[e] = new[0]
         if occupancy is not None:
             self.hbm, _, h_end, _ = self.hbm.spread(start, occupancy, index)
-            end = max(end, h_end)
-        rec = InstructionRecord(index, ev, cost, Row.dma(cost.dma.queue), start, end, pred, stall, kind)
+            if h_end > end:
+                end = h_end
+        rec = InstructionRecord(index, ev, cost, row, start, end, pred, stall, kind)
         rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, issue_row
         rec.dma_engine_ns = engine_ns
         return rec
