@@ -40,7 +40,20 @@ class SourceLocation:
 
 def is_internal(filename: str) -> bool:
     """True for frames that belong to the opennki package itself (never shown to users)."""
-    return filename.startswith(PACKAGE_DIR)
+    inside = INTERNAL_FILES.get(filename)
+    return inside if inside is not None else _classified(filename)
+
+
+# a code object's file name -> whether it is opennki's (`is_internal`): the stack walks finding the kernel line
+# run for every instruction, and a look-up by a string's cached hash is cheaper than comparing its prefix
+INTERNAL_FILES: dict = {}
+
+
+def _classified(filename: str) -> bool:
+    if len(INTERNAL_FILES) >= 4096:
+        INTERNAL_FILES.clear()
+    inside = INTERNAL_FILES[filename] = filename.startswith(PACKAGE_DIR)
+    return inside
 
 
 def user_location(depth: int = 1) -> SourceLocation | None:
@@ -48,7 +61,8 @@ def user_location(depth: int = 1) -> SourceLocation | None:
     frame = sys._getframe(depth)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if not filename.startswith(PACKAGE_DIR):
+        inside = INTERNAL_FILES.get(filename)
+        if not (inside if inside is not None else _classified(filename)):
             return location_of(frame)
         frame = frame.f_back
     return None

@@ -191,6 +191,25 @@ def half_written(a):
 
 
 @nki.jit
+def spills(a):
+    """More live SBUF tiles than SBUF holds, read by deferred instructions in a shuffled order: which tile
+    spills (the least recently touched) depends on when each was last touched."""
+    out = nl.ndarray((128, 4096), dtype=nl.float32, buffer=nl.shared_hbm)
+    tiles = [nl.load(a) for _ in range(10)]
+    acc = nl.zeros((128, 4096), nl.float32, buffer=nl.sbuf)
+    for i in (6, 0, 8, 1, 3, 0):
+        acc[...] = nl.add(acc, tiles[i])            # touches tiles[i]: it spills later than the others
+    for i in (4, 9, 2, 7, 5, 1, 6):
+        more = nl.exp(tiles[i])                     # deferred, then flushed by the load
+        tiles.append(nl.load(a))
+        tiles[i] = more
+    for t in tiles:
+        acc[...] = nl.add(acc, t)
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
 def bad_operand(a):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     acc = nl.load(a)
@@ -362,7 +381,7 @@ def _comparable(value, ids: dict):
 
 
 @pytest.mark.parametrize("case", ["legacy_elementwise", "new_generation", "matmul_steps", "helper_results",
-                                  "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand"])
+                                  "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand", "spills"])
 def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_events(rng, case):
     """With listeners the front doors' plans and the planned deferrals apply too (`Program.lean`): every event,
     field by field, is the plain path's, and so are the outputs or the error."""
@@ -374,6 +393,7 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
         "helper_results": (helper_results, (a,)),
         "out_of_scope": (out_of_scope, (a,)), "out_of_bounds": (out_of_bounds, (a,)),
         "parallel_writes": (parallel_writes, (a,)), "bad_operand": (bad_operand, (a,)),
+        "spills": (spills, (rand(rng, 128, 4096),)),
     }
     kernel, args = kernels[case]
     outcomes, events = [], []
@@ -393,3 +413,5 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
     assert len(events[0]) > 8 and events[0] == events[1]
     if case == "matmul_steps":
         np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)
+    if case == "spills":
+        assert sum(e[4] == "sbuf_spill" for e in events[0] if e[0] == "InstructionExecuted") > 3

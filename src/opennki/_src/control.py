@@ -38,15 +38,17 @@ class LoopFrame:
         is_parallel: iterations must be independent (legacy affine_range).
         is_scope: tensors created in the body are local to it (legacy affine / sequential ranges; NKI unrolls
             static_range while tracing).
+        finished: the loop has finished (its tensors, which refer to it, are out of scope: _src/rules.py).
     The last two are fixed by the kind (attributes, not properties: every instruction in a loop asks).
     """
 
-    __slots__ = ("loop_id", "kind", "iteration", "location", "legacy", "is_parallel", "is_scope")
+    __slots__ = ("loop_id", "kind", "iteration", "location", "legacy", "is_parallel", "is_scope", "finished")
 
     def __init__(self, loop_id, kind, location, legacy):
         self.loop_id, self.kind, self.iteration, self.location, self.legacy = loop_id, kind, None, location, legacy
         self.is_parallel = legacy and kind == "affine_range"
         self.is_scope = legacy and kind != "static_range"
+        self.finished = False
 
 
 class LoopRange:
@@ -125,7 +127,7 @@ class LoopRange:
         finally:
             prog.loops.remove(frame)
             if frame.is_scope:
-                rules.rules(prog).loop_finished(loop_id)
+                rules.rules(prog).loop_finished(frame)
             if checker is not None:
                 checker.loop_finished(prog)
             if listening:

@@ -17,8 +17,6 @@ only concern the legacy generation's `mask=` and loops, so new-generation kernel
 
 from __future__ import annotations
 
-import weakref
-
 from opennki.errors import KernelError
 from opennki.machine.index import Predicate
 from opennki.machine.memory import Memory
@@ -26,64 +24,23 @@ from opennki.machine.tensor import TensorView
 from opennki.sim.program import PROGRAM_SETUP, Observer
 
 STATE = "opennki._src.rules"
-_PRUNE_MIN = 1024          # scope entries kept before the first pruning of dead tensors' entries
 
 
 class LanguageRules(Observer):
-    """The per-program checker of the module's rules. `scopes` holds an entry per live tensor created in a
-    scoped loop; entries of tensors that died are dropped in batches (`remember`), so a long kernel keeps
-    as many entries as it has live tensors, not one per tensor it ever made. When a loop finishes, the entries
-    of its still-live tensors move to `closed` (`loop_finished`): an operand found there is used out of its
-    scope. A tensor was made inside its loop, so "its loop is not running" is "its loop has finished", and the
-    check per operand is one look-up in `closed` (empty in most programs) instead of a walk of the running
-    loops."""
+    """The per-program checker of the module's rules. A tensor created in a scoped loop refers to that loop's
+    frame (`Storage.scope`, set by `record_scope`), which says when the loop has finished: an operand whose
+    loop has finished is used out of its scope. So the rules keep nothing per tensor (no table to prune), a
+    loop's end is one flag, and the check per operand is one attribute read, made only once some scoped loop
+    of the program has finished (`closed`)."""
 
     def __init__(self):
-        # Entries are keyed by the storage object's id(), not its `Storage.id`, which a result tile reused at its
-        # call site renews (Program.new_tensor); every look-up compares the entry's storage with the one asked
-        # about, so an id() of a dead storage given to a new one finds no entry of it.
-        # id(storage) -> (loop id, lineno, name, weak reference to the storage)
-        self.scopes: dict[int, tuple[int, int, object, weakref.ref]] = {}
-        self.prune_at = _PRUNE_MIN
-        self.by_loop: dict[int, list[tuple[int, tuple]]] = {}     # loop id -> (storage id, entry) made in it
-        self.closed: dict[int, tuple[int, int, object, weakref.ref]] = {}   # entries of finished loops
-        self.prune_closed_at = _PRUNE_MIN
+        self.closed = False             # some scoped loop of the program has finished
 
-    def remember(self, storage, loop_id: int, line, name) -> None:
-        scopes = self.scopes
-        sid = id(storage)
-        entry = scopes[sid] = (loop_id, line, name, weakref.ref(storage))
-        made = self.by_loop.get(loop_id)
-        if made is None:
-            self.by_loop[loop_id] = [(sid, entry)]
-        else:
-            made.append((sid, entry))
-        if self.closed:
-            self.closed.pop(sid, None)              # a result tile reused in another loop (Program.spare)
-        if len(scopes) >= self.prune_at:
-            self.scopes = scopes = {sid: e for sid, e in scopes.items() if e[3]() is not None}
-            self.prune_at = max(_PRUNE_MIN, 2 * len(scopes))    # amortised: each entry is looked at O(1) times
-
-    def forget(self, storage) -> None:
-        """`storage` (a reused result tile) was made again outside every scoped loop: it has no scope."""
-        sid = id(storage)
-        self.scopes.pop(sid, None)
-        if self.closed:
-            self.closed.pop(sid, None)
-
-    def loop_finished(self, loop_id: int) -> None:
-        """The scoped loop `loop_id` has finished: its tensors that still live and still belong to it are out
-        of scope from now on."""
-        made = self.by_loop.pop(loop_id, None)
-        if not made:
-            return
-        scopes, closed = self.scopes, self.closed
-        for sid, entry in made:
-            if entry[3]() is not None and scopes.get(sid) is entry:
-                closed[sid] = entry
-        if len(closed) >= self.prune_closed_at:
-            self.closed = closed = {sid: e for sid, e in closed.items() if e[3]() is not None}
-            self.prune_closed_at = max(_PRUNE_MIN, 2 * len(closed))
+    def loop_finished(self, frame) -> None:
+        """The scoped loop `frame` (control.LoopFrame) has finished: its tensors that still live are out of scope
+        from now on."""
+        frame.finished = True
+        self.closed = True
 
     def check(self, prog, instr) -> None:
         mask = instr.mask
@@ -94,28 +51,27 @@ class LanguageRules(Observer):
                                   code="err_unsupported_expression_in_mask",
                                   hint="% and // or run-time values cannot be masks; restructure the index or "
                                        "use nl.where")
-        closed = self.closed
-        if not closed:
+        if not self.closed:
             return
         for _, view, _ in instr._operands or instr.operands():
             st = view.storage
-            scope = closed.get(id(st))
-            if scope is not None and scope[3]() is st:
-                raise KernelError(f"Local variable '{scope[2]}' is referenced outside of its parent scope: it "
-                                  f"was created inside the loop at line {scope[1]}, which has finished",
+            scope = st.scope
+            if scope is not None and scope.finished:
+                line = scope.location.lineno if scope.location is not None else "?"
+                raise KernelError(f"Local variable '{st.name}' is referenced outside of its parent scope: it "
+                                  f"was created inside the loop at line {line}, which has finished",
                                   code="err_local_variable_used_out_of_scope",
                                   hint="declare the tensor before the loop and assign it with t[...] = ...")
 
     def reclaim(self, prog, kind) -> bool:
         """Tensors created in a loop body that has finished are dead (using them is the error above), even
         while a Python variable still holds them: release their memory, as a compiler's liveness would."""
-        closed = self.closed
-        if not closed:
+        if not self.closed:
             return False
         freed = False
         for st in prog.memory.placed(kind):
-            scope = closed.get(id(st))
-            if scope is not None and scope[3]() is st:
+            scope = st.scope
+            if scope is not None and scope.finished:
                 Memory.release_early(st)
                 freed = True
         return freed
@@ -129,17 +85,12 @@ def record_scope(prog, view) -> None:
     """Remember that the tensor `view` was created inside the innermost running scoped loop; made outside every
     scoped loop, it has no scope, even if it is a result tile reused at its call site (Program.spare) whose
     first making was inside one (a helper called in a loop, then once more after it)."""
-    checker = prog.state[STATE]
     storage = view.storage
     for frame in reversed(prog.loops):
         if frame.is_scope:
-            known = checker.scopes.get(id(storage))
-            if known is not None and known[0] == frame.loop_id and known[3]() is storage:
-                return                  # a result tile reused in the same loop (Program.spare): the same entry
-            line = frame.location.lineno if frame.location is not None else "?"
-            checker.remember(storage, frame.loop_id, line, view.name)
+            storage.scope = frame
             return
-    checker.forget(storage)
+    storage.scope = None
 
 
 def _install(prog) -> None:

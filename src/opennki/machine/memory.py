@@ -128,7 +128,7 @@ class Storage:
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
                  "declared", "physical", "spilled", "read_only", "initialized", "last_touch", "spill_address", "site",
-                 "direct", "nbytes", "__weakref__")
+                 "direct", "nbytes", "scope", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -159,6 +159,7 @@ class Storage:
         self.site = None             # a result tile's call site, while it may be reused there (Program.spare)
         self.direct = False          # placed by the kernel (`address=`, nki.compiler allocation), not the allocator
         self.nbytes = None           # its footprint (`Memory.footprint`), once new_storage computed it
+        self.scope = None            # the language layer's loop the tensor is local to (_src/rules.record_scope)
 
     @property
     def array(self):

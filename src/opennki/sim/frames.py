@@ -13,7 +13,7 @@ import dis
 import functools
 import sys
 
-from opennki.errors import PACKAGE_DIR, CodeOffsetMemo, is_internal
+from opennki.errors import INTERNAL_FILES, CodeOffsetMemo, is_internal
 
 _STORE_OPS = ("STORE_FAST", "STORE_NAME", "STORE_DEREF", "STORE_GLOBAL")
 
@@ -136,9 +136,14 @@ def user_frame():
         frame = sys._getframe(2)
     except ValueError:                  # called from the outermost frame (which is opennki's)
         return None
-    while frame is not None and frame.f_code.co_filename.startswith(PACKAGE_DIR):
+    internal = INTERNAL_FILES
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        inside = internal.get(filename)
+        if not (inside if inside is not None else is_internal(filename)):
+            return frame
         frame = frame.f_back
-    return frame
+    return None
 
 
 # `t[key] = f(...)` evaluates f first, then loads t and the key (these ops), then STORE_SUBSCR

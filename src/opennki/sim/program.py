@@ -524,7 +524,9 @@ class Program:
         instruction's own check / its operand rules passed already; the bounds, the language rules and
         placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`).
 
-        Lean path (`lean`, no `mask=`): the operand rules are a function of the signature there, so a
+        Lean path (`lean`, no `mask=`): a deferred instruction's operands (`unplaced` given) are placed here if
+        one needs memory, else left untouched (`_touch_later`); the operand rules are a function of the
+        signature there, so a
         signature whose rules and check passed (`Simulator.clean`) skips both (and with `checked` and
         `operands_checked` the signature is not even computed); the bounds (cached per view), the language
         rules and placement run as on the plain path, but for the observers of HBM writes when the instruction
@@ -561,14 +563,21 @@ class Program:
                             check_static_bounds(instr, moved)
                     for observer in checking:
                         observer.check(self, instr)
-                    touch = next(_touches)
-                    for _, view, _ in operands:
-                        st = view.storage
-                        root = st.base or st
-                        root.last_touch = touch
-                        if (st.placement is None or root.placement is None) and st is not unplaced:
-                            self._place_operands(instr, unplaced)
-                            break
+                    if unplaced is None:
+                        touch = next(_touches)
+                        for _, view, _ in operands:
+                            st = view.storage
+                            root = st.base or st
+                            root.last_touch = touch
+                            if (st.placement is None or root.placement is None) and st is not unplaced:
+                                self._place_operands(instr, unplaced)
+                                break
+                    else:           # deferred: its operands are touched when it is issued (`_touch_later`)
+                        for _, view, _ in operands:
+                            st = view.storage
+                            if (st.placement is None or (st.base or st).placement is None) and st is not unplaced:
+                                self._place_operands(instr, unplaced)
+                                break
                     return
             if not operands_checked:
                 instr.check_operands(moved)
@@ -932,6 +941,11 @@ def default_name(region: str, shape: tuple[int, ...]) -> str:
 
 
 _touches = itertools.count(1)    # instruction order for Storage.last_touch (least recently used SBUF spills first)
+# `_touch_later`: the lean path does not touch a deferred instruction's operands when it defers it, unless one needs
+# memory then (`Program._check` places them, touching all, as the plain path does): whatever issues it touches them
+# all again before anything reads `last_touch` (a flush places the operands, a retarget checks its instruction,
+# which keeps every operand but the result tile, and nothing is placed in between), and the numbers it skips
+# change no order between touches.
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new = object.__new__
 _new_instruction_event = positional_maker(InstructionExecuted)
