@@ -71,6 +71,12 @@ def _root_geometry(shape: tuple[int, ...]) -> tuple:
     return tuple((min(0, n - 1), max(0, n - 1)) for n in shape), row_major_strides(shape), 0
 
 
+@functools.lru_cache(maxsize=4096)
+def _byte_strides(strides: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Element strides in bytes (TensorView.np_view)."""
+    return tuple([s * itemsize for s in strides])
+
+
 @functools.lru_cache(maxsize=1024)
 def _root_in_bounds(shape: tuple[int, ...]) -> bool:
     """TensorView.in_bounds() of a whole tensor of `shape` (False only with an empty dim)."""
@@ -798,14 +804,16 @@ class TensorView:
         """The NumPy view of an in-bounds, direct view (shares memory with the storage)."""
         if self._np is None:
             st = self.storage
-            arr = st.array
-            if self._geo is _root_geometry(st.shape) and self.coords == st.shape:
-                self._np = arr.reshape(st.shape)     # all of the tensor (a root view, or `t[...]` of one)
+            arr = st._array
+            if arr is None:
+                arr = st.array                   # made now (poisoned, shape-only: None)
+            if self._all:                        # all of the storage in row-major order (covers_all, as known)
+                self._np = arr.reshape(self.shape)
             else:
-                it = arr.itemsize
+                # positional arguments: NumPy parses keywords of its constructor at some three times the cost
                 _, strides, offset = self._geo or self._geometry()
-                self._np = np.ndarray(self.shape, arr.dtype, buffer=arr, offset=offset * it,
-                                      strides=tuple([s * it for s in strides]))
+                it = arr.itemsize
+                self._np = np.ndarray(self.shape, arr.dtype, arr, offset * it, _byte_strides(strides, it))
         return self._np
 
     def flat_offsets(self, dynamic_values=None) -> np.ndarray:
