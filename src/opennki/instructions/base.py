@@ -238,15 +238,22 @@ class Instruction:
             state["_signature"] = signature
         return new
 
-    def moved_to(self, dst) -> "Instruction":
-        """`self.replace(dst=dst)`, made by changing `self`: only for an instruction that nothing else holds (the
-        lean path's deferred temporary, which only its `Deferred` record held until it was claimed) and a
-        destination without run-time indices. The operand cache keeps its order (the destination's entry
-        replaced); the signature cache is dropped, as `replace` would recompute it."""
+    def moved_to(self, changes: dict) -> "Instruction":
+        """`self.replace(**changes)`, made by changing `self`, for `changes` that move `dst` to a destination
+        without run-time indices and may set parameter fields (a matmul's `accumulate`): only for an instruction
+        that nothing else holds (the lean path's deferred temporary, which only its `Deferred` record held until
+        it was claimed). The operand cache keeps its order (the destination's entry replaced), kept parameters
+        (`_params`) get the new values; the signature cache is dropped, as `replace` would recompute it."""
         state = self.__dict__
         old = state["dst"]
-        state["dst"] = dst
+        dst = changes["dst"]
         state.pop("_signature", None)
+        if len(changes) > 1 and "_params" in state:
+            params = state["_params"] = dict(state["_params"])
+            for name, value in changes.items():
+                if name != "dst":
+                    params[name] = value if type(value) in _PLAIN_TYPES else plain(value)
+        state.update(changes)
         operands = self._operands
         if operands is not None:
             first = operands[0]
