@@ -220,12 +220,13 @@ TALLY_CASES = CASES + [(K.narrow_loads, (spec((128, 256)),), "trn1")]
 def test_the_tally_equals_adding_records_one_by_one(kernel, args, target):
     result = estimate(kernel, args, target=target)
     assert _ordered(_aggregates(result)) == _ordered(_added_one_by_one(result))
-    # tallied in two parts (a result finished, then added to): the same
+    # tallied in two parts (a result finished and its aggregates read, then added to): the same
     again = CostResult(result.hw, cores=result.cores)
     half = len(result.records) // 2
     for rec in result.records[:half]:
         again.add(rec, rec.event)
     again.finish()
+    assert sum(again.opcode_counts.values()) == half and sum(e[1] for e in again.lines.values()) == half
     for rec in result.records[half:]:
         again.add(rec, rec.event)
     again.finish()

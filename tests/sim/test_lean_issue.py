@@ -261,7 +261,7 @@ def test_a_claimed_instruction_moved_to_its_destination_equals_its_replace(rng):
     instr, dst = captured[0]
     instr.operands()
     replaced = instr.replace(dst=dst)
-    moved = instr.replace().moved_to(dst)
+    moved = instr.replace().moved_to({"dst": dst})
     assert moved.operands() == replaced.operands() and moved.dst is dst
     assert moved.signature() == replaced.signature()
     # the operand cache the issue path reads directly (`instr._operands or instr.operands()`) is what a fresh
@@ -270,6 +270,29 @@ def test_a_claimed_instruction_moved_to_its_destination_equals_its_replace(rng):
     assert rebuilt._operands is None and moved._operands == rebuilt.operands() == rebuilt._operands
     assert {k: v for k, v in vars(moved).items() if not k.startswith("_")} == \
         {k: v for k, v in vars(replaced).items() if not k.startswith("_")}
+
+
+def test_a_claimed_matmul_moved_with_its_accumulate_flag_equals_its_replace(rng):
+    """`moved_to` with a parameter change too (`acc += nisa.nc_matmul(...)`: the accumulate flag), on a matmul
+    built from its plan's template: the fields, operands, signature and kept parameters `replace` gives."""
+    from opennki.instructions.tensor_engine import NcMatmul
+    from opennki.machine.memory import MemoryRegion
+    from tests.sim.test_fast_paths import _root
+
+    p, q = _root(MemoryRegion.psum, (8, 8)), _root(MemoryRegion.psum, (8, 8))
+    s, m = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
+    make, template = NcMatmul(dst=p, stationary=s, moving=m, accumulate=False).maker(("dst", "stationary", "moving"))
+    for flag in (True, False):
+        instr = make(template, p, s, m)
+        instr.signature()
+        changes = {"dst": q, "accumulate": flag}
+        replaced = instr.replace(**changes)
+        moved = instr.replace().moved_to(changes)
+        assert [(r, id(v), k) for r, v, k in moved.operands()] == [(r, id(v), k) for r, v, k in replaced.operands()]
+        assert moved.signature() == replaced.signature() and moved.accumulate is flag
+        assert moved._params == replaced._params == replaced.params() and moved._params is not template["_params"]
+        assert {k: v for k, v in vars(moved).items() if not k.startswith("_")} == \
+            {k: v for k, v in vars(replaced).items() if not k.startswith("_")}
 
 
 @nki.jit

@@ -105,8 +105,8 @@ def test_planned_instructions_give_the_plain_path_errors(rng, kernel):
 
 def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch):
     """A planned instruction is built from its memo's template (`Instruction.maker`): on the loads, matmuls and
-    element-wise ops of these kernels every field, and the operand cache, is what the keyword call and
-    `operands()` give."""
+    element-wise ops of these kernels every field, the operand cache and the parameters kept for its events are
+    what the keyword call, `operands()` and `params()` give."""
     from opennki._src import core
     from opennki.instructions.base import Instruction
     from tests.sim.test_lean_issue import legacy_elementwise
@@ -122,10 +122,12 @@ def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch)
 
         def make_checked(template, *values):
             instr = make(template, *values)
-            plain = type(self)(**dict(zip(names, values)), **{k: v for k, v in template.items() if k not in names})
-            assert set(vars(instr)) == set(vars(plain)) | {"_operands"}
+            fixed = {k: v for k, v in template.items() if k not in names and not k.startswith("_")}
+            plain = type(self)(**dict(zip(names, values)), **fixed)
+            assert set(vars(instr)) == set(vars(plain)) | {"_operands", "_params"}
             assert all(getattr(instr, f) is getattr(plain, f) for f in vars(plain)), instr
             assert [(r, id(v), k) for r, v, k in instr._operands] == [(r, id(v), k) for r, v, k in plain.operands()]
+            assert instr._params == plain.params()
             compared.append(instr.opcode)
             return instr
         return make_checked, template
@@ -153,3 +155,27 @@ def test_an_operand_pattern_is_only_of_fields_holding_views():
     gathered = b._derive(b.shape, b.amap, b.consts, (DynamicTerm(index, 0, (1, 0)),))
     assert REGISTRY["tensor_copy"](dst=a, src=gathered).operand_pattern() is None
     assert REGISTRY["dma_compute"](dst=a, srcs=(b, b), reduce_op="add").operand_pattern() is None
+
+
+def test_parameters_kept_with_a_template_are_the_instructions_params(rng):
+    """An instruction built from a plan's template carries its parameters for its events (`_params`); a copy
+    with new parameter values (`replace`) carries the new ones; every event gets a dict of its own."""
+    from opennki.instructions.base import REGISTRY
+    from opennki.machine.memory import MemoryRegion
+    from opennki.sim.program import event_params
+    from tests.sim.test_fast_paths import _root
+
+    a, b, c = (_root(MemoryRegion.sbuf, (4, 8)) for _ in range(3))
+    p, s = _root(MemoryRegion.psum, (8, 8)), _root(MemoryRegion.sbuf, (4, 8))
+    cases = [(REGISTRY["tensor_scalar"](dst=a, data=b, op0="add", operand0=1.5, reverse0=True),
+              ("dst", "data", "operand0"), (c, a, 2.5), {"reverse0": False, "op1": "max"}),
+             (REGISTRY["nc_matmul"](dst=p, stationary=s, moving=b, accumulate=False), ("dst", "stationary", "moving"),
+              (p, b, s), {"accumulate": True, "tile_position": (32, 0)})]
+    for first, names, values, changes in cases:
+        make, template = first.maker(names)
+        made = make(template, *values)
+        assert event_params(made) == made.params() == first.params()
+        assert event_params(made) is not event_params(made)
+        changed = made.replace(**changes)
+        assert event_params(changed) == changed.params() != made.params()
+        assert event_params(made) == first.params()                    # the original keeps its own

@@ -670,7 +670,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         dsts = pending.plan             # a planned instruction: the destinations it was clean with (_defer_planned)
         if dsts is not None and (dst._sig or view_signature(dst)) in dsts:
             changes = {"dst": dst}      # a planned instruction holds its result tile in `dst` only
-            prog.execute(pending.instr.moved_to(dst), pending.location, pending.api, checked=True,
+            prog.execute(pending.instr.moved_to(changes), pending.location, pending.api, checked=True,
                          deferred=True, moved=changes)      # the claimed instruction: nothing else holds it
             prog.spare(pending.result, root=True)       # made by new_tensor (the planned binary / unary)
             return
@@ -764,10 +764,10 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
                     # dst's signature and the accumulate flag, so once that was clean it is issued as checked,
                     # as Program.retarget issues a temporary's instruction otherwise
                     mark = (dst._sig or view_signature(dst), changes["accumulate"])
-                    if mark in dsts:
-                        prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api,
+                    if mark in dsts:        # the claimed instruction: nothing else holds it (`assign`)
+                        prog.execute(deferred.instr.moved_to(changes), deferred.location, deferred.api,
                                      checked=True, deferred=True, moved=changes)
-                        prog.spare(deferred.result)
+                        prog.spare(deferred.result, root=True)     # made by new_tensor (nc_matmul's result)
                         return
                 if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates

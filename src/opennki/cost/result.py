@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 from collections import Counter
 from functools import reduce
-from itertools import compress, groupby, repeat
+from itertools import compress, repeat
 from operator import add, and_, attrgetter, is_not, lt as _lt, mul, neg, sub, truediv
+
+import numpy as np
 
 from opennki.cost.deps import NO_PRODUCER
 from opennki.cost.roofline import Roofline, peak_for, roofline
@@ -33,17 +35,28 @@ _SIZE_BYTES, _HBM_READ, _HBM_WRITE, _EFFICIENCY, _DESCRIPTOR_BYTES = map(
     attrgetter, ("size_bytes", "hbm_read_bytes", "hbm_write_bytes", "efficiency", "descriptor_bytes"))
 
 
-def _groups(keys: list, positions: list | None = None) -> list[tuple[object, list[int]]]:
-    """(key, indices of `keys` holding it) per distinct key, in order of first use, each key's indices in
-    order; the order is that of `positions` (one per key) when given, else the keys' own (C loops and a
-    stable sort)."""
-    order = range(len(keys)) if positions is None else sorted(range(len(keys)), key=positions.__getitem__)
-    first = list(dict.fromkeys(map(keys.__getitem__, order)))
-    if len(first) == 1:
-        return [(first[0], list(order))]
-    code = dict(zip(first, range(len(first))))
-    codes = list(map(code.__getitem__, keys))
-    return [(first[c], list(idx)) for c, idx in groupby(sorted(order, key=codes.__getitem__), codes.__getitem__)]
+_NONE = {None: None}          # .get(x, y): None for None, else y
+_ZERO = {None: 0.0}           # .get(x, x): 0.0 for None, else x
+_NO_SMALL = (0, 0, 1.0, float("inf"), 0.0)
+
+
+def _keyed_sums(keys: list, columns: tuple, start) -> tuple[list, object, list[list[float]]]:
+    """(the distinct keys but None, in order of first use; every key's code, None's the last; per column, per
+    distinct key, `start(key)[column]` + the column's values of the key added one by one in order). NumPy's
+    bincount adds each bin's weights one at a time in array order, as a loop would (the start goes first:
+    0.0 + start is start)."""
+    distinct = list(dict.fromkeys(keys))
+    if None in distinct:
+        distinct.remove(None)
+    k = len(distinct)
+    code = dict(zip(distinct, range(k)))
+    code[None] = k
+    codes = np.fromiter(map(code.__getitem__, keys), np.intp, len(keys))
+    bins = np.concatenate((np.arange(k), codes))
+    starts = [start(key) for key in distinct]
+    sums = [np.bincount(bins, np.array([s[j] for s in starts] + column, np.float64), k + 1)[:k].tolist()
+            for j, column in enumerate(columns)]
+    return distinct, codes, sums
 
 
 class Row:
@@ -139,7 +152,7 @@ class CostResult:
         self.uncosted: dict[str, int] = {}
         self.busy_ns: dict[tuple[int, str], float] = {}
         self.counts: dict[tuple[int, str], int] = {}
-        self.opcode_counts: dict[str, int] = {}
+        self._opcode_counts: dict[str, int] = {}
         self.flops = self.transpose_flops = self.elem_ops = 0.0
         self.flops_by_peak: dict[float, float] = {}
         self._matmul_rates: dict[tuple, tuple[bool, float]] = {}   # (opcode, dtypes) -> _matmul_rate()
@@ -150,18 +163,17 @@ class CostResult:
         self.dma_bytes = 0
         self.dma_engine_ns = 0.0
         self.hbm_read_bytes = self.hbm_write_bytes = 0
-        self.small_dmas: dict[str, list] = {}        # line -> [count, bytes, min stream eff., min piece, ns]
-        self.lines: dict[str, list] = {}             # line -> [busy ns, count, stall ns, opcodes]
-        self.stalls: dict[str, list] = {}            # line -> [stall ns, count, kinds]
+        self._small_dmas: dict[str, list] = {}       # line -> [count, bytes, min stream eff., min piece, ns]
+        self._lines: dict[str, list] = {}            # line -> [busy ns, count, stall ns, opcodes]
+        self._stalls: dict[str, list] = {}           # line -> [stall ns, count, kinds]
         self.total_ns = 0.0
-        self.critical_path: list[InstructionRecord] = []
-        self.critical_by_line: dict[str, float] = {}
-        self.critical_by_row: dict[str, float] = {}
+        self._critical: tuple | None = None          # (records, path, by line, by row): `_critical_path`
         self.roofline: Roofline | None = None
         self.outputs = None                          # the kernel's outputs (ShapeSpecs), set by estimate()
         self.findings = None                         # what the checks found in the run (estimate(checks=True))
         self._finished = False
         self._tallied = 0                            # records added to the aggregates (`_tally`)
+        self._detailed = 0                           # records added to the reports' aggregates (`_tally_details`)
 
     # -- filling --------------------------------------------------------------------------------------
     def add(self, rec: InstructionRecord, ev, rate: tuple[bool, float] | None = None) -> None:
@@ -177,11 +189,12 @@ class CostResult:
             self._matmul(ev, rec.cost, rate)
 
     def _tally(self) -> None:
-        """Add the records kept since the last tally to the aggregates, as adding them one by one would (each
-        sum taken in record order, each dict and set filled in first-use order), by C loops over the records'
-        fields: per record, `rec.end - rec.start` to busy_ns[(core, row)] and its kernel line, LoadStationary
-        and DMA-issue time to their rows, the stall to its line, a DMA's bytes and engine time to the totals
-        and, for a transfer below SMALL_DMA_EFFICIENCY in a stream of its kind, to small_dmas."""
+        """Add the records kept since the last tally to the summary's aggregates, as adding them one by one would
+        (each sum taken in record order, each dict filled in first-use order), by C loops over the records'
+        fields and NumPy's bincount for the sums per key (`_keyed_sums`): per record, `rec.end - rec.start` to
+        busy_ns[(core, row)], LoadStationary and DMA-issue time to their rows, its end to total_ns, its element
+        operations and transpose flops, a DMA's bytes and engine time to the totals. (The aggregates only
+        reports read are `_tally_details`'.)"""
         recs = self.records[self._tallied:]
         self._tallied = len(self.records)
         if not recs:
@@ -189,85 +202,113 @@ class CostResult:
         n = len(recs)
         starts, ends = list(map(_START, recs)), list(map(_END, recs))
         durations = list(map(sub, ends, starts))
-        cores, opcodes, costs = list(map(_CORE, recs)), list(map(_OPCODE, recs)), list(map(_COST, recs))
+        cores, costs = list(map(_CORE, recs)), list(map(_COST, recs))
         # engine rows, in the order adding records one by one would use them: each record's own row, then its
         # LoadStationary (the Tensor row) and its DMA issue row; those two add `busy + end - start`, that is
-        # end, then -start (the same float sums), and count once
+        # end, then -start (the same float sums), and count once: entries 5i .. 5i + 4 of record i, absent
+        # ones keyed None
         # on one core (the usual case) rows stand for their (core, row) keys: strings hash once
         one_core = cores.count(cores[0]) == n
         keys = list(map(_ROW, recs)) if one_core else list(zip(cores, map(_ROW, recs)))
         values = durations
-        positions = weights = None
         ls_starts, issue_starts = list(map(_LS_START, recs)), list(map(_ISSUE_START, recs))
-        has_ls = list(map(is_not, ls_starts, repeat(None, n)))
-        has_issue = list(map(is_not, issue_starts, repeat(None, n)))
-        if any(has_ls) or any(has_issue):
+        paired = ls_starts.count(None) != n or issue_starts.count(None) != n
+        if paired:
+            issue_rows = list(map(_ISSUE_ROW, recs))
             if one_core:
-                ls_keys = [Row.TENSOR] * has_ls.count(True)
-                issue_keys = list(compress(map(_ISSUE_ROW, recs), has_issue))
+                ls_keys = list(map(_NONE.get, ls_starts, repeat(Row.TENSOR, n)))
+                issue_keys = issue_rows
             else:
-                ls_keys = list(zip(compress(cores, has_ls), repeat(Row.TENSOR)))
-                issue_keys = list(zip(compress(cores, has_issue), compress(map(_ISSUE_ROW, recs), has_issue)))
-            ls_pos = list(compress(range(0, 5 * n, 5), has_ls))
-            issue_pos = list(compress(range(0, 5 * n, 5), has_issue))
-            keys = keys + ls_keys + ls_keys + issue_keys + issue_keys
-            values = (durations + list(compress(map(_LS_END, recs), has_ls))
-                      + list(map(neg, compress(ls_starts, has_ls))) + list(compress(map(_ISSUE_END, recs), has_issue))
-                      + list(map(neg, compress(issue_starts, has_issue))))
-            positions = (list(range(0, 5 * n, 5)) + list(map(add, ls_pos, repeat(1)))
-                         + list(map(add, ls_pos, repeat(2))) + list(map(add, issue_pos, repeat(3)))
-                         + list(map(add, issue_pos, repeat(4))))
-            weights = ([1] * n + [1] * len(ls_keys) + [0] * len(ls_keys) + [1] * len(issue_keys)
-                       + [0] * len(issue_keys))
+                ls_keys = list(map(_NONE.get, ls_starts, zip(cores, repeat(Row.TENSOR, n))))
+                issue_keys = list(map(_NONE.get, issue_rows, zip(cores, issue_rows)))
+            own, keys, values = keys, [None] * (5 * n), [0.0] * (5 * n)
+            keys[0::5] = own
+            keys[1::5] = keys[2::5] = ls_keys
+            keys[3::5] = keys[4::5] = issue_keys
+            values[0::5] = durations
+            values[1::5] = map(_ZERO.get, map(_LS_END, recs), map(_LS_END, recs))
+            values[2::5] = map(neg, map(_ZERO.get, ls_starts, ls_starts))
+            values[3::5] = map(_ZERO.get, map(_ISSUE_END, recs), map(_ISSUE_END, recs))
+            values[4::5] = map(neg, map(_ZERO.get, issue_starts, issue_starts))
         busy, counts = self.busy_ns, self.counts
-        for key, idx in _groups(keys, positions):
-            if one_core:
-                key = (cores[0], key)
-            busy[key] = reduce(add, map(values.__getitem__, idx), busy.get(key, 0.0))
-            counts[key] = counts.get(key, 0) + (len(idx) if weights is None else sum(map(weights.__getitem__, idx)))
-        opcode_counts = self.opcode_counts
-        for opcode, count in Counter(opcodes).items():
-            opcode_counts[opcode] = opcode_counts.get(opcode, 0) + count
+        full = (lambda key: (cores[0], key)) if one_core else (lambda key: key)
+        distinct, codes, (sums,) = _keyed_sums(keys, (values,), lambda key: (busy.get(full(key), 0.0),))
+        k = len(distinct)
+        counted = codes.reshape(n, 5)[:, (0, 1, 3)].ravel() if paired else codes
+        for key, total, count in zip(distinct, sums, np.bincount(counted, minlength=k + 1)[:k].tolist()):
+            key = full(key)
+            busy[key] = total
+            counts[key] = counts.get(key, 0) + count
         self.total_ns = max(self.total_ns, max(ends))
         self.elem_ops = reduce(add, map(_ELEM_OPS, costs), self.elem_ops)
         self.transpose_flops = reduce(add, map(_TRANSPOSE_FLOPS, costs), self.transpose_flops)
+        works = list(map(_DMA, costs))
+        is_dma = list(map(is_not, works, repeat(None, n)))
+        if any(is_dma):
+            works = list(compress(works, is_dma))
+            self.dma_count += len(works)
+            self.dma_bytes = reduce(add, map(_SIZE_BYTES, works), self.dma_bytes)
+            self.hbm_read_bytes = reduce(add, map(_HBM_READ, works), self.hbm_read_bytes)
+            self.hbm_write_bytes = reduce(add, map(_HBM_WRITE, works), self.hbm_write_bytes)
+            self.dma_engine_ns = reduce(add, map(_DMA_ENGINE_NS, compress(recs, is_dma)), self.dma_engine_ns)
+
+    def _tally_details(self) -> None:
+        """`_tally` for the aggregates only reports read, done when one of them is first read after records were
+        added (`lines`, `stalls`, `small_dmas`, `opcode_counts`): per record, `rec.end - rec.start` and its stall
+        to its kernel line, its opcode to the counts and the line's opcodes, its stall to the line's stalls and,
+        for a transfer below SMALL_DMA_EFFICIENCY in a stream of its kind, to small_dmas."""
+        recs = self.records[self._detailed:]
+        self._detailed = len(self.records)
+        if not recs:
+            return
+        n = len(recs)
+        durations = list(map(sub, map(_END, recs), map(_START, recs)))
+        opcodes, costs = list(map(_OPCODE, recs)), list(map(_COST, recs))
+        opcode_counts = self._opcode_counts
+        for opcode, count in Counter(opcodes).items():
+            opcode_counts[opcode] = opcode_counts.get(opcode, 0) + count
         # kernel lines, by the location objects the records hold (alive, so their ids stay unique)
         loc_ids = list(map(id, map(_LOCATION, recs)))
         names = {i: location_key(loc) for i, loc in dict(zip(loc_ids, map(_LOCATION, recs))).items()}
         lines = list(map(names.__getitem__, loc_ids))
-        entries = self.lines
+        entries = self._lines
         stall_ns = list(map(_STALL_NS, recs))
-        for line, idx in _groups(lines):
+
+        def start(line):
+            entry = entries.get(line)
+            return (0.0, 0.0) if entry is None else (entry[0], entry[2])
+        distinct, codes, (busy_sums, stall_sums) = _keyed_sums(lines, (durations, stall_ns), start)
+        k = len(distinct)
+        for line, b, c, st in zip(distinct, busy_sums, np.bincount(codes, minlength=k + 1)[:k].tolist(), stall_sums):
             entry = entries.get(line)
             if entry is None:
                 entry = entries[line] = [0.0, 0, 0.0, set()]
-            entry[0] = reduce(add, map(durations.__getitem__, idx), entry[0])
-            entry[1] += len(idx)
-            entry[2] = reduce(add, map(stall_ns.__getitem__, idx), entry[2])
-            entry[3].update(dict.fromkeys(map(opcodes.__getitem__, idx)))       # in first-use order
+            entry[0] = b
+            entry[1] += c
+            entry[2] = st
+        for line, opcode in dict.fromkeys(zip(lines, opcodes)):        # in first-use order
+            entries[line][3].add(opcode)
         stall_kinds = list(map(_STALL_KIND, recs))
         stalled = list(map(and_, map(is_not, stall_kinds, repeat(None, n)), map(_lt, repeat(0, n), stall_ns)))
         if any(stalled):
             s_lines, s_ns, s_kinds = (list(compress(v, stalled)) for v in (lines, stall_ns, stall_kinds))
-            for line, idx in _groups(s_lines):
-                s = self.stalls.setdefault(line, [0.0, 0, set()])
-                s[0] = reduce(add, map(s_ns.__getitem__, idx), s[0])
-                s[1] += len(idx)
+            stalls = self._stalls
+            distinct, codes, (sums,) = _keyed_sums(s_lines, (s_ns,), lambda line: (stalls.get(line, (0.0,))[0],))
+            k = len(distinct)
+            for line, total, count in zip(distinct, sums, np.bincount(codes, minlength=k + 1)[:k].tolist()):
+                s = stalls.setdefault(line, [0.0, 0, set()])
+                s[0] = total
+                s[1] += count
             for line, kind in dict.fromkeys(zip(s_lines, s_kinds)):
-                self.stalls[line][2].add(kind)
+                stalls[line][2].add(kind)
         works = list(map(_DMA, costs))
         is_dma = list(map(is_not, works, repeat(None, n)))
         if any(is_dma):
-            self._tally_dmas(list(compress(works, is_dma)), list(compress(durations, is_dma)),
-                             list(compress(lines, is_dma)), list(compress(recs, is_dma)))
+            self._small_transfers(list(compress(works, is_dma)), list(compress(durations, is_dma)),
+                                  list(compress(lines, is_dma)))
 
-    def _tally_dmas(self, works, durations, lines, recs) -> None:
-        """`_tally`'s DMA part, over the DMA records (their works, durations and kernel lines)."""
-        self.dma_count += len(works)
-        self.dma_bytes = reduce(add, map(_SIZE_BYTES, works), self.dma_bytes)
-        self.hbm_read_bytes = reduce(add, map(_HBM_READ, works), self.hbm_read_bytes)
-        self.hbm_write_bytes = reduce(add, map(_HBM_WRITE, works), self.hbm_write_bytes)
-        self.dma_engine_ns = reduce(add, map(_DMA_ENGINE_NS, recs), self.dma_engine_ns)
+    def _small_transfers(self, works, durations, lines) -> None:
+        """`_tally_details`' small transfers, over the DMA records (their works, durations and kernel lines)."""
         # the stream efficiency of each DmaWork object (costs are memoised, so a loop's transfers share one;
         # they are alive, so their ids stay unique)
         eff = self.hw.cost.dma.efficiency
@@ -280,13 +321,24 @@ class CostResult:
         works, durations, lines, stream = (list(compress(v, small)) for v in (works, durations, lines, stream))
         # what each costs in a stream of its kind: duration * efficiency / stream
         cost_ns = list(map(truediv, map(mul, durations, map(_EFFICIENCY, works)), stream))
-        for line, idx in _groups(lines):
-            s = self.small_dmas.setdefault(line, [0, 0, 1.0, float("inf"), 0.0])
-            s[0] += len(idx)
-            s[1] = reduce(add, map(_SIZE_BYTES, map(works.__getitem__, idx)), s[1])
-            s[2] = min(s[2], *map(stream.__getitem__, idx))
-            s[3] = min(s[3], *map(_DESCRIPTOR_BYTES, map(works.__getitem__, idx)))
-            s[4] = reduce(add, map(cost_ns.__getitem__, idx), s[4])
+        small_dmas = self._small_dmas
+        distinct, _, (sums,) = _keyed_sums(lines, (cost_ns,), lambda line: (small_dmas.get(line, _NO_SMALL)[4],))
+        for line, total in zip(distinct, sums):
+            s = small_dmas.setdefault(line, [0, 0, 1.0, float("inf"), 0.0])
+            s[4] = total
+        # the rest per transfer kind (DmaWork) of a line, in first-use order: counts, byte sums (count * size:
+        # sizes are integers, whose sum is the same in any order), minima (the first least value, as min()
+        # over every transfer of the line gives it)
+        ids = list(map(id, works))
+        kinds = dict(zip(zip(lines, ids), works))
+        for (line, i), count in Counter(zip(lines, ids)).items():
+            work, s = kinds[line, i], small_dmas[line]
+            s[0] += count
+            s[1] += count * work.size_bytes
+            if streams[i] < s[2]:
+                s[2] = streams[i]
+            if work.descriptor_bytes < s[3]:
+                s[3] = work.descriptor_bytes
 
     def _matmul(self, ev, cost, rate) -> None:
         self.flops += cost.flops
@@ -318,25 +370,60 @@ class CostResult:
             return self
         self._tally()
         self.roofline = roofline(self.hw, self.flops_by_peak, self.hbm_bytes, self.dma_bytes, self.cores)
-        self._critical_path()
         self._finished = True
         return self
 
-    def _critical_path(self) -> None:
-        self.critical_path = []
-        self.critical_by_line, self.critical_by_row = {}, {}
+    # the aggregates only reports read, and the critical path: made when first read after records were added
+    @property
+    def lines(self) -> dict[str, list]:
+        self._tally_details()
+        return self._lines
+
+    @property
+    def stalls(self) -> dict[str, list]:
+        self._tally_details()
+        return self._stalls
+
+    @property
+    def small_dmas(self) -> dict[str, list]:
+        self._tally_details()
+        return self._small_dmas
+
+    @property
+    def opcode_counts(self) -> dict[str, int]:
+        self._tally_details()
+        return self._opcode_counts
+
+    @property
+    def critical_path(self) -> list[InstructionRecord]:
+        return self._critical_path()[1]
+
+    @property
+    def critical_by_line(self) -> dict[str, float]:
+        return self._critical_path()[2]
+
+    @property
+    def critical_by_row(self) -> dict[str, float]:
+        return self._critical_path()[3]
+
+    def _critical_path(self) -> tuple:
+        """(records, path, ns per kernel line, ns per row) of the critical path over the records so far."""
+        if self._critical is not None and self._critical[0] == len(self.records):
+            return self._critical
+        path, by_line, by_row = [], {}, {}
+        self._critical = (len(self.records), path, by_line, by_row)
         if not self.records:
-            return
+            return self._critical
         i = max(range(len(self.records)), key=lambda k: self.records[k].end)
         seen = set()
         ends = None
         while i != NO_PRODUCER and i not in seen:
             seen.add(i)
             rec = self.records[i]
-            self.critical_path.append(rec)
+            path.append(rec)
             line = location_key(rec.location)
-            self.critical_by_line[line] = self.critical_by_line.get(line, 0.0) + rec.duration_ns
-            self.critical_by_row[rec.row] = self.critical_by_row.get(rec.row, 0.0) + rec.duration_ns
+            by_line[line] = by_line.get(line, 0.0) + rec.duration_ns
+            by_row[rec.row] = by_row.get(rec.row, 0.0) + rec.duration_ns
             i = rec.pred
             if i == NO_PRODUCER and rec.start > 0:
                 # placed at the start of an idle stretch (out of program order): its engine gated it, so
@@ -344,7 +431,8 @@ class CostResult:
                 if ends is None:
                     ends = {(r.row, r.end): k for k, r in enumerate(self.records)}
                 i = ends.get((rec.row, rec.start), NO_PRODUCER)
-        self.critical_path.reverse()
+        path.reverse()
+        return self._critical
 
     @property
     def hbm_bytes(self) -> int:

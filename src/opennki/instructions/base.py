@@ -50,6 +50,7 @@ def instruction(cls):
     cls._operand_fields = tuple((f.name, f.metadata["access"]) for f in cls._operand_field_list)
     cls._param_fields = tuple(f.name for f in dataclasses.fields(cls)
                               if "access" not in f.metadata and f.name not in ("mask", "name"))
+    cls._param_names = frozenset(cls._param_fields)
     cls._field_names = frozenset(f.name for f in dataclasses.fields(cls))
     cls._operand_names = frozenset(f.name for f in cls._operand_field_list)
     cls._key_fields = tuple(f.name for f in cls._operand_field_list) + cls._param_fields
@@ -134,6 +135,7 @@ class Instruction:
     _operand_field_list: ClassVar[tuple] = ()
     _operand_fields: ClassVar[tuple] = ()
     _param_fields: ClassVar[tuple] = ()
+    _param_names: ClassVar[frozenset] = frozenset()
     _field_names: ClassVar[frozenset] = frozenset()
     _operand_names: ClassVar[frozenset] = frozenset()
     _key_fields: ClassVar[tuple] = ()
@@ -189,8 +191,9 @@ class Instruction:
 
     def maker(self, names: tuple):
         """(make, template): `make(template, *values)` builds the instruction of this class whose fields `names`
-        hold `values` and whose other fields are this one's, with the operand cache `operands()` would give it,
-        for values that are what this one's fields `names` hold (views without run-time indices where it has
+        hold `values` and whose other fields are this one's, with the operand cache `operands()` would give it
+        (and its `params()`, which its events copy: `_params`, when no field of `names` is a parameter), for
+        values that are what this one's fields `names` hold (views without run-time indices where it has
         them, scalars where it has scalars: a front door's plan fixes that). None when an operand of this one is
         not one of the fields `names` holding a view (`operand_pattern`): the template would hold a view (and
         keep its storage alive), or the pattern does not say the operands. Building from the template fills
@@ -200,15 +203,17 @@ class Instruction:
         if pattern is None or any(role not in names for role, _ in pattern) or any(
                 holds_view(v) for k, v in self.__dict__.items() if k not in names and not k.startswith("_")):
             return None
-        template = {k: (None if k in names else v) for k, v in self.__dict__.items()
-                    if k not in ("_operands", "_signature")}
+        template = {k: (None if k in names else v) for k, v in self.__dict__.items() if not k.startswith("_")}
+        if self._param_names.isdisjoint(names):
+            template["_params"] = self.params()     # every one built from it has these (`event_params`)
         return _maker(type(self), names, pattern), template
 
     def replace(self, **changes) -> "Instruction":
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
         generated __init__ has already set, so they are taken over as they are instead of running it again
         (retargeting a deferred result does this for most legacy instructions); the signature cache is dropped,
-        and so is the operand cache if an operand field changes."""
+        and so is the operand cache if an operand field changes; kept parameters (`_params`, from a template:
+        `maker`) are patched with the new values."""
         if hasattr(self, "__post_init__"):       # a class that derives state on construction: the slow way
             return dataclasses.replace(self, **changes)
         unknown = changes.keys() - self._field_names
@@ -223,20 +228,32 @@ class Instruction:
                 del state["_operands"]
         signature = self._patched_signature(changes)
         state.pop("_signature", None)
+        if "_params" in state and not self._param_names.isdisjoint(changes):
+            params = state["_params"] = dict(state["_params"])      # the copy's own, with the new values
+            for name, value in changes.items():
+                if name in self._param_names:
+                    params[name] = value if type(value) in _PLAIN_TYPES else plain(value)
         state.update(changes)
         if signature is not None:
             state["_signature"] = signature
         return new
 
-    def moved_to(self, dst) -> "Instruction":
-        """`self.replace(dst=dst)`, made by changing `self`: only for an instruction that nothing else holds (the
-        lean path's deferred temporary, which only its `Deferred` record held until it was claimed) and a
-        destination without run-time indices. The operand cache keeps its order (the destination's entry
-        replaced); the signature cache is dropped, as `replace` would recompute it."""
+    def moved_to(self, changes: dict) -> "Instruction":
+        """`self.replace(**changes)`, made by changing `self`, for `changes` that move `dst` to a destination
+        without run-time indices and may set parameter fields (a matmul's `accumulate`): only for an instruction
+        that nothing else holds (the lean path's deferred temporary, which only its `Deferred` record held until
+        it was claimed). The operand cache keeps its order (the destination's entry replaced), kept parameters
+        (`_params`) get the new values; the signature cache is dropped, as `replace` would recompute it."""
         state = self.__dict__
         old = state["dst"]
-        state["dst"] = dst
+        dst = changes["dst"]
         state.pop("_signature", None)
+        if len(changes) > 1 and "_params" in state:
+            params = state["_params"] = dict(state["_params"])
+            for name, value in changes.items():
+                if name != "dst":
+                    params[name] = value if type(value) in _PLAIN_TYPES else plain(value)
+        state.update(changes)
         operands = self._operands
         if operands is not None:
             first = operands[0]

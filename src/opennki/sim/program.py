@@ -776,7 +776,11 @@ def event_params(instr) -> dict:
     instruction deferred as planned was checked without one). Equal keys give equal params: every parameter
     field is in the key, as a plain value or by what `plain` keeps of it (enum and operator names, NumPy
     scalars' values, tuples element by element), except a tensor in a parameter field, keyed by its view
-    signature while `plain` names it: such instructions are not kept. Each event gets its own dict."""
+    signature while `plain` names it: such instructions are not kept. Each event gets its own dict. An
+    instruction built from a plan's template carries its `params()` (`Instruction.maker`, `replace`)."""
+    params = instr.__dict__.get("_params")
+    if params is not None:
+        return dict(params)
     key = instr.params_key()
     if key is None:
         return instr.params()
