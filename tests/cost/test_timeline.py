@@ -1,6 +1,7 @@
 """The cost timeline's shortcuts give what walking every gap gives: `fit` and `spread` skip the walk when no
 gap can be used (the last gap ends latest, since gaps stay disjoint and in order), on timelines built by
-random sequences of reservations and spread transfers."""
+random sequences of reservations and spread transfers (each changes the timeline in place; `copy` keeps
+one as it was)."""
 
 from opennki.cost.timeline import MAX_GAPS, Timeline
 
@@ -11,15 +12,17 @@ def _random_timelines(rng, steps=400):
         ready = float(rng.uniform(0, line.free + 50)) if rng.random() < 0.8 else line.free + float(rng.uniform(0, 30))
         duration = float(rng.choice([0.0, rng.uniform(0, 20), rng.uniform(0, 200)]))
         if rng.random() < 0.5:
-            line = line.reserved(ready, duration, i)[0]
+            line.reserve(ready, duration, i)
         else:
-            line = line.spread(ready, duration, i)[0]
+            line.spread(ready, duration, i)
         yield line
 
 
-def _state(result):
-    line, *rest = result
-    return (line.free, line.gaps, line.last, *rest)
+def _state(line, method, *args):
+    """The result of `line.method(*args)` on a copy of `line`, and the copy's state after it."""
+    line = line.copy()
+    result = getattr(line, method)(*args)
+    return (line.free, line.gaps, line.last, *result)
 
 
 def test_gaps_stay_disjoint_and_in_order(rng):
@@ -37,13 +40,16 @@ def test_fit_and_spread_equal_the_walk_over_every_gap(rng):
         for ready in (float(rng.uniform(0, line.free + 10)), end, end - 1e-10, float(rng.uniform(end, end + 10))):
             for duration in (0.0, float(rng.uniform(0, 50))):
                 assert line.fit(ready, duration) == line._fit_in_gaps(ready, duration)
-                assert _state(line.spread(ready, duration, k)) == _state(line._spread_over_gaps(ready, duration, k))
+                assert _state(line, "spread", ready, duration, k) == _state(line, "_spread_over_gaps", ready,
+                                                                           duration, k)
                 shortcuts += not line.gaps or line.gaps[-1][1] - ready <= 1e-9
     assert shortcuts > 100
 
 
 def test_a_transfer_ready_early_fills_the_gaps_it_meets():
     line = Timeline(100.0, ((10.0, 20.0), (40.0, 45.0)), 7)
-    new, start, end, waited = line.spread(15.0, 12.0, 8)
+    kept = line.copy()
+    start, end, waited = line.spread(15.0, 12.0, 8)
     assert (start, end, waited) == (15.0, 102.0, -1)      # 5 ns in the first gap, 5 in the second, 2 at the end
-    assert (new.gaps, new.free, new.last) == (((10.0, 15.0),), 102.0, 8)
+    assert (line.gaps, line.free, line.last) == (((10.0, 15.0),), 102.0, 8)
+    assert (kept.gaps, kept.free, kept.last) == (((10.0, 20.0), (40.0, 45.0)), 100.0, 7)

@@ -73,7 +73,7 @@ class _CoreState:
         self.act_table = None
         # DMA queue key -> [issue free, its last record, transfer setup free] (one look-up per transfer)
         self.queues: dict[tuple, list] = {}
-        self.dma = [Timeline()] * dma_engines      # shared while transfers span the same engines
+        self.dma = [Timeline()] * dma_engines      # shared while transfers span the same engines (`_place_dma`)
         self.dge_free = [0.0] * dge_instances
 
 
@@ -332,7 +332,7 @@ class CostModel:
             duration += self.hw.cost.scalar.table_load_ns
             state.act_table = cost.table
         start, pred, stall, kind = self._slot(self._overhead_ns[e], state.lines[e], dep, duration, ev)
-        state.lines[e] = state.lines[e].reserved(start, duration, index)[0]
+        state.lines[e].reserve(start, duration, index)
         end = start + duration
         return InstructionRecord(index, ev, cost, Row.of(engine), start, end, pred, stall, kind)
 
@@ -379,7 +379,7 @@ class CostModel:
         state.free[_PE] = end
         state.last[_PE] = index
         state.mm_last_start, state.mm_last_end = start, end
-        state.lines[_PE] = state.lines[_PE].reserved(start, duration, index)[0]
+        state.lines[_PE].reserve(start, duration, index)
         for group in groups:
             state.groups[group] = (end, index)
         rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start, end, pred, stall, kind)
@@ -415,7 +415,7 @@ class CostModel:
             mm /= pe.throttle_start_fraction
             if start + ls + mm > line.gaps[gap][1]:
                 return None
-        state.lines[_PE] = line.reserved(start, ls + mm, index)[0]
+        line.reserve(start, ls + mm, index)
         for group in groups:
             state.groups[group] = (start + ls + mm, index)
         pred = gate if start == ready else NO_PRODUCER
@@ -476,28 +476,32 @@ class CostModel:
         # transfer's data: a stream of transfers on one queue runs at max(setup, data) per transfer
         setup_start = q[2] if q[2] > ready else ready           # max(ready, q[2])
         data_ready = q[2] = setup_start + dma.fixed_latency_ns
-        timelines = state.dma[first:last + 1]
-        if timelines.count(timelines[0]) == n_engines:      # the usual case: all share one timeline
-            timeline, start, end, waited = timelines[0].spread(data_ready, t_data, index)
-            state.dma[first:last + 1] = [timeline] * n_engines
+        dmas = state.dma
+        timeline = dmas[first]
+        if dmas.count(timeline) == n_engines and (n_engines == len(dmas) or
+                                                  dmas[first:last + 1].count(timeline) == n_engines):
+            # the usual case: the transfer's engines share one timeline no other engine has
+            start, end, waited = timeline.spread(data_ready, t_data, index)
             if waited != NO_PRODUCER:
                 pred = waited                        # the DMA engines' previous transfer gated it
         else:
+            # each distinct timeline of the span gets a copy with the transfer, shared by the engines that
+            # shared it
             start = end = None
-            placed: dict[int, tuple] = {}
+            placed: dict[int, Timeline] = {}
             for e in range(first, last + 1):
-                old = state.dma[e]
+                old = dmas[e]
                 new = placed.get(id(old))
                 if new is None:
-                    timeline, s, e_end, waited = old.spread(data_ready, t_data, index)
-                    new = placed[id(old)] = (timeline, s)
+                    new = placed[id(old)] = old.copy()
+                    s, e_end, waited = new.spread(data_ready, t_data, index)
                     if waited != NO_PRODUCER and (end is None or e_end > end):
                         pred = waited
                     start = s if start is None else min(start, s)
                     end = e_end if end is None else max(end, e_end)
-                state.dma[e] = new[0]
+                dmas[e] = new
         if occupancy is not None:
-            self.hbm, _, h_end, _ = self.hbm.spread(start, occupancy, index)
+            h_end = self.hbm.spread(start, occupancy, index)[1]
             if h_end > end:
                 end = h_end
         rec = InstructionRecord(index, ev, cost, row, start, end, pred, stall, kind)

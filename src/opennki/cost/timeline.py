@@ -4,10 +4,10 @@ DMA engines serve several queues round-robin, so a transfer that becomes ready e
 before a transfer that was placed earlier but had to wait (a store behind its compute); compute engines run
 what the compiler's scheduler put there, so an instruction whose inputs are ready early can take an idle
 stretch before instructions placed earlier. A `Timeline` keeps the end of its last reservation and the most
-recent idle gaps before it: `reserved(ready, duration)` takes the earliest gap that fits, else appends (an
+recent idle gaps before it: `reserve(ready, duration)` takes the earliest gap that fits, else appends (an
 instruction); `spread(ready, duration)` fills the gaps it meets and continues at the end (a transfer's
-bytes, interleaved with others'). Timelines are values shared copy-on-write: both return a new timeline, so
-the 16 DMA engines of a core can share one object while every transfer spans them all.
+bytes, interleaved with others'). Both change the timeline in place; the 16 DMA engines of a core share one
+object while every transfer spans them all, and a transfer over some of them changes a `copy`.
 """
 
 from __future__ import annotations
@@ -41,19 +41,27 @@ class Timeline:
                 return s, i
         return (self.free if self.free > ready else ready), None
 
-    def spread(self, ready: float, duration: float, record: int) -> tuple["Timeline", float, float, int]:
-        """(new timeline, start, end, record it waited for) after reserving `duration` of work from `ready`
-        on, split over the idle gaps it meets and the end: how a DMA engine serving its queues round-robin
-        interleaves a transfer with others already placed."""
-        if not self.gaps or self.gaps[-1][1] - ready <= 1e-9:    # every gap ends by `ready`: none is used
+    def copy(self) -> "Timeline":
+        return Timeline(self.free, self.gaps, self.last)
+
+    def spread(self, ready: float, duration: float, record: int) -> tuple[float, float, int]:
+        """(start, end, record it waited for) after reserving `duration` of work from `ready` on, split over the
+        idle gaps it meets and the end: how a DMA engine serving its queues round-robin interleaves a
+        transfer with others already placed."""
+        gaps = self.gaps
+        if not gaps or gaps[-1][1] - ready <= 1e-9:    # every gap ends by `ready`: none is used
             free = self.free
             if free > ready:
-                return Timeline(free + duration, self.gaps, record), free, free + duration, self.last
-            gaps = self.gaps + ((free, ready),) if ready > free else self.gaps
-            return Timeline(ready + duration, gaps[-MAX_GAPS:], record), ready, ready + duration, NO_PRODUCER
+                waited = self.last
+                self.free, self.last = free + duration, record
+                return free, free + duration, waited
+            if ready > free:
+                self.gaps = (gaps + ((free, ready),))[-MAX_GAPS:]
+            self.free, self.last = ready + duration, record
+            return ready, ready + duration, NO_PRODUCER
         return self._spread_over_gaps(ready, duration, record)
 
-    def _spread_over_gaps(self, ready: float, duration: float, record: int) -> tuple["Timeline", float, float, int]:
+    def _spread_over_gaps(self, ready: float, duration: float, record: int) -> tuple[float, float, int]:
         """`spread` walking every gap (the plain path, which the shortcut for gaps all behind `ready` equals)."""
         left, start, gaps = duration, None, []
         for i, (g0, g1) in enumerate(self.gaps):
@@ -67,23 +75,27 @@ class Timeline:
             gaps += [p for p in ((g0, s), (s + take, g1)) if p[1] > p[0]]
             if left <= 1e-9:
                 gaps += self.gaps[i + 1:]
-                return Timeline(self.free, tuple(gaps[-MAX_GAPS:]), self.last), start, s + take, NO_PRODUCER
+                self.gaps = tuple(gaps[-MAX_GAPS:])
+                return start, s + take, NO_PRODUCER
         s = self.free if self.free > ready else ready
         waited = self.last if self.free > ready and start is None else NO_PRODUCER
         if s > self.free:
             gaps.append((self.free, s))
         start = s if start is None else start
-        return Timeline(s + left, tuple(gaps[-MAX_GAPS:]), record), start, s + left, waited
+        self.free, self.gaps, self.last = s + left, tuple(gaps[-MAX_GAPS:]), record
+        return start, s + left, waited
 
-    def reserved(self, ready: float, duration: float, record: int) -> tuple["Timeline", float, int]:
-        """(new timeline, start, record it waited for) after reserving `duration` from `ready` on."""
+    def reserve(self, ready: float, duration: float, record: int) -> tuple[float, int]:
+        """(start, record it waited for) after reserving `duration` from `ready` on."""
         start, gap = self.fit(ready, duration)
         end = start + duration
         if gap is not None:
             g0, g1 = self.gaps[gap]
             pieces = tuple(p for p in ((g0, start), (end, g1)) if p[1] > p[0])
-            gaps = self.gaps[:gap] + pieces + self.gaps[gap + 1:]
-            return Timeline(self.free, gaps[-MAX_GAPS:], self.last), start, NO_PRODUCER
+            self.gaps = (self.gaps[:gap] + pieces + self.gaps[gap + 1:])[-MAX_GAPS:]
+            return start, NO_PRODUCER
         waited = self.last if self.free > ready else NO_PRODUCER
-        gaps = self.gaps + (((self.free, start),) if start > self.free else ())
-        return Timeline(end, gaps[-MAX_GAPS:], record), start, waited
+        if start > self.free:
+            self.gaps = (self.gaps + ((self.free, start),))[-MAX_GAPS:]
+        self.free, self.last = end, record
+        return start, waited
