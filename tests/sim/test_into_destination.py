@@ -1,7 +1,9 @@
 """Element-wise instructions computing fp32 results straight into their fp32 destination
-(`Machine.fp32_target`, vector.py `_INTO_FP32`) store exactly what the plain path stores (a new result array,
+(`Machine.fp32_target`, vector.py `INTO_FP32`) store exactly what the plain path stores (a new result array,
 then the write), and what NumPy computes: overlapping operands, a column of the destination as the second
 stage's operand, reversed operands, other destination dtypes and integer inputs included."""
+
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 import opennki.legacy as nki
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
+from opennki.instructions import gpsimd
 from opennki.machine import machine
 
 
@@ -100,3 +103,107 @@ def test_special_values_pass_through_as_on_the_plain_path(rng, monkeypatch, fill
     y = rng.standard_normal((128, 64), dtype=np.float32)
     fast, plain = _run_both(monkeypatch, shifted_and_staged, x, y)
     np.testing.assert_array_equal(fast.view(np.uint32), plain.view(np.uint32))
+
+
+@nki.jit
+def activations_and_selects(x, y, c):
+    """activation, scalar_tensor_tensor and affine_select into fp32 (and bf16) destinations: in place, with
+    operands that are part of the destination, reductions, and a masked instruction."""
+    out = nl.ndarray((9, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    sums = nl.ndarray((2, 128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    low = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    t, u, col = nl.load(x), nl.load(y), nl.load(c)
+    i_p, i_f = nl.mgrid[0:128, 0:64]
+    e = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    e[...] = nisa.activation(np.exp, data=t, bias=col, scale=0.5)
+    nl.store(out[0], value=e)
+    r = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    e[...] = nisa.activation_reduce(np.exp, data=e, reduce_op=np.add, reduce_res=r, bias=e[:, 3:4], scale=0.1)
+    nl.store(out[1], value=e)                                  # in place, the bias a column of the destination
+    nl.store(sums[0], value=r)
+    e[:, 0:1] = nisa.activation_reduce(np.exp, data=e[:, 0:1], reduce_op=np.add, reduce_res=e[:, 0:1])
+    nl.store(out[2], value=e)                                  # reduce_res aliases dst
+    e[...] = nisa.activation(np.tanh, data=u)                  # not a NumPy ufunc: computed, then written
+    nl.store(out[3], value=e)
+    s = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    s[...] = nisa.scalar_tensor_tensor(data=t, op0=np.subtract, operand0=col, op1=np.multiply, operand1=u)
+    nl.store(out[4], value=s)
+    s[...] = nisa.scalar_tensor_tensor(data=u, op0=np.multiply, operand0=s[:, 5:6], op1=np.add, operand1=s,
+                                       reverse1=True)          # operand1 is the destination: the plain path
+    nl.store(out[5], value=s)
+    s[...] = nisa.scalar_tensor_tensor(data=s, op0=np.add, operand0=1.5, op1=np.maximum, operand1=t,
+                                       reverse0=True)          # data is the destination
+    nl.store(out[6], value=s)
+    s[...] = nisa.affine_select(pred=(i_p >= i_f), on_true_tile=s, on_false_value=-9984.0)
+    nl.store(out[7], value=s)
+    s[...] = nisa.affine_select(pred=(i_p < i_f + 7), on_true_tile=t, on_false_value=2.5, mask=(i_f < 40))
+    nl.store(out[8], value=s)                                  # masked: two masked writes
+    b = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+    b[...] = nisa.affine_select(pred=(i_p + 3 >= i_f), on_true_tile=t, on_false_value=1e-3)
+    nl.store(low, value=b)                                     # converted through fp32 into bf16
+    q = nisa.activation_reduce(np.exp, data=t, reduce_op=np.add, reduce_res=r)
+    nl.store(sums[1], value=r)
+    return out, sums, low
+
+
+def _expected_selects(x, y, c):
+    with np.errstate(over="ignore"):           # exp of exp overflows to inf in out[2]
+        return _expected_selects_values(x, y, c)
+
+
+def _expected_selects_values(x, y, c):
+    f = np.float32
+    i_p, i_f = np.mgrid[0:128, 0:64]
+    r = []
+    e = np.exp((x * f(0.5) + c).astype(np.float64)).astype(f)
+    r.append(e)
+    e = np.exp((e * f(0.1) + e[:, 3:4]).astype(np.float64)).astype(f)
+    r.append(e)
+    sums = [e.sum(axis=1, keepdims=True, dtype=np.float64)]
+    e = e.copy()
+    e[:, 0:1] = np.exp(e[:, 0:1].astype(np.float64)).astype(f)
+    r.append(e)
+    r.append(None)                                              # gelu: compared with the plain path only
+    s = (x - c) * y
+    r.append(s)
+    s = s * 0 + (s + y * s[:, 5:6])
+    r.append(s)
+    s = np.maximum(f(1.5) + s, x)
+    r.append(s)
+    s = np.where(i_p >= i_f, s, f(-9984.0))
+    r.append(s)
+    s = np.where(i_f < 40, np.where(i_p < i_f + 7, x, f(2.5)), s)
+    r.append(s)
+    low = np.where(i_p + 3 >= i_f, x, f(1e-3)).astype(ml_dtypes.bfloat16)
+    sums.append(np.exp(x.astype(np.float64)).astype(f).sum(axis=1, keepdims=True, dtype=np.float64))
+    return r, np.stack(sums), low
+
+
+def test_activation_stt_and_affine_select_into_the_destination_equal_the_plain_path(rng, monkeypatch):
+    """`activation` (a NumPy ufunc function, its float64 results rounded into the fp32 destination as the
+    plain path's astype rounds them), `scalar_tensor_tensor` (both stages into the destination unless
+    operand1 overlaps it) and `affine_select` without a mask (one write of the selection; with a mask, two
+    masked writes) store what the plain path stores, and what NumPy computes."""
+    x = rng.standard_normal((128, 64), dtype=np.float32)
+    y = rng.standard_normal((128, 64), dtype=np.float32)
+    c = rng.standard_normal((128, 1), dtype=np.float32)
+    warned = []
+    for into in (True, False):
+        monkeypatch.setattr(machine, "COMPUTE_INTO_FP32_TARGETS", into)
+        monkeypatch.setattr(gpsimd, "SELECT_IN_ONE_WRITE", into)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            outputs = activations_and_selects(x, y, c)
+        warned.append(sorted((w.category.__name__, str(w.message)) for w in caught))
+        if into:
+            fast = outputs
+    for got, want in zip(fast, outputs):
+        np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+    assert warned[0] == warned[1] and ("RuntimeWarning", "overflow encountered in cast") in warned[0]
+    out, sums, low = fast
+    expected, expected_sums, expected_low = _expected_selects(x, y, c)
+    for k, want in enumerate(expected):
+        if want is not None:
+            np.testing.assert_allclose(out[k], want, rtol=2e-6, atol=1e-6, err_msg=f"out[{k}]")
+    np.testing.assert_allclose(sums, expected_sums, rtol=1e-5)
+    np.testing.assert_array_equal(low.view(np.uint16), expected_low.view(np.uint16))

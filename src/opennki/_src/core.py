@@ -279,12 +279,11 @@ def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: s
         if len(planned) >= 4096:
             planned.clear()
         entry = planned[memo] = (set(), instr.maker(recipe[1]))
-    else:
-        made = entry[1]
-        prog.defer(made[0](made[1], *values) if made is not None else _built(recipe, values), result, api, frame,
-                   checked=True)
-    prog.pending.plan = entry[0]
-    return result
+        prog.pending.plan = entry[0]
+        return result
+    made = entry[1]
+    return prog.defer(made[0](made[1], *values) if made is not None else _built(recipe, values), result, api, frame,
+                      checked=True, plan=entry[0])
 
 
 def defer_planned(prog, recipe: tuple, values: tuple, result, api: str, frame, operands: tuple,

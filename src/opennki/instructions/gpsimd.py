@@ -20,7 +20,7 @@ from opennki.instructions.ops import alu, op_name
 from opennki.instructions.vector import check_elementwise
 from opennki.machine.index import mask_array
 from opennki.machine.arguments import as_pattern
-from opennki.machine.dtypes import SCALAR_TYPES
+from opennki.machine.dtypes import SCALAR_TYPES, convert
 
 _CORE_PARTITIONS = 16
 _ELEMS_PER_INDEX = (1, 2, 4, 8, 16, 32)
@@ -77,6 +77,11 @@ class Iota(Instruction):
         m.write(self.dst, vals.reshape(self.dst.shape), self.mask)
 
 
+# An affine_select without an instruction mask writes its selection in one write; False: the plain path, the
+# selected elements and the others in two masked writes (tests/sim/test_into_destination.py compares them)
+SELECT_IN_ONE_WRITE = True
+
+
 @instruction
 class AffineSelect(Instruction):
     """dst = on_true_tile where an affine predicate holds, else on_false_value.
@@ -129,9 +134,17 @@ class AffineSelect(Instruction):
             vals = vals.astype(np.int32)
             keep = (alu(self.cmp_op).fn(vals, np.int32(0)) != 0).reshape(self.dst.shape)
         active = Machine.effective_mask(self.dst, self.mask)
-        on, off = (keep, ~keep) if active is None else (keep & active, ~keep & active)
         same = self.on_true_tile.dtype is self.dst.dtype
         x = read_operand(m, self.on_true_tile, self.dst, self.mask, raw=same)
+        if active is None and SELECT_IN_ONE_WRITE:
+            # every element written: the selection of what the two writes below store, in one write
+            dt = self.dst.dtype
+            values = x.reshape(self.dst.shape)
+            chosen = np.where(keep, values if same else convert(values, dt, m.precise),
+                              convert(np.float32(self.on_false_value), dt, m.precise))
+            m.write(self.dst, chosen, raw=True)
+            return
+        on, off = (keep, ~keep) if active is None else (keep & active, ~keep & active)
         m.write(self.dst, x.reshape(self.dst.shape), on, raw=same)
         m.write(self.dst, np.float32(self.on_false_value), off)
 

@@ -394,6 +394,19 @@ def activation_fn(op) -> ActivationFn:
                           got=name) from None
 
 
+def evaluate_into(fn: ActivationFn, x: np.ndarray, out: np.ndarray) -> bool:
+    """`evaluate` rounded straight into `out`, an fp32 array of `x`'s shape, where the function is a NumPy
+    ufunc: the cast into `out` is the rounding (and the overflow warning) of `evaluate`'s `astype`, without
+    its fp32 temporary and the copy into the destination. False (nothing written) otherwise."""
+    ufunc = getattr(fn.fn, "ufunc", None)
+    if ufunc is None or type(x) is not np.ndarray or x.dtype != np.float32:
+        return False
+    with quiet_fp():
+        y = ufunc(x, dtype=np.float64)
+    np.copyto(out, y, casting="same_kind")
+    return True
+
+
 def evaluate(fn: ActivationFn, x: np.ndarray) -> np.ndarray:
     """Apply an activation function to fp32 input, in float64, rounded to fp32.
 

@@ -20,7 +20,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, r
 from opennki.instructions.enums import engine_of
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.indirection import check_indirection
-from opennki.instructions.ops import activation_fn, alu, evaluate
+from opennki.instructions.ops import activation_fn, alu, evaluate, evaluate_into
 from opennki.instructions.vector import check_elementwise
 
 _BIAS_DTYPES = ("float32", "float16", "bfloat16")
@@ -122,14 +122,18 @@ class Activation(Instruction):
             pre = pre * operand_f32(m, self.scale, P)
         if self.bias is not None:
             pre = pre + operand_f32(m, self.bias, P)
-        y = evaluate(activation_fn(self.op), pre)
+        fn = activation_fn(self.op)
+        out = m.fp32_target(self.dst) if self.mask is None and tuple.__eq__(pre.shape, self.dst.shape) else None
+        written = out is not None and evaluate_into(fn, pre, out)
+        y = out if written else evaluate(fn, pre)
         cmd = acc.check_reduce_cmd(self.reduce_cmd, self.allowed_cmds, self.opcode)
         active = Machine.effective_mask(self.dst, self.mask)
         contribution = acc.partial(alu("add"), y, active) if cmd in acc.FOLDING else None
         acc.step(m.act_acc, P, cmd, alu("add"), contribution, reset_value=0.0, idle_clobbers=False,
                  lanes=acc.lanes_of(active))
         # both results are computed before either is written, so reduce_res may alias dst
-        m.write(self.dst, y.reshape(self.dst.shape), self.mask)
+        if not written:
+            m.write(self.dst, y.reshape(self.dst.shape), self.mask)
         if self.reduce_res is not None:
             m.write(self.reduce_res, m.act_acc[:P].reshape(self.reduce_res.shape).copy(),
                     Machine.effective_mask(self.reduce_res, self.mask))

@@ -31,7 +31,7 @@ _INT32 = ("int32", "uint32")
 # binary ALU functions that give an fp32 result for fp32 operands (arrays or fp32 scalars): an instruction
 # computing one for an fp32 destination computes straight into it (Machine.fp32_target). NumPy's ufuncs give
 # the values they would give into a new array, overlapping operands included.
-_INTO_FP32 = frozenset((np.add, np.subtract, np.multiply, np.maximum, np.minimum))
+INTO_FP32 = frozenset((np.add, np.subtract, np.multiply, np.maximum, np.minimum))
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
 _ACT_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
 
@@ -159,7 +159,7 @@ class TensorTensor(Instruction):
             return
         elif self.mask is None:
             a, b = flat(m.read_f32(self.data1)), flat(m.read_f32(self.data2))
-            if op.fn in _INTO_FP32 and tuple.__eq__(a.shape, b.shape) and tuple.__eq__(a.shape, self.dst.shape):
+            if op.fn in INTO_FP32 and tuple.__eq__(a.shape, b.shape) and tuple.__eq__(a.shape, self.dst.shape):
                 out = m.fp32_target(self.dst)
                 if out is not None:
                     quiet_call(op.fn, a, b, out=out)
@@ -255,8 +255,8 @@ class TensorScalar(Instruction):
             s1 = operand_f32(m, self.operand1, P) if op1 is not None and op1.arity == 2 else None
             # two stages into the destination only with an immediate second operand: a column read as a view
             # of the destination would see the first stage's values
-            if (mask is None and op0.fn in _INTO_FP32 and tuple.__eq__(x.shape, self.dst.shape)
-                    and (op1 is None or (op1.fn in _INTO_FP32 and not isinstance(self.operand1, TensorView)))):
+            if (mask is None and op0.fn in INTO_FP32 and tuple.__eq__(x.shape, self.dst.shape)
+                    and (op1 is None or (op1.fn in INTO_FP32 and not isinstance(self.operand1, TensorView)))):
                 out = m.fp32_target(self.dst)
                 if out is not None:
                     quiet_call(op0.fn, *((s0, x) if self.reverse0 else (x, s0)), out=out)

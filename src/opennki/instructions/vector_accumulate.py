@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, ShapeError, expect
-from opennki.machine.dtypes import promote
+from opennki.machine.dtypes import promote, quiet_call
 from opennki.machine.machine import Machine
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
@@ -23,7 +23,7 @@ from opennki.instructions.base import (READ, WRITE, Instruction, check_column, c
 from opennki.instructions.enums import reduce_cmd as cmds
 from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import alu
-from opennki.instructions.vector import apply, check_arith, check_elementwise, check_v4_ops
+from opennki.instructions.vector import INTO_FP32, apply, check_arith, check_elementwise, check_v4_ops
 
 FP32_MIN = float(np.finfo(np.float32).min)   # -3.4028235e38, bit pattern 0xff7fffff (`nisa.fp32.min`)
 _COMPARISONS = ("equal", "less", "less_equal", "greater", "greater_equal")
@@ -165,7 +165,16 @@ class ScalarTensorTensor(Instruction):
         op0, op1 = alu(self.op0), alu(self.op1)
         x = read_operand(m, self.data, self.dst, self.mask)
         u = read_operand(m, self.operand1, self.dst, self.mask)
-        t = apply(op0, x, column(m, self.operand0, P) if op0.arity == 2 else None, self.reverse0)
+        s0 = column(m, self.operand0, P) if op0.arity == 2 else None
+        if (self.mask is None and self.reduce_op is None and op0.fn in INTO_FP32 and op1.fn in INTO_FP32
+                and tuple.__eq__(x.shape, self.dst.shape) and tuple.__eq__(u.shape, self.dst.shape)):
+            out = m.fp32_target(self.dst)
+            # the second stage reads operand1 after the first wrote the destination: not where they overlap
+            if out is not None and not np.may_share_memory(u, out):
+                quiet_call(op0.fn, *((s0, x) if self.reverse0 else (x, s0)), out=out)
+                quiet_call(op1.fn, *((u, out) if self.reverse1 else (out, u)), out=out)
+                return
+        t = apply(op0, x, s0, self.reverse0)
         r = np.asarray(apply(op1, t, u, self.reverse1), np.float32)
         if self.reduce_op is not None:
             rop = alu(self.reduce_op)
