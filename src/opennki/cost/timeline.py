@@ -69,7 +69,7 @@ class Timeline:
             if g1 - s <= 1e-9:
                 gaps.append((g0, g1))
                 continue
-            take = min(left, g1 - s)
+            take = g1 - s if g1 - s < left else left       # min(left, g1 - s)
             start = s if start is None else start
             left -= take
             gaps += [p for p in ((g0, s), (s + take, g1)) if p[1] > p[0]]
