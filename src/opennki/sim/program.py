@@ -48,9 +48,9 @@ _TENSOR, _PSUM, _HBM, _READ = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM, Ac
 _SBUF, _PSUM_REGION = MemoryRegion.sbuf, MemoryRegion.psum         # the on-chip regions
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
-# tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts as
-# `_unshared` reads them (sim/arrays.py measures them).
-REUSE_RESULT_TILES = arrays.CPYTHON and arrays.COUNT_OF_A_LOCAL == 2 and arrays.COUNT_OF_AN_ARGUMENT == 3
+# tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts of a local
+# variable as `new_tensor` reads them (sim/arrays.py measures them).
+REUSE_RESULT_TILES = arrays.CPYTHON and arrays.COUNT_OF_A_LOCAL == 2
 # Instructions take the lean issue path (`Program.lean`: checks skipped by signature, the front doors'
 # decisions memoised, deferred temporaries retargeted without the general machinery, element-wise runs
 # without the general read and write), with listeners too: it changes no event; False: every instruction
@@ -79,8 +79,9 @@ def current(api: str | None = None) -> "Program":
     return program
 
 
-def active() -> "Program | None":
-    return _current.get()
+# The program running now, or None (a bound method of the context variable: the issue path asks for every
+# instruction, and a Python-level function around it cost a call)
+active = _current.get
 
 
 # Callables `setup(program)` run for every new Program; upper layers register rule checkers here (e.g. the
@@ -285,7 +286,9 @@ class Program:
                     if spare is not None and spare[0] is code:
                         view = spare[1]
                         del spare
-                        if _unshared(view):
+                        # unshared: only this variable holds the view, and only the view its storage (the
+                        # counts' arguments aside)
+                        if sys.getrefcount(view) <= 2 and sys.getrefcount(view.storage) <= 2:
                             # made at this line before: its location is this one; its id is a new tile's
                             view.storage.id = next_storage_id()
                             return view
@@ -347,7 +350,7 @@ class Program:
         """`result`, the result tile of a deferred temporary (`t[...] = nl.exp(x)`), was just retargeted: it was
         never placed, written or read, and the statement drops it. The next tensor its call site makes of the
         same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
-        to it (`_unshared`): such a tile is indistinguishable from a new one (the same name, kernel line,
+        to it (CPython's reference counts): such a tile is indistinguishable from a new one (the same name, kernel line,
         poison and scope, and the storage id a new tile would get, which it takes when reused: events show storage
         ids). Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
         the caller knows `result` is its storage's root view (`new_tensor` made it)."""
@@ -360,9 +363,10 @@ class Program:
 
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
-        self.sim.emit(_new_allocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
-                                     storage.dtype.name, storage.partitions, storage.placement.address,
-                                     nbytes, storage.location, direct))
+        kind = storage.kind
+        self.sim.emit(_new_allocated(storage.id, self.ids, kind, storage.name, storage.shape, storage.dtype.name,
+                                     storage.shape[0] if kind is not _HBM else 1,     # Storage.partitions
+                                     storage.placement.address, nbytes, storage.location, direct))
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
         self.sim.emit(_new_freed(storage_id, kind))
@@ -828,12 +832,6 @@ def uninitialized_finding(storage, offsets, location, api: str, program) -> Find
 # its kernel line (`location_of`) and what the statement does with the result (`result_use`, when decided in that
 # frame). A `CodeOffsetMemo` read inline (`Program.defer`): the entry holds its code, so the id is not reused.
 _SITES: dict = {}
-
-
-def _unshared(view: TensorView) -> bool:
-    """True if only the caller's variable refers to `view` and only `view` to its storage (CPython reference
-    counts: the caller's variable and the call's argument; the storage's view and the argument)."""
-    return sys.getrefcount(view) <= 3 and sys.getrefcount(view.storage) <= 2
 
 
 def _masked(instr) -> bool:
