@@ -121,3 +121,16 @@ def narrow_loads(a):
         t = lnl.load(a[:, j * 16:(j + 1) * 16])
         lnl.store(out[:, j * 16:(j + 1) * 16], value=t)
     return out
+
+
+def hwdge_loads(a):
+    """Loads issued by hardware DGEs from two engines (the instances serve them in turn), scaled and stored."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in range(a.shape[0] // 128):
+        x = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        y = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        engine = nisa.scalar_engine if i % 2 else nisa.gpsimd_engine
+        nisa.dma_copy(dst=x, src=a[i * 128:(i + 1) * 128, :], dge_mode=nisa.dge_mode.hwdge, engine=engine)
+        nisa.tensor_scalar(dst=y, data=x, op0=nl.multiply, operand0=2.0)
+        nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=y, dge_mode=nisa.dge_mode.hwdge)
+    return out

@@ -213,7 +213,7 @@ def _ordered(aggregates):
     return [list(a.items()) for a in aggregates]
 
 
-TALLY_CASES = CASES + [(K.narrow_loads, (spec((128, 256)),), "trn1")]
+TALLY_CASES = CASES + [(K.narrow_loads, (spec((128, 256)),), "trn1"), (K.hwdge_loads, (spec((1024, 256)),), "trn2")]
 
 
 @pytest.mark.parametrize("kernel,args,target", TALLY_CASES, ids=lambda v: getattr(v, "__name__", None))

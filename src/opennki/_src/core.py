@@ -32,9 +32,9 @@ from opennki.machine.arguments import as_shape
 from opennki.machine.dtypes import SCALAR_TYPES, DataType, bool_, dtype_of, float32, promote, scalar_dtype
 from opennki.machine.machine import Machine
 from opennki.machine.memory import MemoryRegion
-from opennki.machine.tensor import TensorView
+from opennki.machine.tensor import Shape, TensorView
 from opennki.sim.frames import user_frame
-from opennki.sim.program import current
+from opennki.sim.program import active, current
 
 SBUF, PSUM = MemoryRegion.sbuf, MemoryRegion.psum
 _HBM = MemoryKind.HBM       # looking an enum member up on its class is slow in hot paths (Python 3.11)
@@ -75,7 +75,21 @@ def kernel_function(prog):
 
 
 def normalize_shape(shape) -> tuple[int, ...]:
+    """`as_shape(shape)`, remembered per `Shape` object: a view's shape, shared by every view of its layout, so
+    a loop's loads pass the same few objects again and again (and a Shape never changes)."""
+    if type(shape) is Shape:
+        found = _SHAPES.get(id(shape))
+        if found is not None and found[0] is shape:
+            return found[1]
+        normal = as_shape(shape)
+        if len(_SHAPES) >= 1024:
+            _SHAPES.clear()
+        _SHAPES[id(shape)] = (shape, normal)         # holding the shape: its id is not reused meanwhile
+        return normal
     return as_shape(shape)
+
+
+_SHAPES: dict = {}      # id of a Shape -> (it, as_shape(it)) (normalize_shape)
 
 
 def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None, frame=None,
@@ -279,12 +293,11 @@ def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: s
         if len(planned) >= 4096:
             planned.clear()
         entry = planned[memo] = (set(), instr.maker(recipe[1]))
-    else:
-        made = entry[1]
-        prog.defer(made[0](made[1], *values) if made is not None else _built(recipe, values), result, api, frame,
-                   checked=True)
-    prog.pending.plan = entry[0]
-    return result
+        prog.pending.plan = entry[0]
+        return result
+    made = entry[1]
+    return prog.defer(made[0](made[1], *values) if made is not None else _built(recipe, values), result, api, frame,
+                      checked=True, plan=entry[0])
 
 
 def defer_planned(prog, recipe: tuple, values: tuple, result, api: str, frame, operands: tuple,
@@ -359,7 +372,7 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
     `default_dtype` overrides promotion when `dtype` is None (comparisons in the legacy generation);
     `limits` selects the hardware-strict rules (`hardware_limits`).
     """
-    prog = current(api)
+    prog = active() or current(api)     # current() raises outside a kernel
     key = None
     if mask is None:
         key, plan = _plan(prog, op, x, y, out, dtype, default_dtype, api)
@@ -495,7 +508,7 @@ def mean(x, axis, *, dtype=None, mask=None, keepdims=False, api: str):
 
 def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
     """HBM -> a new SBUF tile (DMA); the tile's dim 0 is the partition dim."""
-    prog = current(api)
+    prog = active() or current(api)     # current() raises outside a kernel
     if not isinstance(src, TensorView) or src.storage.kind is not _HBM:
         where = src.kind.name.lower() if is_tensor(src) else type(src).__name__
         raise MemoryKindError(f"Expected operand 'src' of '{api}' to be in address space 'hbm', but got a "
@@ -661,7 +674,7 @@ def _paired_for_pe(stationary: TensorView, moving: TensorView, api: str) -> tupl
 
 def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
     """`dst[...] = value`: retarget a just-computed result to write `dst`, else copy (or fill)."""
-    prog = current(api)
+    prog = active() or current(api)     # current() raises outside a kernel
     pending = prog.pending
     if (pending is not None and pending.result is value and pending.use == "temporary" and prog.lean
             and value.storage is not dst.storage and not dst.dynamic and tuple.__eq__(value.shape, dst.shape)):
@@ -751,7 +764,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
     (it overwrites, `accumulate=False`), as the legacy compiler does for `psum_tile += nisa.nc_matmul(...)`:
     the direct-allocation kernels cannot zero-initialise their PSUM tiles and rely on it (for a zero-filled
     tile both readings agree)."""
-    prog = current(api)
+    prog = active() or current(api)     # current() raises outside a kernel
     if op == "add" and dst.kind is MemoryKind.PSUM and is_tensor(value):
         deferred = prog.take_pending(value)
         if deferred is not None:

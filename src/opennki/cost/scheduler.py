@@ -361,7 +361,11 @@ class CostModel:
             if key is None or key != state.stationary:
                 # background LoadStationary: one shadow set of weights, loaded while the current MM runs
                 dep_ready = start if pred == dep.producer != NO_PRODUCER else 0.0
-                ls_start = max(state.ls_free, state.mm_last_start, dep_ready)
+                ls_start = state.ls_free                 # max(ls_free, mm_last_start, dep_ready), by compares
+                if state.mm_last_start > ls_start:
+                    ls_start = state.mm_last_start
+                if dep_ready > ls_start:
+                    ls_start = dep_ready
                 ls_end = ls_start + cost.load_stationary_ns
                 state.ls_free = ls_end
                 state.stationary = key
@@ -373,7 +377,9 @@ class CostModel:
         if pe.throttle_ramp_ns > 0:
             if state.mm_last_end is None or start - state.mm_last_end > pe.throttle_idle_ns:
                 state.ramp_origin = start
-            ramp = min(1.0, (start - state.ramp_origin) / pe.throttle_ramp_ns)
+            ramp = (start - state.ramp_origin) / pe.throttle_ramp_ns
+            if not ramp < 1.0:                          # min(1.0, ramp)
+                ramp = 1.0
             duration /= pe.throttle_start_fraction + (1.0 - pe.throttle_start_fraction) * ramp
         end = start + duration
         state.free[_PE] = end
@@ -469,9 +475,13 @@ class CostModel:
         q[1] = index
         ready = t_end
         if hwdge:
-            i = min(range(len(state.dge_free)), key=state.dge_free.__getitem__)
-            d_start = max(ready, state.dge_free[i])
-            ready = state.dge_free[i] = d_start + dma.hwdge_issue_ns
+            dge_free = state.dge_free                   # the first least busy DGE instance (as min() finds it)
+            i = 0
+            for k in range(1, len(dge_free)):
+                if dge_free[k] < dge_free[i]:
+                    i = k
+            d_start = dge_free[i] if dge_free[i] > ready else ready
+            ready = dge_free[i] = d_start + dma.hwdge_issue_ns
         # a queue prepares one transfer at a time (descriptors, semaphores), overlapping the previous
         # transfer's data: a stream of transfers on one queue runs at max(setup, data) per transfer
         setup_start = q[2] if q[2] > ready else ready           # max(ready, q[2])

@@ -31,7 +31,7 @@ import weakref
 
 import numpy as np
 
-from opennki.errors import CodeOffsetMemo, KernelError, OpenNKIError, SourceLocation, is_internal, location_of, user_location
+from opennki.errors import KernelError, OpenNKIError, SourceLocation, is_internal, location_of, user_location
 from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind, Operand, Region,
                             TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
@@ -48,9 +48,9 @@ _TENSOR, _PSUM, _HBM, _READ = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM, Ac
 _SBUF, _PSUM_REGION = MemoryRegion.sbuf, MemoryRegion.psum         # the on-chip regions
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
-# tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts as
-# `_unshared` reads them (sim/arrays.py measures them).
-REUSE_RESULT_TILES = arrays.CPYTHON and arrays.COUNT_OF_A_LOCAL == 2 and arrays.COUNT_OF_AN_ARGUMENT == 3
+# tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts of a local
+# variable as `new_tensor` reads them (sim/arrays.py measures them).
+REUSE_RESULT_TILES = arrays.CPYTHON and arrays.COUNT_OF_A_LOCAL == 2
 # Instructions take the lean issue path (`Program.lean`: checks skipped by signature, the front doors'
 # decisions memoised, deferred temporaries retargeted without the general machinery, element-wise runs
 # without the general read and write), with listeners too: it changes no event; False: every instruction
@@ -79,8 +79,9 @@ def current(api: str | None = None) -> "Program":
     return program
 
 
-def active() -> "Program | None":
-    return _current.get()
+# The program running now, or None (a bound method of the context variable: the issue path asks for every
+# instruction, and a Python-level function around it cost a call)
+active = _current.get
 
 
 # Callables `setup(program)` run for every new Program; upper layers register rule checkers here (e.g. the
@@ -285,7 +286,9 @@ class Program:
                     if spare is not None and spare[0] is code:
                         view = spare[1]
                         del spare
-                        if _unshared(view):
+                        # unshared: only this variable holds the view, and only the view its storage (the
+                        # counts' arguments aside)
+                        if sys.getrefcount(view) <= 2 and sys.getrefcount(view.storage) <= 2:
                             # made at this line before: its location is this one; its id is a new tile's
                             view.storage.id = next_storage_id()
                             return view
@@ -319,14 +322,15 @@ class Program:
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             self.launch.shared.append(storage)
         storage.site = site
+        view = self.launch.tensor_type.root(storage)
         tiles = self._tiles
         if key is not None and tiles is not None:
             # what this call made of these arguments, for the next call (`_made_again`)
             if len(tiles) >= 4096:
                 tiles.clear()
             tiles[key] = (frame.f_code, region, dtype, shape, storage.name, location, storage.program,
-                          storage.nbytes, storage._poison, site)
-        return self.launch.tensor_type.root(storage)
+                          storage.nbytes, storage._poison, site, view._layout)
+        return view
 
     def _made_again(self, made: tuple) -> TensorView:
         """`new_tensor` at a kernel call site that made an unnamed on-chip tensor of this region, shape and
@@ -334,19 +338,19 @@ class Program:
         path does): a new tensor of the same name, kernel line and footprint, poisoned lazily as that one was
         (its `_poison`, an immutable tuple, is shared). What the plain path computes again for each such tensor
         (the location, the name, the footprint and its shape rules, what `Memory.new_storage` decides from the
-        memory's fixed options) is a function of the site and these arguments."""
-        _, region, dtype, shape, name, location, program, nbytes, poison, site = made
+        memory's fixed options, the root view's layout) is a function of the site and these arguments."""
+        _, region, dtype, shape, name, location, program, nbytes, poison, site, layout = made
         storage = Storage(region, dtype, shape, None, None, name, location, program)
         storage.nbytes = nbytes
         storage._poison = poison
         storage.site = site
-        return self.launch.tensor_type.root(storage)
+        return layout.view(storage, self.launch.tensor_type)
 
     def spare(self, result: TensorView, root: bool = False) -> None:
         """`result`, the result tile of a deferred temporary (`t[...] = nl.exp(x)`), was just retargeted: it was
         never placed, written or read, and the statement drops it. The next tensor its call site makes of the
         same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
-        to it (`_unshared`): such a tile is indistinguishable from a new one (the same name, kernel line,
+        to it (CPython's reference counts): such a tile is indistinguishable from a new one (the same name, kernel line,
         poison and scope, and the storage id a new tile would get, which it takes when reused: events show storage
         ids). Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
         the caller knows `result` is its storage's root view (`new_tensor` made it)."""
@@ -359,9 +363,10 @@ class Program:
 
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
-        self.sim.emit(_new_allocated(storage.id, self.ids, storage.kind, storage.name, storage.shape,
-                                     storage.dtype.name, storage.partitions, storage.placement.address,
-                                     nbytes, storage.location, direct))
+        kind = storage.kind
+        self.sim.emit(_new_allocated(storage.id, self.ids, kind, storage.name, storage.shape, storage.dtype.name,
+                                     storage.shape[0] if kind is not _HBM else 1,     # Storage.partitions
+                                     storage.placement.address, nbytes, storage.location, direct))
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
         self.sim.emit(_new_freed(storage_id, kind))
@@ -410,27 +415,32 @@ class Program:
         self.execute(instr, user_location(), api)
 
     def defer(self, instr, result: TensorView, api: str | None = None, frame=None,
-              checked: bool = False) -> TensorView:
+              checked: bool = False, plan=None) -> TensorView:
         """Check an instruction now and keep it pending until its result is consumed (module docstring).
         `frame`: the kernel frame, if the caller found it already (user_frame); `checked`: its operand rules
-        and check passed for its signature before (the caller knows the signature without computing it)."""
+        and check passed for its signature before (the caller knows the signature without computing it);
+        `plan`: the language layer's memo entry of a planned instruction (`Deferred.plan`)."""
         if self.pending is not None:
             self.flush()
         if frame is None:
             frame = user_frame()        # the kernel line, and the statement that receives the result
         location, use, user, name, site = None, "held", None, None, None
         if frame is not None:
-            site = _SITES.get(frame.f_code, frame.f_lasti)
-            if site is None:
-                location = location_of(frame)
+            code = frame.f_code
+            site = _SITES.get((id(code), frame.f_lasti))       # (code, (location, use, name)): `_SITES`
+            if site is not None and site[0] is code:
+                (location, use, name), user = site[1], frame
             else:
-                (location, use, name), user = site, frame
+                site = None
+                location = location_of(frame)
         self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
         if frame is not None and site is None:
             use, user, name = result_use(frame)
             if user is frame:           # decided in this frame (not through a helper's `return`)
-                _SITES.put(frame.f_code, frame.f_lasti, (location, use, name))
-        self.pending = Deferred(instr, result, location, api, use, user, name)
+                if len(_SITES) >= 8192:
+                    _SITES.clear()
+                _SITES[(id(frame.f_code), frame.f_lasti)] = (frame.f_code, (location, use, name))
+        self.pending = Deferred(instr, result, location, api, use, user, name, plan)
         return result
 
     def take_pending(self, result) -> Deferred | None:
@@ -818,15 +828,10 @@ def uninitialized_finding(storage, offsets, location, api: str, program) -> Find
             "same mask= to the instructions that read the partly written tile")
 
 
-# (code object, offset) -> (location, use, name) of a call site issuing deferred instructions: its kernel line
-# (`location_of`) and what the statement does with the result (`result_use`, when decided in that frame)
-_SITES = CodeOffsetMemo(8192)
-
-
-def _unshared(view: TensorView) -> bool:
-    """True if only the caller's variable refers to `view` and only `view` to its storage (CPython reference
-    counts: the caller's variable and the call's argument; the storage's view and the argument)."""
-    return sys.getrefcount(view) <= 3 and sys.getrefcount(view.storage) <= 2
+# (id of a code object, offset) -> (the code, (location, use, name)) of a call site issuing deferred instructions:
+# its kernel line (`location_of`) and what the statement does with the result (`result_use`, when decided in that
+# frame). A `CodeOffsetMemo` read inline (`Program.defer`): the entry holds its code, so the id is not reused.
+_SITES: dict = {}
 
 
 def _masked(instr) -> bool:
