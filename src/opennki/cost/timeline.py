@@ -72,7 +72,10 @@ class Timeline:
             take = g1 - s if g1 - s < left else left       # min(left, g1 - s)
             start = s if start is None else start
             left -= take
-            gaps += [p for p in ((g0, s), (s + take, g1)) if p[1] > p[0]]
+            if s > g0:                                 # what is left of the gap on either side
+                gaps.append((g0, s))
+            if g1 > s + take:
+                gaps.append((s + take, g1))
             if left <= 1e-9:
                 gaps += self.gaps[i + 1:]
                 self.gaps = tuple(gaps[-MAX_GAPS:])
@@ -91,7 +94,11 @@ class Timeline:
         end = start + duration
         if gap is not None:
             g0, g1 = self.gaps[gap]
-            pieces = tuple(p for p in ((g0, start), (end, g1)) if p[1] > p[0])
+            # what is left of the gap on either side
+            if start > g0:
+                pieces = ((g0, start), (end, g1)) if g1 > end else ((g0, start),)
+            else:
+                pieces = ((end, g1),) if g1 > end else ()
             self.gaps = (self.gaps[:gap] + pieces + self.gaps[gap + 1:])[-MAX_GAPS:]
             return start, NO_PRODUCER
         waited = self.last if self.free > ready else NO_PRODUCER
