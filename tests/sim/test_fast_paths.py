@@ -520,11 +520,13 @@ def test_a_legacy_psum_group_starts_where_nothing_was_written_with_flags_as_one_
     np.testing.assert_allclose(fast[0], ref, rtol=1e-4, atol=1e-3)
 
 
+@pytest.mark.parametrize("region", [MemoryRegion.sbuf, MemoryRegion.psum])
 @pytest.mark.parametrize("dtype", [float32, bfloat16])
-def test_direct_writes_of_the_usual_case_store_what_the_plain_write_stores(rng, dtype):
+def test_direct_writes_of_the_usual_case_store_what_the_plain_write_stores(rng, dtype, region):
     """Machine.write's branch for an in-bounds direct view without masks or element tracking (raw bit copies,
-    as a DMA makes them, and rounded engine results; into a tile not made yet, written whole or in part) gives
-    the arrays the plain write gives. A view made afresh takes the plain write (its bounds are not known yet)."""
+    as a DMA makes them, and rounded engine results; into a tile not made yet, written whole or in part; in
+    PSUM when the view is all of the tile) gives the arrays, and PSUM's "unwritten" flags, the plain write
+    gives. A view made afresh takes the plain write (its bounds are not known yet)."""
     import ml_dtypes
 
     hw = get_target("trn2")
@@ -540,11 +542,14 @@ def test_direct_writes_of_the_usual_case_store_what_the_plain_write_stores(rng, 
         if raw and rng.random() < 0.5:
             source = source.astype(ml_dtypes.bfloat16 if dtype is float32 else np.float32)
         made = rng.random() < 0.5            # the tile's array exists (written before) or not yet
+        part_written = region is MemoryRegion.psum and not made and rng.random() < 0.5    # per-element flags
         results = []
         for fast in (True, False):
-            st = mem.new_storage(MemoryRegion.sbuf, dtype, (16, 24), "t", None, lazy=True)
+            st = mem.new_storage(region, dtype, (16, 24), "t", None, lazy=True)
             if made:
                 m.write(TensorView.root(st), np.ones((16, 24), np.float32))
+            elif part_written:
+                m.write(TensorView.root(st).subscript((slice(0, 4), slice(None))), np.float32(2.0))
             root = TensorView.root(st)
             view = root.subscript(key)
             if fast:
@@ -554,5 +559,8 @@ def test_direct_writes_of_the_usual_case_store_what_the_plain_write_stores(rng, 
             values = source[:view.shape[0], :view.shape[1]]
             m.write(view, values, raw=raw)
             assert st.written
-            results.append(st.array.copy())
-        np.testing.assert_array_equal(results[0].view(np.uint8), results[1].view(np.uint8))
+            flags = Machine._unwritten_flags(TensorView.root(st)).copy() if region is MemoryRegion.psum else None
+            results.append((st.array.copy(), flags))
+        (fast_values, fast_flags), (plain_values, plain_flags) = results
+        np.testing.assert_array_equal(fast_values.view(np.uint8), plain_values.view(np.uint8))
+        np.testing.assert_array_equal(fast_flags, plain_flags)

@@ -18,6 +18,7 @@ import opennki.legacy.typing as nt
 from opennki._src import core
 from opennki.errors import MemoryKindError, OpenNKIError
 from opennki.instructions.base import REGISTRY
+from opennki.instructions.tensor_engine import NcMatmul
 from opennki.instructions.vector import TensorScalar, TensorTensor
 from opennki.kernels.base import run_kernel
 from opennki.listeners import Recorder
@@ -327,7 +328,7 @@ def test_the_parameter_rules_give_the_plain_path_errors(rng):
 def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng):
     """`writes_on_chip_only` (the lean path then skips the observers of HBM writes) holds for exactly these
     classes, and their check rejects an HBM destination."""
-    assert {cls for cls in REGISTRY.values() if cls.writes_on_chip_only} == {TensorScalar, TensorTensor}
+    assert {cls for cls in REGISTRY.values() if cls.writes_on_chip_only} == {TensorScalar, TensorTensor, NcMatmul}
 
     def tensor_scalar_into_hbm(a):
         out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
@@ -343,7 +344,14 @@ def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng)
         nisa2.tensor_tensor(dst=out, data1=x, data2=x, op=nl2.add)
         return out
 
-    for fn in (tensor_scalar_into_hbm, tensor_tensor_into_hbm):
+    def matmul_into_hbm(a):
+        out = nl2.ndarray((64, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.nc_matmul(dst=out, stationary=x, moving=x)
+        return out
+
+    for fn in (tensor_scalar_into_hbm, tensor_tensor_into_hbm, matmul_into_hbm):
         lean, plain = _twice(nki2.jit(fn), rand(rng, 128, 64))
         assert_same_outcome(lean, plain)
         assert isinstance(lean, MemoryKindError), lean

@@ -70,8 +70,7 @@ class NkiTensor(TensorView):
     __array_priority__ = 1000   # `np.float32(2) * t` must defer to the tile operator
 
     # -- indexing and assignment -----------------------------------------------------------------------
-    def __getitem__(self, key):
-        return self.subscript(key)
+    __getitem__ = TensorView.subscript      # `t[key]` (an alias: no Python frame of its own for every subscript)
 
     def __setitem__(self, key, value):
         if key is Ellipsis and self.mask is None and not self.dynamic and len(self.shape) >= 2:
@@ -84,7 +83,8 @@ class NkiTensor(TensorView):
         return self
 
     def __iadd__(self, v):
-        return self._inplace(v, "add")
+        core.accumulate(self, v, "add", api="tensor add=")      # `_inplace`, without its frame (`acc += ...`)
+        return self
 
     def __isub__(self, v):
         return self._inplace(v, "subtract")

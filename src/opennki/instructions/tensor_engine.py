@@ -59,6 +59,7 @@ class NcMatmul(Instruction):
     opcode = "nc_matmul"
     indirect_fields = ("dst", "stationary", "moving")
     default_engine = Engine.TENSOR
+    writes_on_chip_only = True              # check: dst in PSUM
 
     dst: object = operand(ACCUMULATE)
     stationary: object = operand(READ)

@@ -271,13 +271,18 @@ class Machine:
     @staticmethod
     def _plain_target(view: TensorView) -> np.ndarray | None:
         """The NumPy view that a write of all of `view`'s elements goes through in the usual case (in bounds,
-        no operand mask, its own storage, no initialisation flags, no physical image, not PSUM), with the
-        storage marked written (and given its memory, without poison, when the view covers all of it);
-        None otherwise. The caller writes every element."""
+        no operand mask, its own storage, no initialisation flags, no physical image; in PSUM only all of the
+        tile, whose "unwritten" flags become one value as `_wrote_direct` makes them), with the storage marked
+        written (and given its memory, without poison, when the view covers all of it); None otherwise. The
+        caller writes every element."""
         st = view.storage
         if not (view._inb and view.mask is None and st.base is None and st.initialized is None
-                and st.physical is None and st.kind is not _PSUM):
+                and st.physical is None):
             return None
+        if st.kind is _PSUM:
+            if not view.covers_all():
+                return None
+            st.unwritten = False
         if st._array is None and view.covers_all():
             st.fresh_array()
         st.written = True
