@@ -414,9 +414,9 @@ class TensorCopy(Instruction):
         values = read_operand(m, self.src, self.dst, self.mask, raw=True)
         lossy_scalar_copy = self.executor is Engine.SCALAR and not m.hw.capabilities.scalar_engine_raw_copy
         if self.src.dtype is self.dst.dtype and not lossy_scalar_copy:
-            m.write(self.dst, np.reshape(values, self.dst.shape), self.mask, raw=True)
+            m.write(self.dst, values.reshape(self.dst.shape), self.mask, raw=True)
         else:
-            m.write(self.dst, np.reshape(to_float32(values, self.src.dtype), self.dst.shape), self.mask)
+            m.write(self.dst, to_float32(values, self.src.dtype).reshape(self.dst.shape), self.mask)
 
 
 @instruction
