@@ -11,6 +11,8 @@ style (matmul steps, layernorm, Mamba, attention), the bundled examples, an LNC=
 left to the compiler's engine choice. The summary's aggregates, tallied with C loops when a result is
 finished, equal adding the records one at a time (values, and the order of every dict)."""
 
+import sys
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,7 @@ import opennki.isa as nisa
 import opennki.language as nl
 from examples import attention_head, blocked_matmul, gelu_mlp, residual_rmsnorm, tiled_matmul
 from opennki.cost.result import SMALL_DMA_EFFICIENCY, CostResult, Row, location_key
-from opennki.cost import scheduler
+from opennki.cost import deps, scheduler
 from opennki.cost.rules import registry
 from opennki.perf.estimate import estimate, trace_kernel
 from opennki.sim import program
@@ -59,6 +61,7 @@ CASES = [(T.mm_tiled, MM, "trn1"), (T.mm_fully_blocked, MM, "trn2"), (blocked_ma
          (_halves[2], (spec((1024, 512)),), "trn2"), (_halves, (spec((512, 512)),), "trn3")]
 CASES += [(m.EXAMPLE["kernel"], _example_args(m), target)
           for m in (attention_head, gelu_mlp, residual_rmsnorm) for target in ("trn2", "trn3")]
+CASES += [(K.mixed_boxes, (spec((512, 256)),), "trn2")]
 IDS = [f"{getattr(k, '__name__', type(k).__name__)}-{t}-{i}" for i, (k, _, t) in enumerate(CASES)]
 
 
@@ -93,6 +96,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     monkeypatch.setattr(program, "event_params", lambda instr: instr.params())
     monkeypatch.setattr(program, "LEAN_ISSUE", False)
     monkeypatch.setattr(scheduler, "BATCH_EVENTS", 1)
+    monkeypatch.setattr(deps, "ONE_BOX", False)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)
@@ -146,6 +150,18 @@ def test_the_cases_cover_engine_choices_two_cores_and_cross_engine_dependences()
     assert {"TensorMatrix", "Vector", "Scalar"} <= rows
     kinds = {kind for r in lnc2.records for _, kind, _ in r.deps}
     assert {"raw", "war"} <= kinds
+
+
+def test_the_cases_index_storages_first_accessed_as_one_box(monkeypatch):
+    """A storage accessed as one box gets its address index when accessed otherwise: found at an operand's
+    dependency search, and at the record of an instruction whose operands touch a fresh storage as two boxes
+    (K.mixed_boxes), so the comparison with the plain path (every storage indexed) meets both."""
+    where = []
+    index = deps._StorageAccesses.index
+    monkeypatch.setattr(deps._StorageAccesses, "index",
+                        lambda self: (where.append(sys._getframe(1).f_code.co_name), index(self)))
+    estimate(K.mixed_boxes, (spec((512, 256)),), target="trn2")
+    assert {"dependency", "record"} <= set(where)
 
 
 def _added_one_by_one(result):

@@ -37,7 +37,7 @@ from opennki.sim.frames import user_frame
 from opennki.sim.program import active, current
 
 SBUF, PSUM = MemoryRegion.sbuf, MemoryRegion.psum
-_HBM = MemoryKind.HBM       # looking an enum member up on its class is slow in hot paths (Python 3.11)
+_HBM, _PSUM = MemoryKind.HBM, MemoryKind.PSUM   # looking an enum member up on its class is slow (Python 3.11)
 
 
 def is_tensor(x) -> bool:
@@ -522,7 +522,7 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
     if mask is not None:
         return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api, frame)
     # the tile's shape is src's
-    return defer_planned(prog, _LOAD, (result, src), result, api, frame, (src,), (result.storage.dtype,))
+    return defer_planned(prog, _LOAD, (result, src), result, api, frame, (src,), (result.storage.dtype.name,))
 
 
 _LOAD = (DmaCopy, ("dst", "src"), {"mask": None})       # `load`'s instruction (`_built`) of (tile, src)
@@ -765,7 +765,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
     the direct-allocation kernels cannot zero-initialise their PSUM tiles and rely on it (for a zero-filled
     tile both readings agree)."""
     prog = active() or current(api)     # current() raises outside a kernel
-    if op == "add" and dst.kind is MemoryKind.PSUM and is_tensor(value):
+    if op == "add" and dst.storage.kind is _PSUM and isinstance(value, TensorView):
         deferred = prog.take_pending(value)
         if deferred is not None:
             if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:

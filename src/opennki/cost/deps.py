@@ -19,6 +19,9 @@ import functools
 from opennki.events import AccessKind, Engine, MemoryKind
 
 NO_PRODUCER = -1
+# a storage accessed as one box keeps its slots without an address index (`_StorageAccesses`); False: the
+# plain path, every storage indexed from its first access
+ONE_BOX = True
 # enum members bound once: looking them up on their class is slow in per-operand loops (Python 3.11)
 _READ, _ACCUMULATE = AccessKind.READ, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
@@ -95,19 +98,56 @@ class _Slot:
 
 class _StorageAccesses:
     """Write and read slots of one storage: by key (box, or region for accesses that are not boxes), in
-    creation order (`slots`), and indexed by address page (`writes`, `reads`)."""
+    creation order (`slots`), and indexed by address page (`writes`, `reads`).
 
-    __slots__ = ("shift", "writes", "reads", "write_slots", "read_slots", "slots", "last_end", "write_serial")
+    A storage accessed so far as one box only (a fresh tile written once and read once, a PSUM accumulator;
+    `ONE_BOX`) has no index: `writes` is None, `box` and the byte range are its accesses' and `write`/`read`
+    its slots (at most one of each). The index's search would find just those, the write first (one page
+    lists both), so the search takes them directly; an access of another box, or of the same box over another
+    byte range, first builds the index (`index`) as the slots' creation would have."""
 
-    def __init__(self, span: int):
-        self.shift = max(6, span.bit_length() - 1)
+    __slots__ = ("shift", "writes", "reads", "write_slots", "read_slots", "slots", "last_end", "write_serial",
+                 "box", "byte_start", "byte_end", "write", "read")
+
+    def __init__(self, region, box):
+        self.slots: list[_Slot] = []
+        self.last_end = 0.0
+        self.write_serial = 0
+        if box is None:
+            self._index_for(region)
+        else:
+            self.writes = None
+            self.box, self.byte_start, self.byte_end = box, region.byte_start, region.byte_end
+            self.write = self.read = None
+
+    def _index_for(self, region) -> None:
+        """Empty page and key indices, with pages sized by the storage's first access `region`."""
+        self.shift = max(6, (region.byte_end - region.byte_start).bit_length() - 1)
         self.writes: dict[int, list[_Slot]] = {}
         self.reads: dict[int, list[_Slot]] = {}
         self.write_slots: dict[tuple, _Slot] = {}
         self.read_slots: dict[tuple, _Slot] = {}
-        self.slots: list[_Slot] = []
-        self.last_end = 0.0
-        self.write_serial = 0
+
+    def index(self) -> None:
+        """Leave the one-box form: the indices its slots would have had, filled in their creation order."""
+        slots = self.slots
+        self._index_for(slots[0].region)          # (the storage's first access made the first slot)
+        shift = self.shift
+        for slot in slots:
+            if slot is self.write:
+                self.write_slots[slot.box] = slot
+                index = self.writes
+            else:
+                self.read_slots[slot.box] = slot
+                index = self.reads
+            region = slot.region
+            first = slot.page = region.byte_start >> shift
+            for page in range(first, ((region.byte_end - 1) >> shift) + 1):
+                listed = index.get(page)
+                if listed is None:
+                    index[page] = [slot]
+                else:
+                    listed.append(slot)
 
 
 class Dependency:
@@ -247,8 +287,37 @@ class AccessTracker:
                         ready, producer, kind = end, prod, "reuse"
             # nothing to search: a storage not accessed yet, or a read of one never written (kernel inputs)
             if acc is None:
-                accesses.append((region, box, access, None, 0, 0))
+                accesses.append((region, box, access, None, -1, -1))
                 continue
+            if acc.writes is None:
+                # one box so far: its write, then its read (what the index's search would meet)
+                if box is acc.box and region.byte_start == acc.byte_start and region.byte_end == acc.byte_end:
+                    accesses.append((region, box, access, acc, -1, -1))
+                    slot = acc.write
+                    if access is _READ:
+                        if slot is not None:
+                            end = slot.end
+                            if found is not None and slot.producer != NO_PRODUCER:
+                                found.setdefault((slot.producer, "raw"), i)
+                            if end > ready or (end == ready and kind != "raw"):
+                                ready, producer, kind = end, slot.producer, "raw"
+                        continue
+                    if slot is not None and not (access is _ACCUMULATE and slot.accumulate and slot.engine is engine
+                                                 and slot.core == core):
+                        end = slot.end
+                        if found is not None and slot.producer != NO_PRODUCER:
+                            found.setdefault((slot.producer, "waw"), i)
+                        if end > ready:
+                            ready, producer, kind = end, slot.producer, "waw"
+                    slot = acc.read
+                    if slot is not None:
+                        end = slot.end
+                        if found is not None and slot.producer != NO_PRODUCER:
+                            found.setdefault((slot.producer, "war"), i)
+                        if end > ready:
+                            ready, producer, kind = end, slot.producer, "war"
+                    continue
+                acc.index()
             shift = acc.shift
             first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
             accesses.append((region, box, access, acc, first, last))
@@ -321,7 +390,32 @@ class AccessTracker:
                 sid = region.storage_id
                 acc = storages.get(sid)          # (an earlier operand of the instruction may have made it)
                 if acc is None:
-                    acc = storages[sid] = _StorageAccesses(region.byte_end - region.byte_start)
+                    acc = storages[sid] = _StorageAccesses(region, box if ONE_BOX else None)
+            if acc.writes is None:
+                if box is acc.box and region.byte_start == acc.byte_start and region.byte_end == acc.byte_end:
+                    if access is _READ:
+                        slot = acc.read
+                        if slot is None:
+                            slot = acc.read = _Slot(region, box, end, producer, engine, core, False, 0)
+                            acc.slots.append(slot)
+                        elif end >= slot.end:
+                            slot.end, slot.producer, slot.engine, slot.core = end, producer, engine, core
+                    else:
+                        acc.write_serial += 1
+                        slot = acc.write
+                        if slot is None:
+                            slot = acc.write = _Slot(region, box, end, producer, engine, core,
+                                                     access is _ACCUMULATE, 0)
+                            acc.slots.append(slot)
+                        else:
+                            slot.end, slot.producer, slot.engine, slot.core, slot.accumulate = (
+                                end, producer, engine, core, access is _ACCUMULATE)
+                    if end > acc.last_end:
+                        acc.last_end = end
+                    continue
+                acc.index()
+                first = -1
+            if first < 0:                        # (the storage was not indexed when its dependency was found)
                 shift = acc.shift
                 first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
             key = box if box is not None else (region.partition_start, region.partition_count, region.byte_start,
