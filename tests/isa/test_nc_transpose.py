@@ -94,3 +94,27 @@ REJECTS = [
 
 
 test_nc_transpose_rejects = rejecting(REJECTS, inputs=((64, 64),), api="nc_transpose")
+
+
+def _masked(mask_of):
+    """Transposes into PSUM tiles holding 7.0 under masks laid over the [F, P] result."""
+    def kernel(x):
+        F, P = x.shape[1], x.shape[0]
+        out = nl.ndarray((3, F, P), dtype=nl.float32, buffer=nl.shared_hbm)
+        t = nl.load(x)
+        i_f, i_p = nl.mgrid[0:F, 0:P]
+        for j, mask in enumerate(mask_of(i_f, i_p)):
+            p = nl.full((F, P), 7.0, nl.float32, buffer=nl.psum)
+            p[...] = nisa.nc_transpose(t, mask=mask)
+            nl.store(out[j], value=nl.copy(p))
+        return out
+    return kernel
+
+
+@pytest.mark.parametrize("target", ["trn1", "trn2"])
+def test_a_masked_transpose_writes_only_the_elements_its_mask_switches_on(rng, target):
+    x = rand(rng, 64, 96)
+    got = run(_masked(lambda i_f, i_p: (False, i_f < 40, (i_p >= 10) & (i_f > i_p))), x, target=target)
+    i_f, i_p = np.mgrid[0:96, 0:64]
+    for out, on in zip(got, (np.zeros((96, 64), bool), i_f < 40, (i_p >= 10) & (i_f > i_p))):
+        np.testing.assert_array_equal(out, np.where(on, x.T, np.float32(7.0)))

@@ -13,7 +13,7 @@ import contextlib
 import operator
 
 from opennki.errors import KernelError, ShapeError, user_location
-from opennki.events import LoopFinished, LoopIteration, LoopStarted
+from opennki.events import LoopFinished, LoopIteration, LoopStarted, positional_maker
 from opennki.instructions.ops import alu
 from opennki.instructions.registers import RuntimeInt, VirtualRegister
 from opennki.instructions.scalars import NkiScalar
@@ -49,6 +49,9 @@ class LoopFrame:
         self.is_parallel = legacy and kind == "affine_range"
         self.is_scope = legacy and kind != "static_range"
         self.finished = False
+
+
+_new_iteration = positional_maker(LoopIteration)     # one per iteration of every loop, with listeners
 
 
 class LoopRange:
@@ -112,6 +115,7 @@ class LoopRange:
         if listening:
             sim.emit(LoopStarted(loop_id, self.kind, len(trips), self.location, frame.is_parallel, prog.ids))
         checker = dependencies.checker(prog) if frame.is_parallel else None
+        induction = None if type(self).induction is LoopRange.induction else self.induction     # None: `i`
         prog.loops.append(frame)
         try:
             for i in trips:
@@ -121,8 +125,8 @@ class LoopRange:
                 if checker is not None:
                     checker.iteration_started()
                 if listening:
-                    sim.emit(LoopIteration(loop_id, i))
-                yield self.induction(prog, i)
+                    sim.emit(_new_iteration(loop_id, i))
+                yield i if induction is None else induction(prog, i)
             prog.flush()
         finally:
             prog.loops.remove(frame)

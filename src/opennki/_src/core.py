@@ -37,7 +37,7 @@ from opennki.sim.frames import user_frame
 from opennki.sim.program import active, current
 
 SBUF, PSUM = MemoryRegion.sbuf, MemoryRegion.psum
-_HBM = MemoryKind.HBM       # looking an enum member up on its class is slow in hot paths (Python 3.11)
+_HBM, _PSUM = MemoryKind.HBM, MemoryKind.PSUM   # looking an enum member up on its class is slow (Python 3.11)
 
 
 def is_tensor(x) -> bool:
@@ -101,8 +101,10 @@ def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address
     region = buffer if type(buffer) is MemoryRegion else region_of(buffer)
     t = prog.new_tensor(region, normalize_shape(shape), dtype if type(dtype) is DataType else dtype_of(dtype),
                         name or None, fill=fill, address=address, frame=frame)
-    if prog.loops or t.storage.site is not None:     # a site: maybe a reused result tile (Program.spare)
-        rules.record_scope(prog, t)
+    loops = prog.loops
+    if loops or t.storage.site is not None:          # a site: maybe a reused result tile (Program.spare)
+        if not loops or t.storage.scope is not loops[-1]:      # else a reused tile local to this loop already
+            rules.record_scope(prog, t)
     return t
 
 
@@ -339,8 +341,10 @@ def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     form, opdef, shape, result_dtype, recipe = plan
     if out is None:
         result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
-        if prog.loops or result.storage.site is not None:
-            rules.record_scope(prog, result)
+        loops = prog.loops
+        if loops or result.storage.site is not None:   # (`alloc`)
+            if not loops or result.storage.scope is not loops[-1]:
+                rules.record_scope(prog, result)
     else:
         result = out
     if form == "tensors" or form == "column":
@@ -446,8 +450,10 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
         shape, result_dtype, recipe = plan
         frame = user_frame()
         result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
-        if prog.loops or result.storage.site is not None:
-            rules.record_scope(prog, result)
+        loops = prog.loops
+        if loops or result.storage.site is not None:   # (`alloc`)
+            if not loops or result.storage.scope is not loops[-1]:
+                rules.record_scope(prog, result)
         return _defer_planned(prog, key, True, recipe, (result, x), result, api, frame)
     require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
@@ -522,7 +528,7 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
     if mask is not None:
         return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api, frame)
     # the tile's shape is src's
-    return defer_planned(prog, _LOAD, (result, src), result, api, frame, (src,), (result.storage.dtype,))
+    return defer_planned(prog, _LOAD, (result, src), result, api, frame, (src,), (result.storage.dtype.name,))
 
 
 _LOAD = (DmaCopy, ("dst", "src"), {"mask": None})       # `load`'s instruction (`_built`) of (tile, src)
@@ -765,7 +771,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
     the direct-allocation kernels cannot zero-initialise their PSUM tiles and rely on it (for a zero-filled
     tile both readings agree)."""
     prog = active() or current(api)     # current() raises outside a kernel
-    if op == "add" and dst.kind is MemoryKind.PSUM and is_tensor(value):
+    if op == "add" and dst.storage.kind is _PSUM and isinstance(value, TensorView):
         deferred = prog.take_pending(value)
         if deferred is not None:
             if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:

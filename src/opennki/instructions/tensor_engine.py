@@ -301,13 +301,17 @@ class NcTranspose(Instruction):
                got=self.dst.shape)
 
     def run(self, m) -> None:
-        x = flat(m.read(self.data))
+        # a mask (laid over dst) writes the dst elements it switches on, from the data elements transposed onto
+        # them: those are the ones read
+        mask = self.mask
+        active = None if mask is None else Machine.effective_mask(self.dst, mask)
+        x = flat(m.read(self.data, None if active is None else flat(active).T.reshape(self.data.shape)))
         if self.executor is Engine.TENSOR and not m.hw.capabilities.pe_transpose_moves_bits:
             xf = x.astype(np.float32)
             with np.errstate(invalid="ignore", over="ignore"):
                 y = xf.T @ np.eye(xf.shape[0], dtype=np.float32)
-            m.write(self.dst, y.reshape(self.dst.shape))
+            m.write(self.dst, y.reshape(self.dst.shape), mask)
         elif self.dst.dtype is self.data.dtype:
-            m.write(self.dst, x.T.reshape(self.dst.shape), raw=True)
+            m.write(self.dst, x.T.reshape(self.dst.shape), mask, raw=True)
         else:
-            m.write(self.dst, x.T.astype(np.float32).reshape(self.dst.shape))
+            m.write(self.dst, x.T.astype(np.float32).reshape(self.dst.shape), mask)

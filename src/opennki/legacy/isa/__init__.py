@@ -42,8 +42,9 @@ from opennki._src.constants import fp32, target_nc_version  # noqa: F401
 from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index, Predicate
+from opennki.machine.tensor import TensorView
 from opennki.sim.frames import user_frame
-from opennki.sim.program import current
+from opennki.sim.program import active, current
 
 
 tensor_engine = engine.tensor
@@ -52,6 +53,7 @@ scalar_engine = engine.scalar
 gpsimd_engine = engine.gpsimd
 dma_engine = engine.unknown   # the legacy module alias is unused (spec/isa.md §3)
 unknown_engine = engine.unknown
+_PSUM = MemoryKind.PSUM       # an enum member looked up on its class is slow in hot paths (Python 3.11)
 
 
 def get_nc_version() -> nc_version:
@@ -62,16 +64,16 @@ def get_nc_version() -> nc_version:
 
 
 
-def _out(shape, dtype, buffer=core.SBUF, frame=None):
-    return core.alloc(tuple(shape), dtype, buffer, frame=frame)
+def _out(shape, dtype, buffer=core.SBUF, frame=None, prog=None):
+    return core.alloc(tuple(shape), dtype, buffer, frame=frame, prog=prog)
 
 
-def _result(cls, dtype=None, buffer=core.SBUF, frame=None, **inputs):
+def _result(cls, dtype=None, buffer=core.SBUF, frame=None, prog=None, **inputs):
     """A new tile for the result of instruction class `cls` on `inputs` (named as its fields), by the
     instruction's own rule (`cls.result`); of `dtype` when one is given. `frame`: the kernel frame, if the
-    caller found it already (user_frame)."""
+    caller found it already (user_frame); `prog`: the running program, likewise."""
     shape, default = cls.result(**inputs)
-    return _out(shape, dtype_of(dtype) if dtype is not None else default, buffer, frame)
+    return _out(shape, dtype_of(dtype) if dtype is not None else default, buffer, frame, prog)
 
 
 def _defer(instr, result, frame=None):
@@ -327,13 +329,14 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     perf_mode = kwargs.get("perf_mode")
     stationary, moving = _pe_input(stationary), _pe_input(moving)
     frame = user_frame()
-    out = _result(_pe.NcMatmul, None, core.PSUM, frame, stationary=stationary, moving=moving,
+    prog = active()                     # None outside a kernel: the tile's allocation raises, as it did
+    out = _result(_pe.NcMatmul, None, core.PSUM, frame, prog, stationary=stationary, moving=moving,
                   is_transpose=is_transpose, perf_mode=perf_mode)
-    flags = (is_stationary_onezero, is_moving_onezero, is_transpose)
     api = _pe.NcMatmul.api_name()
-    prog = current(api)
-    if mask is not None or tile_position or tile_size or perf_mode is not None or \
-            not all(type(f) is bool for f in flags) or prog.options.hardware_strict:
+    flags = (is_stationary_onezero, is_moving_onezero, is_transpose)
+    if mask is not None or tile_position or tile_size or perf_mode is not None or not (
+            type(is_stationary_onezero) is bool and type(is_moving_onezero) is bool and type(is_transpose) is bool) \
+            or prog.options.hardware_strict:
         instr = _pe.NcMatmul(dst=out, stationary=stationary, moving=moving,
                              is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
                              is_transpose=is_transpose, accumulate=False, tile_position=tuple(tile_position),
@@ -359,7 +362,7 @@ def _pe_input(t):
     """A matmul operand that is the PSUM result tile of an earlier API call (a Tensor Engine nc_transpose) is
     copied to SBUF first: the legacy compiler places result tiles and inserts that copy (the official
     flash-attention backward kernel relies on it). A PSUM tensor the kernel declared stays an error."""
-    if core.is_tensor(t) and t.kind is MemoryKind.PSUM and not t.storage.declared:
+    if isinstance(t, TensorView) and t.storage.kind is _PSUM and not t.storage.declared:
         return core.to_sbuf(t, _pe.NcMatmul.api_name())
     return t
 
