@@ -11,6 +11,7 @@ style (matmul steps, layernorm, Mamba, attention), the bundled examples, an LNC=
 left to the compiler's engine choice. The summary's aggregates, tallied with C loops when a result is
 finished, equal adding the records one at a time (values, and the order of every dict)."""
 
+import operator
 import sys
 
 import numpy as np
@@ -243,10 +244,31 @@ def test_the_tally_equals_adding_records_one_by_one(kernel, args, target):
         again.add(rec, rec.event)
     again.finish()
     assert sum(again.opcode_counts.values()) == half and sum(e[1] for e in again.lines.values()) == half
+    first = list(again.records)                   # records are made from the rows when read
     for rec in result.records[half:]:
         again.add(rec, rec.event)
     again.finish()
     assert _ordered(_aggregates(again)) == _ordered(_added_one_by_one(result))
+    assert len(again.records) == len(result.records) and all(map(operator.is_, again.records[:half], first))
+    assert _records(again) == _records(result)
+
+
+def test_records_made_from_rows_hold_their_events_fields_and_placements():
+    """A record made from its row (`CostResult.records`) has its event's fields, its place (a transfer's issue
+    span and DMA engine time, a matmul's LoadStationary), and an index equal to its position."""
+    for kernel, args, target in TALLY_CASES[:4] + TALLY_CASES[-2:]:
+        result = estimate(kernel, args, target=target)
+        records = result.records
+        assert records is result.records and len(records) == len(result.rows) > 10
+        for i, r in enumerate(records):
+            e = r.event
+            assert (r.index, r.seq, r.opcode, r.core, r.program, r.location, r.name) == (
+                i, e.seq, e.opcode, e.core, e.program, e.location, e.name)
+            assert r.values() == result.rows[i] and r.start <= r.end
+            is_dma = r.cost.dma is not None
+            assert (r.issue_start is not None) == (r.issue_row is not None) == (r.dma_engine_ns > 0) == is_dma
+            assert r.ls_start is None or (r.row == Row.TENSOR_MATRIX and r.ls_start < r.ls_end <= r.end)
+        assert any(r.ls_start is not None for r in records) or all(r.row != Row.TENSOR_MATRIX for r in records)
 
 
 def test_the_tally_cases_cover_stalls_small_transfers_and_load_stationary():

@@ -25,11 +25,13 @@ from opennki.events import Engine
 SMALL_DMA_EFFICIENCY = 0.5    # a transfer below half the DMA bandwidth in a stream of its kind is "small"
 
 
-# fields read by CostResult._tally, record by record, in C loops
-_START, _END, _CORE, _ROW, _OPCODE, _COST, _LOCATION, _STALL_NS, _STALL_KIND = map(
-    attrgetter, ("start", "end", "core", "row", "opcode", "cost", "location", "stall_ns", "stall_kind"))
-_LS_START, _LS_END, _ISSUE_START, _ISSUE_END, _ISSUE_ROW, _DMA_ENGINE_NS = map(
-    attrgetter, ("ls_start", "ls_end", "issue_start", "issue_end", "issue_row", "dma_engine_ns"))
+# a placed instruction as the scheduler adds it (`CostResult.add_row`): InstructionRecord's fields in this order
+ROW_FIELDS = ("index", "seq", "opcode", "core", "program", "row", "start", "end", "pred", "stall_ns", "stall_kind",
+              "cost", "location", "name", "ls_start", "ls_end", "issue_start", "issue_end", "issue_row",
+              "dma_engine_ns")
+_ROWS_PER_TALLY = 1 << 16       # rows transposed into columns at once (`CostResult._tally`)
+
+# fields read by CostResult._tally, in C loops
 _ELEM_OPS, _TRANSPOSE_FLOPS, _DMA = map(attrgetter, ("elem_ops", "transpose_flops", "dma"))
 _SIZE_BYTES, _HBM_READ, _HBM_WRITE, _EFFICIENCY, _DESCRIPTOR_BYTES = map(
     attrgetter, ("size_bytes", "hbm_read_bytes", "hbm_write_bytes", "efficiency", "descriptor_bytes"))
@@ -101,21 +103,27 @@ class InstructionRecord:
     dma_engine_ns = 0.0
     deps = ()
 
-    def __init__(self, index, ev, cost, row, start, end, pred, stall_ns, stall_kind):
-        self.index = index
-        self.seq = ev.seq
-        self.opcode = ev.opcode
-        self.core = ev.core
-        self.program = ev.program
-        self.row = row
-        self.start = start
-        self.end = end
-        self.pred = pred if pred != index else NO_PRODUCER
-        self.stall_ns = stall_ns
-        self.stall_kind = stall_kind
-        self.cost = cost
-        self.location = ev.location
-        self.name = ev.name
+    def __init__(self, values: tuple, event=None, deps: tuple = ()):
+        """The record of `values` (a row: ROW_FIELDS' values), with its event and dependences when kept."""
+        (self.index, self.seq, self.opcode, self.core, self.program, self.row, self.start, self.end, self.pred,
+         self.stall_ns, self.stall_kind, self.cost, self.location, self.name, ls_start, ls_end, issue_start,
+         issue_end, issue_row, dma_engine_ns) = values
+        if ls_start is not None:
+            self.ls_start, self.ls_end = ls_start, ls_end
+        if issue_start is not None:
+            self.issue_start, self.issue_end, self.issue_row = issue_start, issue_end, issue_row
+        if dma_engine_ns:
+            self.dma_engine_ns = dma_engine_ns
+        if event is not None:
+            self.event = event
+        if deps:
+            self.deps = deps
+
+    def values(self) -> tuple:
+        """Its row (ROW_FIELDS' values)."""
+        return (self.index, self.seq, self.opcode, self.core, self.program, self.row, self.start, self.end,
+                self.pred, self.stall_ns, self.stall_kind, self.cost, self.location, self.name, self.ls_start,
+                self.ls_end, self.issue_start, self.issue_end, self.issue_row, self.dma_engine_ns)
 
     @property
     def duration_ns(self) -> float:
@@ -148,7 +156,12 @@ class CostResult:
         self.cores = cores
         self.programs = 0
         self.keep_instructions = keep_instructions
-        self.records: list[InstructionRecord] = []
+        # the placed instructions as rows (ROW_FIELDS' values), and with keep_instructions their events and
+        # dependences; `records` are made from them when read
+        self.rows: list[tuple] = []
+        self._events: list = []
+        self._deps: list[tuple] = []
+        self._records: list[InstructionRecord] = []
         self.uncosted: dict[str, int] = {}
         self.busy_ns: dict[tuple[int, str], float] = {}
         self.counts: dict[tuple[int, str], int] = {}
@@ -177,16 +190,39 @@ class CostResult:
 
     # -- filling --------------------------------------------------------------------------------------
     def add(self, rec: InstructionRecord, ev, rate: tuple[bool, float] | None = None) -> None:
-        """Keep one placed instruction. The aggregates it adds to (busy time, counts, kernel lines, stalls,
-        DMA statistics) are tallied when the result is finished (`_tally`), over the records added since, in
-        C loops; only what needs the event (a matmul's operand dtypes: its `matmul_rate`, unless given) is taken
-        here."""
+        """Keep the placed instruction of record `rec` (`add_row`)."""
+        self.add_row(rec.values(), ev, rate, rec.deps)
+
+    def add_row(self, row: tuple, ev, rate: tuple[bool, float] | None = None, deps: tuple = ()) -> None:
+        """Keep one placed instruction, as its row (ROW_FIELDS' values; a record gated by itself has none) and,
+        with keep_instructions, its event `ev` and dependences. The aggregates it adds to (busy time, counts,
+        kernel lines, stalls, DMA statistics) are tallied when the result is finished (`_tally`), over the rows
+        added since, in C loops, and records are made when read (`records`): an estimate that reads neither
+        makes no object per instruction; only what needs the event (a matmul's operand dtypes: its
+        `matmul_rate`, unless given) is taken here."""
         self._finished = False
+        if row[8] == row[0]:
+            row = row[:8] + (NO_PRODUCER,) + row[9:]
+        self.rows.append(row)
         if self.keep_instructions:
-            rec.event = ev
-        self.records.append(rec)
-        if rec.cost.flops:
-            self._matmul(ev, rec.cost, rate)
+            self._events.append(ev)
+            self._deps.append(deps)
+        cost = row[11]
+        if cost.flops:
+            self._matmul(ev, cost, rate)
+
+    @property
+    def records(self) -> list[InstructionRecord]:
+        """One record per placed instruction, in placement order (made from the rows when first read after
+        rows were added; the same objects on every read)."""
+        made, rows = self._records, self.rows
+        if len(made) < len(rows):
+            start = len(made)
+            if self.keep_instructions:
+                made.extend(map(InstructionRecord, rows[start:], self._events[start:], self._deps[start:]))
+            else:
+                made.extend(map(InstructionRecord, rows[start:]))
+        return made
 
     def _tally(self) -> None:
         """Add the records kept since the last tally to the summary's aggregates, as adding them one by one would
@@ -194,27 +230,28 @@ class CostResult:
         fields and NumPy's bincount for the sums per key (`_keyed_sums`): per record, `rec.end - rec.start` to
         busy_ns[(core, row)], LoadStationary and DMA-issue time to their rows, its end to total_ns, its element
         operations and transpose flops, a DMA's bytes and engine time to the totals. (The aggregates only
-        reports read are `_tally_details`'.)"""
-        recs = self.records[self._tallied:]
-        self._tallied = len(self.records)
-        if not recs:
-            return
-        n = len(recs)
-        starts, ends = list(map(_START, recs)), list(map(_END, recs))
+        reports read are `_tally_details`'.) The rows are taken as columns (zip), some at a time: tallied in
+        parts, the aggregates are the same."""
+        rows, self._tallied = self.rows[self._tallied:], len(self.rows)
+        for part in range(0, len(rows), _ROWS_PER_TALLY):
+            self._tally_columns(*zip(*rows[part:part + _ROWS_PER_TALLY]))
+
+    def _tally_columns(self, _index, _seq, _opcode, cores, _program, own_rows, starts, ends, _pred, _stall_ns,
+                       _stall_kind, costs, _location, _name, ls_starts, ls_ends, issue_starts, issue_ends,
+                       issue_rows, dma_engine_ns) -> None:
+        """`_tally` over rows given as their columns (ROW_FIELDS' order)."""
+        n = len(starts)
         durations = list(map(sub, ends, starts))
-        cores, costs = list(map(_CORE, recs)), list(map(_COST, recs))
         # engine rows, in the order adding records one by one would use them: each record's own row, then its
         # LoadStationary (the Tensor row) and its DMA issue row; those two add `busy + end - start`, that is
         # end, then -start (the same float sums), and count once: entries 5i .. 5i + 4 of record i, absent
         # ones keyed None
         # on one core (the usual case) rows stand for their (core, row) keys: strings hash once
         one_core = cores.count(cores[0]) == n
-        keys = list(map(_ROW, recs)) if one_core else list(zip(cores, map(_ROW, recs)))
+        keys = own_rows if one_core else list(zip(cores, own_rows))
         values = durations
-        ls_starts, issue_starts = list(map(_LS_START, recs)), list(map(_ISSUE_START, recs))
         paired = ls_starts.count(None) != n or issue_starts.count(None) != n
         if paired:
-            issue_rows = list(map(_ISSUE_ROW, recs))
             if one_core:
                 ls_keys = list(map(_NONE.get, ls_starts, repeat(Row.TENSOR, n)))
                 issue_keys = issue_rows
@@ -226,9 +263,9 @@ class CostResult:
             keys[1::5] = keys[2::5] = ls_keys
             keys[3::5] = keys[4::5] = issue_keys
             values[0::5] = durations
-            values[1::5] = map(_ZERO.get, map(_LS_END, recs), map(_LS_END, recs))
+            values[1::5] = map(_ZERO.get, ls_ends, ls_ends)
             values[2::5] = map(neg, map(_ZERO.get, ls_starts, ls_starts))
-            values[3::5] = map(_ZERO.get, map(_ISSUE_END, recs), map(_ISSUE_END, recs))
+            values[3::5] = map(_ZERO.get, issue_ends, issue_ends)
             values[4::5] = map(neg, map(_ZERO.get, issue_starts, issue_starts))
         busy, counts = self.busy_ns, self.counts
         full = (lambda key: (cores[0], key)) if one_core else (lambda key: key)
@@ -250,34 +287,35 @@ class CostResult:
             self.dma_bytes = reduce(add, map(_SIZE_BYTES, works), self.dma_bytes)
             self.hbm_read_bytes = reduce(add, map(_HBM_READ, works), self.hbm_read_bytes)
             self.hbm_write_bytes = reduce(add, map(_HBM_WRITE, works), self.hbm_write_bytes)
-            self.dma_engine_ns = reduce(add, map(_DMA_ENGINE_NS, compress(recs, is_dma)), self.dma_engine_ns)
+            self.dma_engine_ns = reduce(add, compress(dma_engine_ns, is_dma), self.dma_engine_ns)
 
     def _tally_details(self) -> None:
         """`_tally` for the aggregates only reports read, done when one of them is first read after records were
         added (`lines`, `stalls`, `small_dmas`, `opcode_counts`): per record, `rec.end - rec.start` and its stall
         to its kernel line, its opcode to the counts and the line's opcodes, its stall to the line's stalls and,
         for a transfer below SMALL_DMA_EFFICIENCY in a stream of its kind, to small_dmas."""
-        recs = self.records[self._detailed:]
-        self._detailed = len(self.records)
-        if not recs:
-            return
-        n = len(recs)
-        durations = list(map(sub, map(_END, recs), map(_START, recs)))
-        opcodes, costs = list(map(_OPCODE, recs)), list(map(_COST, recs))
+        rows, self._detailed = self.rows[self._detailed:], len(self.rows)
+        for part in range(0, len(rows), _ROWS_PER_TALLY):
+            self._detail_columns(*zip(*rows[part:part + _ROWS_PER_TALLY]))
+
+    def _detail_columns(self, _index, _seq, opcodes, _core, _program, _row, starts, ends, _pred, stall_ns,
+                        stall_kinds, costs, locations, _name, *_rest) -> None:
+        """`_tally_details` over rows given as their columns (ROW_FIELDS' order)."""
+        n = len(starts)
+        durations = list(map(sub, ends, starts))
         opcode_counts = self._opcode_counts
         for opcode, count in Counter(opcodes).items():
             opcode_counts[opcode] = opcode_counts.get(opcode, 0) + count
         # kernel lines, by the location objects the records hold (alive, so their ids stay unique)
-        loc_ids = list(map(id, map(_LOCATION, recs)))
-        names = {i: location_key(loc) for i, loc in dict(zip(loc_ids, map(_LOCATION, recs))).items()}
+        loc_ids = list(map(id, locations))
+        names = {i: location_key(loc) for i, loc in dict(zip(loc_ids, locations)).items()}
         lines = list(map(names.__getitem__, loc_ids))
         entries = self._lines
-        stall_ns = list(map(_STALL_NS, recs))
 
         def start(line):
             entry = entries.get(line)
             return (0.0, 0.0) if entry is None else (entry[0], entry[2])
-        distinct, codes, (busy_sums, stall_sums) = _keyed_sums(lines, (durations, stall_ns), start)
+        distinct, codes, (busy_sums, stall_sums) = _keyed_sums(lines, (durations, list(stall_ns)), start)
         k = len(distinct)
         for line, b, c, st in zip(distinct, busy_sums, np.bincount(codes, minlength=k + 1)[:k].tolist(), stall_sums):
             entry = entries.get(line)
@@ -288,7 +326,6 @@ class CostResult:
             entry[2] = st
         for line, opcode in dict.fromkeys(zip(lines, opcodes)):        # in first-use order
             entries[line][3].add(opcode)
-        stall_kinds = list(map(_STALL_KIND, recs))
         stalled = list(map(and_, map(is_not, stall_kinds, repeat(None, n)), map(_lt, repeat(0, n), stall_ns)))
         if any(stalled):
             s_lines, s_ns, s_kinds = (list(compress(v, stalled)) for v in (lines, stall_ns, stall_kinds))
@@ -408,18 +445,19 @@ class CostResult:
 
     def _critical_path(self) -> tuple:
         """(records, path, ns per kernel line, ns per row) of the critical path over the records so far."""
-        if self._critical is not None and self._critical[0] == len(self.records):
+        records = self.records
+        if self._critical is not None and self._critical[0] == len(records):
             return self._critical
         path, by_line, by_row = [], {}, {}
-        self._critical = (len(self.records), path, by_line, by_row)
-        if not self.records:
+        self._critical = (len(records), path, by_line, by_row)
+        if not records:
             return self._critical
-        i = max(range(len(self.records)), key=lambda k: self.records[k].end)
+        i = max(range(len(records)), key=lambda k: records[k].end)
         seen = set()
         ends = None
         while i != NO_PRODUCER and i not in seen:
             seen.add(i)
-            rec = self.records[i]
+            rec = records[i]
             path.append(rec)
             line = location_key(rec.location)
             by_line[line] = by_line.get(line, 0.0) + rec.duration_ns
@@ -429,7 +467,7 @@ class CostResult:
                 # placed at the start of an idle stretch (out of program order): its engine gated it, so
                 # the path goes on through the record on its row that ended there
                 if ends is None:
-                    ends = {(r.row, r.end): k for k, r in enumerate(self.records)}
+                    ends = {(r.row, r.end): k for k, r in enumerate(records)}
                 i = ends.get((rec.row, rec.start), NO_PRODUCER)
         path.reverse()
         return self._critical
@@ -484,7 +522,7 @@ class CostResult:
             "total_time": self.latency_ns * 1e-9,
             "total_exec_time": self.total_ns * 1e-9,
             "latency_ns": self.latency_ns, "schedule_ns": self.total_ns,
-            "instruction_count": len(self.records),
+            "instruction_count": len(self.rows),
             "engines": {r: {"active_time": self.engine_busy_ns(r) * 1e-9,
                             "active_time_percent": 100.0 * self.utilization(r),
                             "instruction_count": sum(v for (c, rr), v in self.counts.items() if rr == r)}
@@ -530,7 +568,7 @@ class CostResult:
         self.finish()
         rf = self.roofline
         lines = [f"{self.kernel} on {self.hw.name} ({self.cores} core{'s' if self.cores > 1 else ''}, "
-                 f"{len(self.records)} instructions): estimated latency {_time(self.latency_ns)}",
+                 f"{len(self.rows)} instructions): estimated latency {_time(self.latency_ns)}",
                  f"  roofline {_time(rf.bound_ns)} ({rf.bound}-bound); compute {_time(rf.compute_ns)}, "
                  f"HBM {_time(rf.hbm_ns)}, DMA {_time(rf.dma_ns)}"]
         for row in Row.ENGINES:

@@ -35,7 +35,7 @@ import dataclasses
 
 from opennki.cost.deps import NO_PRODUCER, AccessTracker
 from opennki.cost.engines import candidate_engines
-from opennki.cost.result import CostResult, InstructionRecord, Row
+from opennki.cost.result import CostResult, Row
 from opennki.cost.rules import cost_of, registry
 from opennki.cost.rules.common import engine_spec, schedulable_engine
 from opennki.cost.timeline import Timeline
@@ -220,21 +220,20 @@ class CostModel:
             result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
         core = ev.core
         state = self.cores.get(core) or self._core(core)
-        index = len(result.records)
+        index = len(result.rows)
         dep = self.deps.dependency(ev.operands, queue, core, self.keep_instructions)
         if choices is not None:
             ev, cost, engine = self._choose_engine(ev, choices, state, dep)
             queue = engine
         if cost.dma is not None:
-            rec = self._place_dma(ev, cost, state, dep, index, engine_plan)
+            row = self._place_dma(ev, cost, state, dep, index, engine_plan)
         elif engine is _TENSOR:
-            rec = self._place_pe(ev, cost, state, dep, index, engine_plan)
+            row = self._place_pe(ev, cost, state, dep, index, engine_plan)
         else:
-            rec = self._place_engine(ev, cost, state, dep, index, engine)
-        self.deps.record(dep, rec.end, index, queue, core)
-        if self.keep_instructions and dep.edges:
-            rec.deps = tuple((p, kind, i) for (p, kind), i in dep.edges.items())
-        result.add(rec, ev, rate)
+            row = self._place_engine(ev, cost, state, dep, index, engine)
+        self.deps.record(dep, row[7], index, queue, core)
+        result.add_row(row, ev, rate, tuple((p, kind, i) for (p, kind), i in dep.edges.items())
+                       if self.keep_instructions and dep.edges else ())
 
     def _plan(self, ev) -> tuple:
         """What placing `ev` derives from the event alone: (cost, engine, queue, the engines to choose from
@@ -325,7 +324,8 @@ class CostModel:
             return start, dep.producer, 0.0, None
         return start, NO_PRODUCER, 0.0, None
 
-    def _place_engine(self, ev, cost, state, dep, index, engine) -> InstructionRecord:
+    def _place_engine(self, ev, cost, state, dep, index, engine) -> tuple:
+        """The row (`CostResult.add_row`) of `ev` placed on compute engine `engine`."""
         e = engine._value_
         duration = cost.busy_ns
         if cost.table is not None and engine is Engine.SCALAR and cost.table != state.act_table:
@@ -334,18 +334,20 @@ class CostModel:
         start, pred, stall, kind = self._slot(self._overhead_ns[e], state.lines[e], dep, duration, ev)
         state.lines[e].reserve(start, duration, index)
         end = start + duration
-        return InstructionRecord(index, ev, cost, Row.of(engine), start, end, pred, stall, kind)
+        return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.of(engine), start, end, pred, stall, kind, cost,
+                ev.location, ev.name, None, None, None, None, None, 0.0)
 
-    def _place_pe(self, ev, cost, state, dep, index, plan) -> InstructionRecord:
+    def _place_pe(self, ev, cost, state, dep, index, plan) -> tuple:
+        """The row of a matmul or transpose `ev` placed on the Tensor Engine (see the module docstring)."""
         pe = self.hw.cost.tensor
         accumulates, stationary = plan
         operands = ev.operands
         groups = [operands[i].region.storage_id for i in accumulates] if len(accumulates) != 1 else (
             operands[accumulates[0]].region.storage_id,)
         if not ev.ordered and state.lines[_PE].gaps:
-            rec = self._backfill_pe(ev, cost, state, dep, index, pe, groups)
-            if rec is not None:
-                return rec
+            row = self._backfill_pe(ev, cost, state, dep, index, pe, groups)
+            if row is not None:
+                return row
         start = state.free[_PE]
         pred = last = state.last[_PE]
         stall, kind = 0.0, None
@@ -388,13 +390,11 @@ class CostModel:
         state.lines[_PE].reserve(start, duration, index)
         for group in groups:
             state.groups[group] = (end, index)
-        rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start, end, pred, stall, kind)
-        if ls_start is not None:
-            rec.ls_start, rec.ls_end = ls_start, ls_end
-        return rec
+        return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.TENSOR_MATRIX, start, end, pred, stall, kind, cost,
+                ev.location, ev.name, ls_start, ls_end, None, None, None, 0.0)
 
-    def _backfill_pe(self, ev, cost, state, dep, index, pe, groups) -> InstructionRecord | None:
-        """The record of a matmul or transpose placed in an idle stretch the PE left before matmuls placed
+    def _backfill_pe(self, ev, cost, state, dep, index, pe, groups) -> tuple | None:
+        """The row of a matmul or transpose placed in an idle stretch the PE left before matmuls placed
         earlier, or None when none fits. The Tensor Engine "can have up to eight outstanding matmul
         accumulation groups, which allows flexible scheduling of matmul instructions" and "can move onto the
         next accumulation group without waiting for VectorE/ScalarE to evict previous accumulation group
@@ -425,10 +425,9 @@ class CostModel:
         for group in groups:
             state.groups[group] = (start + ls + mm, index)
         pred = gate if start == ready else NO_PRODUCER
-        rec = InstructionRecord(index, ev, cost, Row.TENSOR_MATRIX, start + ls, start + ls + mm, pred, 0.0, None)
-        if ls > 0:
-            rec.ls_start, rec.ls_end = start, start + ls
-        return rec
+        ls_start, ls_end = (start, start + ls) if ls > 0 else (None, None)
+        return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.TENSOR_MATRIX, start + ls, start + ls + mm, pred,
+                0.0, None, cost, ev.location, ev.name, ls_start, ls_end, None, None, None, 0.0)
 
     def _stationary_key(self, r):
         """What identifies the stationary tile in region `r`: where it is, and how often it was written."""
@@ -458,7 +457,8 @@ class CostModel:
                 occupancy, t_data * n_engines, Row.dma(work.queue))
         return plan
 
-    def _place_dma(self, ev, cost, state, dep, index, plan) -> InstructionRecord:
+    def _place_dma(self, ev, cost, state, dep, index, plan) -> tuple:
+        """The row of a transfer `ev` placed on its queue and DMA engines (see the module docstring)."""
         dma = self.hw.cost.dma
         _, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row, hwdge, occupancy, engine_ns, row = plan
         q = state.queues.get(queue)
@@ -514,10 +514,8 @@ class CostModel:
             h_end = self.hbm.spread(start, occupancy, index)[1]
             if h_end > end:
                 end = h_end
-        rec = InstructionRecord(index, ev, cost, row, start, end, pred, stall, kind)
-        rec.issue_start, rec.issue_end, rec.issue_row = t_start, t_end, issue_row
-        rec.dma_engine_ns = engine_ns
-        return rec
+        return (index, ev.seq, ev.opcode, ev.core, ev.program, row, start, end, pred, stall, kind, cost, ev.location,
+                ev.name, None, None, t_start, t_end, issue_row, engine_ns)
 
 
 def _is_psum_zero_fill(ev) -> bool:
