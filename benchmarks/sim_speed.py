@@ -2,7 +2,9 @@
 
 1. Overhead per instruction: a chain of small [128, 64] adds against the same NumPy operations.
 2. Tiled 2048^3 matmul (examples/tiled_matmul.py): fp32 against NumPy's matmul; bf16 inputs against NumPy's
-   fp32 matmul plus the casts (inputs to fp32, result to bf16).
+   fp32 matmul plus the casts (inputs to fp32, result to bf16). Beside each, NumPy doing the kernel's own tiled
+   math (`numpy_tiled`, whose result the simulator's equals bit for bit) against the same single matmul: the
+   floor of any simulator that computes the kernel's 128 x 128 x 512 products one by one.
 3. Shape-only cost estimates of 4096 x 8192 x 8192 bf16: the tiled matmul, and the blocked matmul in the
    style of the matmul tutorial's fully optimised kernel (examples/blocked_matmul.py). CPU seconds of the
    simulator plus the cost model (the machine may be shared; wall seconds are printed too).
@@ -60,7 +62,9 @@ FIGURES = {
     "small_us_per_instruction": ("overhead per small instruction", "us", 10.0),
     "small_x_numpy": ("small instructions x NumPy", "x", 5.0),
     "matmul_fp32_x_numpy": ("tiled 2048^3 fp32 x NumPy matmul", "x", 1.5),
+    "matmul_fp32_numpy_tiles_x_numpy": ("  NumPy doing its tiles, x the same", "x", None),
     "matmul_bf16_x_numpy": ("tiled 2048^3 bf16 x NumPy fp32 + casts", "x", 2.0),
+    "matmul_bf16_numpy_tiles_x_numpy": ("  NumPy doing its tiles, x the same", "x", None),
     "estimate_tiled_cpu_s": ("estimate 4096x8192x8192 bf16 tiled", "s CPU", 3.0),
     "estimate_tiled_wall_s": ("  the same, wall", "s", None),
     "estimate_tiled_instructions": ("  instructions", "", None),
@@ -111,15 +115,40 @@ def small_instructions(rng) -> dict:
     return {"small_us_per_instruction": 1e6 * (t_sim - t_np) / (CHAIN + 2), "small_x_numpy": t_sim / t_np}
 
 
+def numpy_tiled(lhsT, rhs):
+    """The tiled kernel's math in NumPy (examples/tiled_matmul.py): per 128 x 512 output tile an fp32
+    accumulator, per k-step copies of the two input tiles (the loads), widened to fp32, their product added in,
+    then the tile stored in the output dtype. The simulator's result is bit for bit this one's (checked in
+    `tiled_matmuls`), so its time is the floor for any simulator that computes the kernel's instructions."""
+    K, M = lhsT.shape
+    N = rhs.shape[1]
+    out = np.empty((M, N), lhsT.dtype)
+    for m in range(M // 128):
+        for n in range(N // 512):
+            acc = np.zeros((128, 512), np.float32)
+            for k in range(K // 128):
+                a = lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128].copy()
+                b = rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512].copy()
+                acc += np.asarray(a, np.float32).T @ np.asarray(b, np.float32)
+            out[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512] = acc.astype(out.dtype)
+    return out
+
+
 def tiled_matmuls(rng) -> dict:
     lhsT = rng.standard_normal((2048, 2048), dtype=np.float32)
     rhs = rng.standard_normal((2048, 2048), dtype=np.float32)
+    a16, b16 = lhsT.astype(ml_dtypes.bfloat16), rhs.astype(ml_dtypes.bfloat16)
+    for a, b in ((lhsT, rhs), (a16, b16)):
+        if not np.array_equal(numpy_tiled(a, b).view(np.uint8), matmul_tiled(a, b).view(np.uint8)):
+            raise AssertionError("the simulator's tiled matmul is not bit for bit NumPy's tiled math")
     t_fp32 = best_of(lambda: matmul_tiled(lhsT, rhs), 2)
     t_np = best_of(lambda: lhsT.T @ rhs)
-    a16, b16 = lhsT.astype(ml_dtypes.bfloat16), rhs.astype(ml_dtypes.bfloat16)
+    t_tiled = best_of(lambda: numpy_tiled(lhsT, rhs), 2)
     t_bf16 = best_of(lambda: matmul_tiled(a16, b16), 2)
     t_np16 = best_of(lambda: (a16.astype(np.float32).T @ b16.astype(np.float32)).astype(ml_dtypes.bfloat16))
-    return {"matmul_fp32_x_numpy": t_fp32 / t_np, "matmul_bf16_x_numpy": t_bf16 / t_np16}
+    t_tiled16 = best_of(lambda: numpy_tiled(a16, b16), 2)
+    return {"matmul_fp32_x_numpy": t_fp32 / t_np, "matmul_fp32_numpy_tiles_x_numpy": t_tiled / t_np,
+            "matmul_bf16_x_numpy": t_bf16 / t_np16, "matmul_bf16_numpy_tiles_x_numpy": t_tiled16 / t_np16}
 
 
 def estimates() -> dict:
