@@ -93,14 +93,16 @@ _SHAPES: dict = {}      # id of a Shape -> (it, as_shape(it)) (normalize_shape)
 
 
 def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None, frame=None,
-          prog=None) -> TensorView:
+          prog=None, normal: bool = False) -> TensorView:
     """A new tensor in `buffer` (poisoned unless `fill`). `frame`: the kernel frame, if the caller found it
-    already (user_frame); `prog`: the running program, likewise."""
+    already (user_frame); `prog`: the running program, likewise; `normal`: `shape` is what `normalize_shape`
+    gave (a tuple of positive ints) already."""
     if prog is None:
         prog = current("nl.ndarray")
     region = buffer if type(buffer) is MemoryRegion else region_of(buffer)
-    t = prog.new_tensor(region, normalize_shape(shape), dtype if type(dtype) is DataType else dtype_of(dtype),
-                        name or None, fill=fill, address=address, frame=frame)
+    t = prog.new_tensor(region, shape if normal else normalize_shape(shape),
+                        dtype if type(dtype) is DataType else dtype_of(dtype), name or None, fill=fill,
+                        address=address, frame=frame)
     loops = prog.loops
     if loops or t.storage.site is not None:          # a site: maybe a reused result tile (Program.spare)
         if not loops or t.storage.scope is not loops[-1]:      # else a reused tile local to this loop already
@@ -798,7 +800,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
     if op == "add" and dst.storage.kind is _PSUM and isinstance(value, TensorView):
         deferred = prog.take_pending(value)
         if deferred is not None:
-            if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
+            if isinstance(deferred.instr, NcMatmul) and tuple.__eq__(value.shape, dst.shape):     # Shapes
                 changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
                 dsts = deferred.plan if deferred.use == "temporary" else None
                 mark = None

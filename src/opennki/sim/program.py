@@ -447,7 +447,7 @@ class Program:
     def take_pending(self, result) -> Deferred | None:
         """Claim the pending instruction if `result` is its result tile (for retargeting)."""
         p = self.pending
-        if p is not None and isinstance(result, TensorView) and p.result.same_view(result):
+        if p is not None and (p.result is result or isinstance(result, TensorView) and p.result.same_view(result)):
             self.pending = None
             return p
         return None
