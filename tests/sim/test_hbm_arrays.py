@@ -51,9 +51,10 @@ def _bits(a):
 
 
 def _outcome(call):
-    """The output's bits, or the error's class and text."""
+    """The output's bits (copied: an output is its HBM array, which a later launch may take only once nothing
+    refers to it), or the error's class and text."""
     try:
-        return _bits(call())
+        return _bits(call()).copy()
     except Exception as e:                       # noqa: BLE001  (compared between the paths)
         return type(e), str(e)
 

@@ -93,14 +93,16 @@ _SHAPES: dict = {}      # id of a Shape -> (it, as_shape(it)) (normalize_shape)
 
 
 def alloc(shape, dtype, buffer=None, name: str | None = None, fill=None, address=None, frame=None,
-          prog=None) -> TensorView:
+          prog=None, normal: bool = False) -> TensorView:
     """A new tensor in `buffer` (poisoned unless `fill`). `frame`: the kernel frame, if the caller found it
-    already (user_frame); `prog`: the running program, likewise."""
+    already (user_frame); `prog`: the running program, likewise; `normal`: `shape` is what `normalize_shape`
+    gave (a tuple of positive ints) already."""
     if prog is None:
         prog = current("nl.ndarray")
     region = buffer if type(buffer) is MemoryRegion else region_of(buffer)
-    t = prog.new_tensor(region, normalize_shape(shape), dtype if type(dtype) is DataType else dtype_of(dtype),
-                        name or None, fill=fill, address=address, frame=frame)
+    t = prog.new_tensor(region, shape if normal else normalize_shape(shape),
+                        dtype if type(dtype) is DataType else dtype_of(dtype), name or None, fill=fill,
+                        address=address, frame=frame)
     loops = prog.loops
     if loops or t.storage.site is not None:          # a site: maybe a reused result tile (Program.spare)
         if not loops or t.storage.scope is not loops[-1]:      # else a reused tile local to this loop already
@@ -299,7 +301,7 @@ def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: s
         return result
     made = entry[1]
     return prog.defer(made[0](made[1], *values) if made is not None else _built(recipe, values), result, api, frame,
-                      checked=True, plan=entry[0])
+                      True, entry[0])           # checked, with its plan (positional: every planned instruction)
 
 
 def defer_planned(prog, recipe: tuple, values: tuple, result, api: str, frame, operands: tuple,
@@ -362,9 +364,33 @@ def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
             return _defer_planned(prog, key, (kind, scalar) if kind in _VALUE_KEYED else None, recipe, values,
                                   result, api, frame)
     if out is not None:
-        prog.issue(_built(recipe, values), api)
+        _issue_planned(prog, key, True if form in ("tensors", "column", "column_left") else
+                       ((kind, scalar) if (kind := type(scalar)) in _VALUE_KEYED else None), recipe, values, api)
         return out
     return _defer_planned(prog, key, True, recipe, values, result, api, frame)
+
+
+def _issue_planned(prog, key, vkey, recipe: tuple, values: tuple, api: str) -> None:
+    """Issue (not defer: an in-place `acc += x` writes its destination) the instruction `recipe` makes of
+    `values`, built from a plan: once its signature was clean it is issued as checked and built from the memo's
+    template, as `_defer_planned` defers one (the memo is keyed apart from deferred ones' by its destination
+    signature, which the plan's key holds)."""
+    if vkey is None:
+        prog.issue(_built(recipe, values), api)
+        return
+    memo = (key, vkey)
+    planned = prog.sim.planned
+    entry = planned.get(memo)
+    if entry is None:
+        instr = _built(recipe, values)
+        prog.issue(instr, api)
+        if instr.__dict__.get("_signature") in prog.sim.clean:
+            if len(planned) >= 4096:
+                planned.clear()
+            planned[memo] = (set(), instr.maker(recipe[1]))
+        return
+    made = entry[1]
+    prog.issue(made[0](made[1], *values) if made is not None else _built(recipe, values), api, True)
 
 
 def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None = None,
@@ -689,9 +715,9 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         dsts = pending.plan             # a planned instruction: the destinations it was clean with (_defer_planned)
         if dsts is not None and (dst._sig or view_signature(dst)) in dsts:
             changes = {"dst": dst}      # a planned instruction holds its result tile in `dst` only
-            prog.execute(pending.instr.moved_to(changes), pending.location, pending.api, checked=True,
-                         deferred=True, moved=changes)      # the claimed instruction: nothing else holds it
-            prog.spare(pending.result, root=True)       # made by new_tensor (the planned binary / unary)
+            # the claimed instruction (nothing else holds it), as checked and deferred (positional: a hot call)
+            prog.execute(pending.instr.moved_to(changes), pending.location, pending.api, True, True, changes)
+            prog.spare(pending.result, True)            # a root view: made by new_tensor (the planned binary / unary)
             return
         changes = _retarget_changes(pending, dst)
         retargeted = _retargeted(prog, pending, changes)
@@ -774,7 +800,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
     if op == "add" and dst.storage.kind is _PSUM and isinstance(value, TensorView):
         deferred = prog.take_pending(value)
         if deferred is not None:
-            if isinstance(deferred.instr, NcMatmul) and value.shape == dst.shape:
+            if isinstance(deferred.instr, NcMatmul) and tuple.__eq__(value.shape, dst.shape):     # Shapes
                 changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
                 dsts = deferred.plan if deferred.use == "temporary" else None
                 mark = None
@@ -784,9 +810,9 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
                     # as Program.retarget issues a temporary's instruction otherwise
                     mark = (dst._sig or view_signature(dst), changes["accumulate"])
                     if mark in dsts:        # the claimed instruction: nothing else holds it (`assign`)
-                        prog.execute(deferred.instr.moved_to(changes), deferred.location, deferred.api,
-                                     checked=True, deferred=True, moved=changes)
-                        prog.spare(deferred.result, root=True)     # made by new_tensor (nc_matmul's result)
+                        prog.execute(deferred.instr.moved_to(changes), deferred.location, deferred.api, True, True,
+                                     changes)       # checked, deferred, moved (positional: a hot call)
+                        prog.spare(deferred.result, True)          # a root view: made by new_tensor (nc_matmul's)
                         return
                 if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates

@@ -15,10 +15,14 @@ iterations, while one buffer rewritten every iteration serialises them.
 from __future__ import annotations
 
 import functools
+from types import MappingProxyType
 
 from opennki.events import AccessKind, Engine, MemoryKind
 
 NO_PRODUCER = -1
+_NO_EDGES = MappingProxyType({})
+# `Dependency.accesses`: an access of a storage's one box (no page index: `_StorageAccesses`)
+_ONE_BOX = -2
 # a storage accessed as one box keeps its slots without an address index (`_StorageAccesses`); False: the
 # plain path, every storage indexed from its first access
 ONE_BOX = True
@@ -79,21 +83,13 @@ def _boxes_overlap(a, b) -> bool:
     return True
 
 
-class _Slot:
-    """The latest write, or the latest-ending read, of one box of a storage; `page`: the first address page
-    its storage's index lists it on (it is listed on every page from there to the last its region spans)."""
-
-    __slots__ = ("region", "box", "end", "producer", "engine", "core", "accumulate", "page")
-
-    def __init__(self, region, box, end, producer, engine, core, accumulate, page):
-        self.page = page
-        self.region = region
-        self.box = box
-        self.end = end
-        self.producer = producer
-        self.engine = engine
-        self.core = core
-        self.accumulate = accumulate
+# A slot: the latest write, or the latest-ending read, of one box of a storage, as a list (made for most
+# accesses of a kernel: a list display costs a fifth of an instance's __init__) of
+# [region, box, end, producer, engine, core, accumulate, page]; `page`: the first address page its storage's
+# index lists it on (it is listed on every page from there to the last its region spans)
+_S_REGION, _S_BOX, _S_END, _S_PRODUCER, _S_ENGINE, _S_CORE, _S_ACCUMULATE, _S_PAGE = range(8)
+_S_READ = slice(_S_END, _S_ACCUMULATE)      # what a read sets: end, producer, engine, core
+_S_WRITE = slice(_S_END, _S_PAGE)           # what a write sets: end, producer, engine, core, accumulate
 
 
 class _StorageAccesses:
@@ -110,7 +106,7 @@ class _StorageAccesses:
                  "box", "byte_start", "byte_end", "write", "read")
 
     def __init__(self, region, box):
-        self.slots: list[_Slot] = []
+        self.slots: list[list] = []
         self.last_end = 0.0
         self.write_serial = 0
         if box is None:
@@ -123,25 +119,25 @@ class _StorageAccesses:
     def _index_for(self, region) -> None:
         """Empty page and key indices, with pages sized by the storage's first access `region`."""
         self.shift = max(6, (region.byte_end - region.byte_start).bit_length() - 1)
-        self.writes: dict[int, list[_Slot]] = {}
-        self.reads: dict[int, list[_Slot]] = {}
-        self.write_slots: dict[tuple, _Slot] = {}
-        self.read_slots: dict[tuple, _Slot] = {}
+        self.writes: dict[int, list[list]] = {}
+        self.reads: dict[int, list[list]] = {}
+        self.write_slots: dict[tuple, list] = {}
+        self.read_slots: dict[tuple, list] = {}
 
     def index(self) -> None:
         """Leave the one-box form: the indices its slots would have had, filled in their creation order."""
         slots = self.slots
-        self._index_for(slots[0].region)          # (the storage's first access made the first slot)
+        self._index_for(slots[0][_S_REGION])      # (the storage's first access made the first slot)
         shift = self.shift
         for slot in slots:
             if slot is self.write:
-                self.write_slots[slot.box] = slot
+                self.write_slots[slot[_S_BOX]] = slot
                 index = self.writes
             else:
-                self.read_slots[slot.box] = slot
+                self.read_slots[slot[_S_BOX]] = slot
                 index = self.reads
-            region = slot.region
-            first = slot.page = region.byte_start >> shift
+            region = slot[_S_REGION]
+            first = slot[_S_PAGE] = region.byte_start >> shift
             for page in range(first, ((region.byte_end - 1) >> shift) + 1):
                 listed = index.get(page)
                 if listed is None:
@@ -172,6 +168,9 @@ class Dependency:
         # on a tie a read-after-write wins: an in-place update waits for its input, not for a reused buffer
         if end > self.ready or (end == self.ready and kind == "raw" and self.kind != "raw"):
             self.ready, self.producer, self.kind = end, producer, kind
+
+
+_new = object.__new__
 
 
 class AccessTracker:
@@ -238,9 +237,9 @@ class AccessTracker:
             # loop over a tile's few slots takes a third of max()'s time with a key)
             t, latest = acc.last_end, None
             for slot in acc.slots:
-                if latest is None or slot.end > latest.end:
+                if latest is None or slot[_S_END] > latest[_S_END]:
                     latest = slot
-            prod = NO_PRODUCER if latest is None else latest.producer
+            prod = NO_PRODUCER if latest is None else latest[_S_PRODUCER]
         if t <= 0 or parts <= 0:
             return                               # (an interval on no partition overlaps no tensor)
         width = self.RETIRED_BUCKET_BYTES[space[0]]
@@ -264,11 +263,10 @@ class AccessTracker:
     def dependency(self, operands, engine: Engine, core: int, edges: bool = True) -> Dependency:
         """The dependency of an instruction with `operands` running on `engine` of `core` (`edges`: also
         list every dependence, `Dependency.edges`)."""
-        dep = Dependency()
-        accesses, floors, storages = dep.accesses, self.floor, self.storages
+        accesses, floors, storages = [], self.floor, self.storages
         # the running answer in locals (Dependency.consider, inlined: this runs for every operand)
         ready, producer, kind = 0.0, NO_PRODUCER, None
-        found = dep.edges if edges else None
+        found = {} if edges else None
         i = -1
         for op in operands:
             i += 1
@@ -292,30 +290,30 @@ class AccessTracker:
             if acc.writes is None:
                 # one box so far: its write, then its read (what the index's search would meet)
                 if box is acc.box and region.byte_start == acc.byte_start and region.byte_end == acc.byte_end:
-                    accesses.append((region, box, access, acc, -1, -1))
+                    accesses.append((region, box, access, acc, _ONE_BOX, 0))
                     slot = acc.write
                     if access is _READ:
                         if slot is not None:
-                            end = slot.end
-                            if found is not None and slot.producer != NO_PRODUCER:
-                                found.setdefault((slot.producer, "raw"), i)
+                            end = slot[_S_END]
+                            if found is not None and slot[_S_PRODUCER] != NO_PRODUCER:
+                                found.setdefault((slot[_S_PRODUCER], "raw"), i)
                             if end > ready or (end == ready and kind != "raw"):
-                                ready, producer, kind = end, slot.producer, "raw"
+                                ready, producer, kind = end, slot[_S_PRODUCER], "raw"
                         continue
-                    if slot is not None and not (access is _ACCUMULATE and slot.accumulate and slot.engine is engine
-                                                 and slot.core == core):
-                        end = slot.end
-                        if found is not None and slot.producer != NO_PRODUCER:
-                            found.setdefault((slot.producer, "waw"), i)
+                    if slot is not None and not (access is _ACCUMULATE and slot[_S_ACCUMULATE]
+                                                 and slot[_S_ENGINE] is engine and slot[_S_CORE] == core):
+                        end = slot[_S_END]
+                        if found is not None and slot[_S_PRODUCER] != NO_PRODUCER:
+                            found.setdefault((slot[_S_PRODUCER], "waw"), i)
                         if end > ready:
-                            ready, producer, kind = end, slot.producer, "waw"
+                            ready, producer, kind = end, slot[_S_PRODUCER], "waw"
                     slot = acc.read
                     if slot is not None:
-                        end = slot.end
-                        if found is not None and slot.producer != NO_PRODUCER:
-                            found.setdefault((slot.producer, "war"), i)
+                        end = slot[_S_END]
+                        if found is not None and slot[_S_PRODUCER] != NO_PRODUCER:
+                            found.setdefault((slot[_S_PRODUCER], "war"), i)
                         if end > ready:
-                            ready, producer, kind = end, slot.producer, "war"
+                            ready, producer, kind = end, slot[_S_PRODUCER], "war"
                     continue
                 acc.index()
             shift = acc.shift
@@ -328,27 +326,29 @@ class AccessTracker:
                                                         found, ready, producer, kind)
             elif writes:
                 # a read (the usual case): `_pages` over its writes, inlined; a slot listed on several pages
-                # is taken on the first of them the access spans (`_Slot.page`)
+                # is taken on the first of them the access spans (the slot's page)
                 page = first
                 while True:
                     for slot in writes.get(page, ()):
-                        if page != first and slot.page < page:
+                        if page != first and slot[_S_PAGE] < page:
                             continue                 # (met on an earlier page)
-                        slot_box = slot.box
+                        slot_box = slot[_S_BOX]
                         if box is not None and slot_box is not None:
                             if slot_box is not box and not _boxes_overlap(box, slot_box):
                                 continue
-                        elif not region.overlaps(slot.region):
+                        elif not region.overlaps(slot[_S_REGION]):
                             continue
-                        end = slot.end
-                        if found is not None and slot.producer != NO_PRODUCER:
-                            found.setdefault((slot.producer, "raw"), i)
+                        end = slot[_S_END]
+                        if found is not None and slot[_S_PRODUCER] != NO_PRODUCER:
+                            found.setdefault((slot[_S_PRODUCER], "raw"), i)
                         if end > ready or (end == ready and kind != "raw"):
-                            ready, producer, kind = end, slot.producer, "raw"
+                            ready, producer, kind = end, slot[_S_PRODUCER], "raw"
                     if page == last:
                         break
                     page += 1
-        dep.ready, dep.producer, dep.kind = ready, producer, kind
+        dep = _new(Dependency)                  # (its fields set here: no __init__ call per instruction)
+        dep.ready, dep.producer, dep.kind, dep.accesses = ready, producer, kind, accesses
+        dep.edges = found if found is not None else _NO_EDGES
         return dep
 
     @staticmethod
@@ -356,7 +356,7 @@ class AccessTracker:
         """`dependency`'s search over the address pages `first`..`last` of a write: (ready, producer, kind)
         after their slots, in the order of `Dependency.consider` (inlined: this runs for every operand). A slot
         is listed once per page it spans, so over several pages each is taken on the first page of the access
-        it is listed on: the first page the access spans, or its own first page (`_Slot.page`)."""
+        it is listed on: the first page the access spans, or its own first page (the slot's page)."""
         writes, reads = acc.writes, acc.reads
         kinds = (writes, "waw", access is _ACCUMULATE), (reads, "war", False)
         for page in range(first, last + 1):
@@ -364,17 +364,17 @@ class AccessTracker:
                 if not slots:
                     continue
                 for slot in slots.get(page, ()):
-                    if page != first and slot.page < page:
+                    if page != first and slot[_S_PAGE] < page:
                         continue                     # (met on an earlier page)
-                    slot_box = slot.box
+                    slot_box = slot[_S_BOX]
                     if box is not None and slot_box is not None:
                         if slot_box is not box and not _boxes_overlap(box, slot_box):
                             continue                 # (a box always overlaps itself: box_of's boxes are shared)
-                    elif not region.overlaps(slot.region):
+                    elif not region.overlaps(slot[_S_REGION]):
                         continue
-                    if accumulate and slot.accumulate and slot.engine is engine and slot.core == core:
+                    if accumulate and slot[_S_ACCUMULATE] and slot[_S_ENGINE] is engine and slot[_S_CORE] == core:
                         continue                 # an accumulation group: in order on the engine, no wait
-                    end, prod = slot.end, slot.producer
+                    end, prod = slot[_S_END], slot[_S_PRODUCER]
                     if found is not None and prod != NO_PRODUCER:
                         found.setdefault((prod, slot_kind), i)
                     if end > ready or (end == ready and slot_kind == "raw" and kind != "raw"):
@@ -391,25 +391,25 @@ class AccessTracker:
                 acc = storages.get(sid)          # (an earlier operand of the instruction may have made it)
                 if acc is None:
                     acc = storages[sid] = _StorageAccesses(region, box if ONE_BOX else None)
+                    first = _ONE_BOX                 # (its one box, if it has no index)
             if acc.writes is None:
-                if box is acc.box and region.byte_start == acc.byte_start and region.byte_end == acc.byte_end:
+                if first == _ONE_BOX or (box is acc.box and region.byte_start == acc.byte_start
+                                         and region.byte_end == acc.byte_end):
                     if access is _READ:
                         slot = acc.read
                         if slot is None:
-                            slot = acc.read = _Slot(region, box, end, producer, engine, core, False, 0)
+                            slot = acc.read = [region, box, end, producer, engine, core, False, 0]
                             acc.slots.append(slot)
-                        elif end >= slot.end:
-                            slot.end, slot.producer, slot.engine, slot.core = end, producer, engine, core
+                        elif end >= slot[_S_END]:
+                            slot[_S_READ] = end, producer, engine, core
                     else:
                         acc.write_serial += 1
                         slot = acc.write
                         if slot is None:
-                            slot = acc.write = _Slot(region, box, end, producer, engine, core,
-                                                     access is _ACCUMULATE, 0)
+                            slot = acc.write = [region, box, end, producer, engine, core, access is _ACCUMULATE, 0]
                             acc.slots.append(slot)
                         else:
-                            slot.end, slot.producer, slot.engine, slot.core, slot.accumulate = (
-                                end, producer, engine, core, access is _ACCUMULATE)
+                            slot[_S_WRITE] = end, producer, engine, core, access is _ACCUMULATE
                     if end > acc.last_end:
                         acc.last_end = end
                     continue
@@ -423,11 +423,11 @@ class AccessTracker:
             if access is _READ:
                 slot = acc.read_slots.get(key)
                 if slot is None:
-                    slot = acc.read_slots[key] = _Slot(region, box, end, producer, engine, core, False, first)
+                    slot = acc.read_slots[key] = [region, box, end, producer, engine, core, False, first]
                     index = acc.reads
                 else:
-                    if end >= slot.end:
-                        slot.end, slot.producer, slot.engine, slot.core = end, producer, engine, core
+                    if end >= slot[_S_END]:
+                        slot[_S_READ] = end, producer, engine, core
                     if end > acc.last_end:
                         acc.last_end = end
                     continue
@@ -435,12 +435,11 @@ class AccessTracker:
                 acc.write_serial += 1
                 slot = acc.write_slots.get(key)
                 if slot is None:
-                    slot = acc.write_slots[key] = _Slot(region, box, end, producer, engine, core,
-                                                        access is _ACCUMULATE, first)
+                    slot = acc.write_slots[key] = [region, box, end, producer, engine, core, access is _ACCUMULATE,
+                                                   first]
                     index = acc.writes
                 else:
-                    slot.end, slot.producer, slot.engine, slot.core, slot.accumulate = (
-                        end, producer, engine, core, access is _ACCUMULATE)
+                    slot[_S_WRITE] = end, producer, engine, core, access is _ACCUMULATE
                     if end > acc.last_end:
                         acc.last_end = end
                     continue

@@ -408,11 +408,12 @@ class Program:
                                           (operand,), {"tensor": storage.name}, None, user_location()))
 
     # -- issuing ----------------------------------------------------------------------------------------
-    def issue(self, instr, api: str | None = None) -> None:
-        """Check, run and report one instruction now."""
+    def issue(self, instr, api: str | None = None, checked: bool = False) -> None:
+        """Check, run and report one instruction now. `checked`: its operand rules and check passed for its
+        signature before (the caller knows the signature without computing it, as `defer` takes it)."""
         if self.pending is not None:
             self.flush()
-        self.execute(instr, user_location(), api)
+        self.execute(instr, user_location(), api, checked, checked)
 
     def defer(self, instr, result: TensorView, api: str | None = None, frame=None,
               checked: bool = False, plan=None) -> TensorView:
@@ -433,7 +434,7 @@ class Program:
             else:
                 site = None
                 location = location_of(frame)
-        self._check(instr, location, api, result.storage, checked=checked, operands_checked=checked)
+        self._check(instr, location, api, result.storage, checked, checked)     # (positional: hot calls)
         if frame is not None and site is None:
             use, user, name = result_use(frame)
             if user is frame:           # decided in this frame (not through a helper's `return`)
@@ -446,7 +447,7 @@ class Program:
     def take_pending(self, result) -> Deferred | None:
         """Claim the pending instruction if `result` is its result tile (for retargeting)."""
         p = self.pending
-        if p is not None and isinstance(result, TensorView) and p.result.same_view(result):
+        if p is not None and (p.result is result or isinstance(result, TensorView) and p.result.same_view(result)):
             self.pending = None
             return p
         return None
@@ -524,8 +525,8 @@ class Program:
         `deferred`: it is a deferred instruction issued as it is, whose operand rules passed when it was
         deferred, too; `moved`: it is a deferred instruction retargeted with these fields replaced (`retarget`),
         whose other operands passed their operand rules and static bounds when it was deferred."""
-        self._check(instr, location, api, checked=checked or deferred, operands_checked=deferred, moved=moved)
-        self._run_and_emit(instr, location, api, placed=True)
+        self._check(instr, location, api, None, checked or deferred, deferred, moved)     # positional: hot
+        self._run_and_emit(instr, location, api, True)
 
     def _check(self, instr, location, api, unplaced=None, checked: bool = False,
                operands_checked: bool = False, moved=None) -> None:

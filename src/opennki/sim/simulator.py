@@ -38,6 +38,10 @@ HBM_ALIGN_BYTES = 64
 # its check failing first (legacy immutable parameters: legacy/typing.py). Such an argument's HBM tensor is the
 # caller's array itself rather than a copy, as is a read-only array's (`_arg_tensor`).
 UNWRITABLE_ARGUMENTS: list = []
+# A returned tensor the kernel made (not an argument, first of the outputs to name it) hands out its HBM array
+# itself, which the finished launch no longer uses; False: every output is a copy (the plain path, which
+# tests compare against).
+RETURN_STORAGE_ARRAYS = True
 
 
 class LaunchClock:
@@ -201,7 +205,7 @@ class Simulator:
         self.emit(LaunchFinished(name, ran))
         self._write_back(arg_storages)
         self._report(launch, checker)
-        outputs = self._outputs(result)
+        outputs = self._outputs(result, set())
         if not self.options.shape_only:
             made = (ref() for ref in launch.hbm_tensors)
             # an argument that is the caller's array (`_arg_tensor`) has a view of it, which is never kept
@@ -293,27 +297,39 @@ class Simulator:
             if storage.written and isinstance(caller, np.ndarray) and caller.flags.writeable:
                 caller[...] = to_public(storage.array, storage.dtype).reshape(caller.shape)
 
-    def _outputs(self, result):
+    def _outputs(self, result, handed: set):
         if isinstance(result, TensorView):
-            return self._to_numpy(result)
+            return self._to_numpy(result, handed)
         if isinstance(result, tuple):
-            return tuple(self._outputs(r) for r in result)
+            return tuple(self._outputs(r, handed) for r in result)
         if isinstance(result, list):
-            return [self._outputs(r) for r in result]
+            return [self._outputs(r, handed) for r in result]
         if isinstance(result, dict):
-            return {k: self._outputs(v) for k, v in result.items()}
+            return {k: self._outputs(v, handed) for k, v in result.items()}
         return result
 
-    def _to_numpy(self, view: TensorView):
+    def _to_numpy(self, view: TensorView, handed: set):
+        """A returned tensor as a NumPy array of its public dtype. The array of a whole tensor the kernel made is
+        handed out as it is (`RETURN_STORAGE_ARRAYS`): nothing of the finished launch writes it again, and
+        the HBM array pool (sim/arrays.py) never takes an array something else still refers to. Copied: an
+        argument's array (the caller's, or the launch's copy of it), a tensor an earlier output already handed
+        out (`return out, out` gives two arrays, as two copies did), and parts of tensors."""
         if self.options.shape_only:
             return ShapeSpec(view.shape, view.dtype)
+        st = view.storage
         if view.is_root:
-            data = view.storage.array.reshape(view.shape)
+            data = st.array.reshape(view.shape)
+        elif view.in_bounds() and not view.dynamic:
+            data = view.np_view()
         else:
-            data = np.array(view.np_view()) if view.in_bounds() and not view.dynamic else None
-            if data is None:
-                raise KernelError("a kernel can only return whole tensors or in-bounds views of them")
-        return np.array(to_public(data, view.dtype))
+            raise KernelError("a kernel can only return whole tensors or in-bounds views of them")
+        out = to_public(data, view.dtype)
+        if not np.may_share_memory(out, st.array):
+            return out                              # a conversion made a new array
+        if RETURN_STORAGE_ARRAYS and view.is_root and not st.is_kernel_arg and st.id not in handed:
+            handed.add(st.id)
+            return out
+        return np.array(out)
 
 
 def _divergence(error) -> "_findings.Finding":

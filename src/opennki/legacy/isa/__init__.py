@@ -32,7 +32,7 @@ from opennki.instructions import vector as _dve
 from opennki.instructions import vector_accumulate as _acc
 from opennki.instructions import vector_move as _move
 from opennki.instructions import vector_stats as _stats
-from opennki.instructions.base import check_operator_args, takes_operands
+from opennki.instructions.base import check_operator_args, takes_operands, view_signature
 from opennki.instructions.enums import engine_of
 from opennki.instructions.ops import check_activation_op
 from opennki.legacy.isa import constants
@@ -330,8 +330,21 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     stationary, moving = _pe_input(stationary), _pe_input(moving)
     frame = user_frame()
     prog = active()                     # None outside a kernel: the tile's allocation raises, as it did
-    out = _result(_pe.NcMatmul, None, core.PSUM, frame, prog, stationary=stationary, moving=moving,
-                  is_transpose=is_transpose, perf_mode=perf_mode)
+    key = None
+    if perf_mode is None and type(is_transpose) is bool and prog is not None and prog.lean:
+        # the result's shape and dtype are a function of the operands' signatures and the transpose flag
+        ks, km = stationary._sig or view_signature(stationary), moving._sig or view_signature(moving)
+        key = (ks, km, is_transpose) if ks and km else None
+    result = _MATMUL_RESULTS.get(key) if key is not None else None
+    if result is not None:
+        out = core.alloc(result[0], result[1], core.PSUM, frame=frame, prog=prog, normal=True)
+    else:
+        out = _result(_pe.NcMatmul, None, core.PSUM, frame, prog, stationary=stationary, moving=moving,
+                      is_transpose=is_transpose, perf_mode=perf_mode)
+        if key is not None:
+            if len(_MATMUL_RESULTS) >= 4096:
+                _MATMUL_RESULTS.clear()
+            _MATMUL_RESULTS[key] = (out.storage.shape, out.storage.dtype)
     api = _pe.NcMatmul.api_name()
     flags = (is_stationary_onezero, is_moving_onezero, is_transpose)
     if (mask is not None and type(mask) is not bool) or tile_position or tile_size or perf_mode is not None \
@@ -347,6 +360,11 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     # hardware-strict rules
     return core.defer_planned(prog, _matmul_recipe(flags, mask), (out, stationary, moving), out, api, frame,
                               (stationary, moving), (flags, mask))
+
+
+# (stationary's view signature, moving's, is_transpose) -> (shape, dtype) of nc_matmul's result tile (`_result`:
+# NcMatmul.result, the shape normalised), for the usual matmul (no perf mode)
+_MATMUL_RESULTS: dict = {}
 
 
 @functools.lru_cache(maxsize=16)
