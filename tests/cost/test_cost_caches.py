@@ -23,6 +23,7 @@ import opennki.language as nl
 from examples import attention_head, blocked_matmul, gelu_mlp, residual_rmsnorm, tiled_matmul
 from opennki.cost.result import SMALL_DMA_EFFICIENCY, CostResult, Row, location_key
 from opennki.cost import deps, scheduler
+from opennki.cost import result as cost_result
 from opennki.cost.rules import registry
 from opennki.perf.estimate import estimate, trace_kernel
 from opennki.sim import program
@@ -251,6 +252,19 @@ def test_the_tally_equals_adding_records_one_by_one(kernel, args, target):
     assert _ordered(_aggregates(again)) == _ordered(_added_one_by_one(result))
     assert len(again.records) == len(result.records) and all(map(operator.is_, again.records[:half], first))
     assert _records(again) == _records(result)
+
+
+def test_the_tally_in_parts_of_any_size_equals_the_tally_at_once(monkeypatch):
+    """The tally transposes the rows some at a time (`result._ROWS_PER_TALLY`): parts of 7 rows, or one part,
+    give the same aggregates, in the same order."""
+    for kernel, args, target in TALLY_CASES[:3] + TALLY_CASES[-2:]:
+        aggregates = []
+        for size in (7, 10 ** 6):
+            monkeypatch.setattr(cost_result, "_ROWS_PER_TALLY", size)
+            result = estimate(kernel, args, target=target, keep_instructions=False)
+            assert len(result.rows) > 7
+            aggregates.append((_ordered(_aggregates(result)), _summary(result)))
+        assert aggregates[0] == aggregates[1]
 
 
 def test_records_made_from_rows_hold_their_events_fields_and_placements():

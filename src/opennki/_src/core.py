@@ -766,7 +766,7 @@ def _retarget_changes(deferred, dst) -> dict:
 def _retargeted(prog, deferred, changes):
     """The deferred instruction writing the destination instead, checked; None if that fails its check."""
     instr = deferred.instr.replace(**changes)
-    if prog.lean and instr.mask is None and instr.signature() in prog.sim.clean:
+    if prog.lean and (instr.mask is None or type(instr.mask) is bool) and instr.signature() in prog.sim.clean:
         return instr                    # its check passed for this signature before (Program._check)
     try:
         prog.check_instruction(instr)

@@ -272,7 +272,16 @@ class Instruction:
         writes the same values through the unmasked paths (in-place accumulation, plain writes)."""
         mask = self.mask
         if mask is True or (type(mask) is np.bool_ and mask):
-            return self.replace(mask=None)
+            if hasattr(self, "__post_init__"):
+                return self.replace(mask=None)
+            # what `replace(mask=None)` makes, without its general steps: the mask is no operand or parameter,
+            # and the copy is only run, never checked (its signature is dropped)
+            new = object.__new__(type(self))
+            state = new.__dict__
+            state.update(self.__dict__)
+            state["mask"] = None
+            state.pop("_signature", None)
+            return new
         return self
 
     def signature(self):
