@@ -402,9 +402,13 @@ def test_a_constant_true_mask_runs_unmasked_and_others_keep_their_mask():
     for mask in (True, np.bool_(True)):
         instr = TensorScalar(dst=view, data=view, op0="add", operand0=1.0, mask=mask)
         instr.operands()
+        instr.signature()
         run_as = instr.runnable()
         assert run_as is not instr and run_as.mask is None and run_as.operands() == instr.operands()
         assert instr.mask is mask                 # the event and the checks still see the kernel's mask
+        replaced = instr.replace(mask=None)       # what runnable() makes without replace's general steps
+        fields = {k for k in vars(replaced) if k != "_signature"}
+        assert fields == set(vars(run_as)) and all(getattr(run_as, k) is getattr(replaced, k) for k in fields)
     for mask in (None, False, np.bool_(False), np.ones((4, 8), bool)):
         instr = TensorScalar(dst=view, data=view, op0="add", operand0=1.0, mask=mask)
         assert instr.runnable() is instr

@@ -292,6 +292,10 @@ def test_a_claimed_matmul_moved_with_its_accumulate_flag_equals_its_replace(rng)
         assert [(r, id(v), k) for r, v, k in moved.operands()] == [(r, id(v), k) for r, v, k in replaced.operands()]
         assert moved.signature() == replaced.signature() and moved.accumulate is flag
         assert moved._params == replaced._params == replaced.params() and moved._params is not template["_params"]
+        given = instr.replace().moved_to(changes, replaced._params)     # the params the plan kept for them
+        assert given._params is replaced._params and given.signature() == replaced.signature()
+        assert {k: v for k, v in vars(given).items() if k != "_params"} == \
+            {k: v for k, v in vars(moved).items() if k != "_params"}
         assert {k: v for k, v in vars(moved).items() if not k.startswith("_")} == \
             {k: v for k, v in vars(replaced).items() if not k.startswith("_")}
 
@@ -383,6 +387,66 @@ def test_results_through_a_helper_give_the_plain_path_values(rng):
     assert_same_outcome(lean, plain)
 
 
+@nki.jit
+def constant_masks(q, k):
+    """A causal kernel's shape (the flash-attention backward's): every instruction of a tile pair takes `mask=`
+    a comparison of loop indices, True on and below the diagonal, False above it; matmuls accumulate into
+    PSUM and read a transpose's PSUM result (copied to SBUF first)."""
+    out = nl.ndarray((2, 128, 256), dtype=nl.float32, buffer=nl.shared_hbm)
+    qs = nl.load(q)
+    for i in nl.affine_range(2):
+        acc = nl.zeros((128, 256), nl.float32, buffer=nl.sbuf)
+        for j in nl.affine_range(2):
+            mask = i >= j
+            ks = nl.load(k[:, j * 256:(j + 1) * 256])
+            s = nl.zeros((128, 256), nl.float32, buffer=nl.psum)
+            s[:, :] += nisa.nc_matmul(qs, ks, mask=mask)
+            e = nl.ndarray((128, 256), nl.float32, buffer=nl.sbuf)
+            e[:, :] = nisa.activation(np.exp, data=s[:, :], scale=0.01, mask=mask)
+            iq, ik = nl.mgrid[0:128, 0:256]
+            e[:, :] = nisa.affine_select(pred=(i * 128 + iq >= j * 256 + ik), on_true_tile=e[:, :],
+                                         on_false_value=-1.0, mask=mask)
+            t = nisa.nc_transpose(e[:, 0:128], mask=mask)
+            d = nl.zeros((128, 256), nl.float32, buffer=nl.psum)
+            d[:, :] += nisa.nc_matmul(t, ks, mask=mask)
+            d[:, :] += nisa.nc_matmul(t, e, mask=mask)
+            c = nl.multiply(d, 0.5, mask=mask)
+            acc[:, :] = nl.loop_reduce(c, op=np.add, loop_indices=(j,), mask=mask)
+        nl.store(out[i], value=acc)
+    return out
+
+
+@nki.jit
+def masked_out_of_bounds(q):
+    out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    qs = nl.load(q)
+    wide = nl.ndarray((128, 150), dtype=nl.float32, buffer=nl.sbuf)
+    for i in nl.sequential_range(3):
+        for j in nl.sequential_range(2):
+            # past the end for i = 2: under mask=False (j = 0) nothing is checked, under mask=True an error
+            wide[:, i * 16:i * 16 + 128] = nisa.activation(np.exp, data=qs, mask=j == 1)
+    nl.store(out, value=wide[:, 0:128])
+    return out
+
+
+def test_constant_masks_give_the_plain_path_values_and_errors(rng):
+    """A constant `mask=True` / `False` takes the lean path (checked once per signature, planned matmuls): the
+    outputs, and an out-of-bounds error with its kernel line, are the plain path's."""
+    q, k = rand(rng, 128, 128), rand(rng, 128, 512)
+    lean, plain = _twice(constant_masks, q, k)
+    assert_same_outcome(lean, plain)
+    assert np.isfinite(lean).all() and (lean[1] != 0).any() and not np.array_equal(lean[0], lean[1])
+    rec = Recorder()
+    run_kernel(constant_masks.func, (q, k), listeners=[rec])
+    masks = [e.mask for e in rec.events if getattr(e, "opcode", None) == "nc_matmul"]
+    # every matmul keeps its mask (the planned ones too): all True on and below the diagonal, else all False
+    assert len(masks) == 12 and [bool(m.all()) for m in masks] == [True] * 3 + [False] * 3 + [True] * 6
+    assert all(m.shape == (128, 256) and (m.all() or not m.any()) for m in masks)
+    lean, plain = _twice(masked_out_of_bounds, q)
+    assert_same_outcome(lean, plain)
+    assert "wide[:, i * 16" in lean.location.source
+
+
 def _matmul_steps(a, b):
     """Planned loads and `acc += nisa.nc_matmul(...)` retargeted into PSUM, then copied out and stored."""
     out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -412,7 +476,8 @@ def _comparable(value, ids: dict):
 
 
 @pytest.mark.parametrize("case", ["legacy_elementwise", "new_generation", "matmul_steps", "helper_results",
-                                  "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand", "spills"])
+                                  "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand", "spills",
+                                  "constant_masks", "masked_out_of_bounds"])
 def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_events(rng, case):
     """With listeners the front doors' plans and the planned deferrals apply too (`Program.lean`): every event,
     field by field, is the plain path's, and so are the outputs or the error."""
@@ -425,6 +490,8 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
         "out_of_scope": (out_of_scope, (a,)), "out_of_bounds": (out_of_bounds, (a,)),
         "parallel_writes": (parallel_writes, (a,)), "bad_operand": (bad_operand, (a,)),
         "spills": (spills, (rand(rng, 128, 4096),)),
+        "constant_masks": (constant_masks, (rand(rng, 128, 128), rand(rng, 128, 512))),
+        "masked_out_of_bounds": (masked_out_of_bounds, (rand(rng, 128, 128),)),
     }
     kernel, args = kernels[case]
     outcomes, events = [], []

@@ -535,16 +535,18 @@ class Program:
         instruction's own check / its operand rules passed already; the bounds, the language rules and
         placement still run. `moved`: only these fields need the operand rules and the bounds (`execute`).
 
-        Lean path (`lean`, no `mask=`): a deferred instruction's operands (`unplaced` given) are placed here if
-        one needs memory, else left untouched (`_touch_later`); the operand rules are a function of the
+        Lean path (`lean`, no `mask=` or a bool one): a deferred instruction's operands (`unplaced` given) are placed
+        here if one needs memory, else left untouched (`_touch_later`); the operand rules are a function of the
         signature there, so a
         signature whose rules and check passed (`Simulator.clean`) skips both (and with `checked` and
         `operands_checked` the signature is not even computed); the bounds (cached per view), the language
         rules and placement run as on the plain path, but for the observers of HBM writes when the instruction
         writes only on chip: its class's check admits only on-chip written operands (and it passed), or none of
-        its written operands is in HBM (a load's tile, a matmul's PSUM tile)."""
+        its written operands is in HBM (a load's tile, a matmul's PSUM tile). A constant `mask=True` / `False`
+        (legacy causal kernels compare loop indices) passes the operand rules whatever the operands are, and the
+        bounds honour it as on the plain path."""
         try:
-            if self.lean and instr.mask is None:
+            if self.lean and (instr.mask is None or type(instr.mask) is bool):
                 sig = True if checked and operands_checked else instr.signature()
                 if sig is not None:
                     if sig is not True:

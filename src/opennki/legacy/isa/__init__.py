@@ -347,9 +347,9 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
             _MATMUL_RESULTS[key] = (out.storage.shape, out.storage.dtype)
     api = _pe.NcMatmul.api_name()
     flags = (is_stationary_onezero, is_moving_onezero, is_transpose)
-    if mask is not None or tile_position or tile_size or perf_mode is not None or not (
-            type(is_stationary_onezero) is bool and type(is_moving_onezero) is bool and type(is_transpose) is bool) \
-            or prog.options.hardware_strict:
+    if (mask is not None and type(mask) is not bool) or tile_position or tile_size or perf_mode is not None \
+            or not (type(is_stationary_onezero) is bool and type(is_moving_onezero) is bool
+                    and type(is_transpose) is bool) or prog.options.hardware_strict:
         instr = _pe.NcMatmul(dst=out, stationary=stationary, moving=moving,
                              is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
                              is_transpose=is_transpose, accumulate=False, tile_position=tuple(tile_position),
@@ -358,8 +358,8 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     # the usual matmul: a function of its operands' signatures and flags (core.defer_planned); the operator
     # check of `_defer` (check_operator_args, operators by name allowed) finds nothing to reject without the
     # hardware-strict rules
-    return core.defer_planned(prog, _matmul_recipe(flags), (out, stationary, moving), out, api, frame,
-                              (stationary, moving), flags)
+    return core.defer_planned(prog, _matmul_recipe(flags, mask), (out, stationary, moving), out, api, frame,
+                              (stationary, moving), (flags, mask))
 
 
 # (stationary's view signature, moving's, is_transpose) -> (shape, dtype) of nc_matmul's result tile (`_result`:
@@ -368,12 +368,14 @@ _MATMUL_RESULTS: dict = {}
 
 
 @functools.lru_cache(maxsize=16)
-def _matmul_recipe(flags: tuple) -> tuple:
-    """`nc_matmul`'s instruction without a mask, tiling or perf mode (`core._built`), of (dst, stationary, moving)."""
+def _matmul_recipe(flags: tuple, mask=None) -> tuple:
+    """`nc_matmul`'s instruction without tiling or a perf mode (`core._built`), of (dst, stationary, moving), with
+    `mask` None or a constant `mask=True` / `False` (causal kernels compare loop indices: `i * 128 >= j * 512`),
+    which the lean path checks as it checks an unmasked instruction (`Program._check`)."""
     onezero_s, onezero_m, transpose = flags
     return _pe.NcMatmul, ("dst", "stationary", "moving"), {
         "is_stationary_onezero": onezero_s, "is_moving_onezero": onezero_m, "is_transpose": transpose,
-        "accumulate": False, "tile_position": (), "tile_size": (), "perf_mode": None, "mask": None}
+        "accumulate": False, "tile_position": (), "tile_size": (), "perf_mode": None, "mask": mask}
 
 
 def _pe_input(t):
