@@ -160,3 +160,22 @@ def mixed_boxes(a):
         nisa.tensor_tensor(dst=y[:, half:], data1=y[:, half:], data2=w[:, half:], op=nl.add)
         nisa.dma_copy(dst=out[i * 128:(i + 1) * 128, :], src=y)
     return out
+
+
+
+def alternating_tiles(a):
+    """Lines that issue instructions of several signatures in turn: views of one tile whose widths (same
+    strides) and first partitions alternate, and operators, so plans remembered per kernel line must tell
+    them apart."""
+    out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+    for i in range(a.shape[0] // 128):
+        rows = slice(i * 128, (i + 1) * 128)
+        width = a.shape[1] if i % 2 else a.shape[1] // 2
+        p = 64 * ((i // 2) % 2)
+        x = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        y = nl.ndarray((128, a.shape[1]), dtype=a.dtype, buffer=nl.sbuf)
+        nisa.dma_copy(dst=x, src=a[rows, :])
+        op = nl.add if i % 3 == 2 else nl.multiply
+        nisa.tensor_scalar(dst=y[p:p + 64, 0:width], data=x[p:p + 64, 0:width], op0=op, operand0=2.0)
+        nisa.dma_copy(dst=out[rows, 0:width], src=y[:, 0:width])
+    return out

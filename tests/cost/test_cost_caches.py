@@ -63,7 +63,7 @@ CASES = [(T.mm_tiled, MM, "trn1"), (T.mm_fully_blocked, MM, "trn2"), (blocked_ma
          (_halves[2], (spec((1024, 512)),), "trn2"), (_halves, (spec((512, 512)),), "trn3")]
 CASES += [(m.EXAMPLE["kernel"], _example_args(m), target)
           for m in (attention_head, gelu_mlp, residual_rmsnorm) for target in ("trn2", "trn3")]
-CASES += [(K.mixed_boxes, (spec((512, 256)),), "trn2")]
+CASES += [(K.mixed_boxes, (spec((512, 256)),), "trn2"), (K.alternating_tiles, (spec((1024, 256)),), "trn1")]
 IDS = [f"{getattr(k, '__name__', type(k).__name__)}-{t}-{i}" for i, (k, _, t) in enumerate(CASES)]
 
 
@@ -99,6 +99,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     monkeypatch.setattr(program, "LEAN_ISSUE", False)
     monkeypatch.setattr(scheduler, "BATCH_EVENTS", 1)
     monkeypatch.setattr(deps, "ONE_BOX", False)
+    monkeypatch.setattr(scheduler, "SITE_PLANS", False)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)
@@ -152,6 +153,27 @@ def test_the_cases_cover_engine_choices_two_cores_and_cross_engine_dependences()
     assert {"TensorMatrix", "Vector", "Scalar"} <= rows
     kinds = {kind for r in lnc2.records for _, kind, _ in r.deps}
     assert {"raw", "war"} <= kinds
+
+
+def test_a_plan_remembered_per_kernel_line_is_the_plan_of_the_events_signature(monkeypatch):
+    """`CostModel._site_plan` gives an event the plan its signature keys (`_plans`), or none; on these cases
+    most events take it (a loop's line repeats its instruction), and lines issuing several signatures in turn
+    (K.alternating_tiles) are told apart."""
+    site_plan = scheduler.CostModel._site_plan
+    taken = []
+
+    def checked(model, ev):
+        plan = site_plan(model, ev)
+        if plan is not None:
+            assert model._plans[registry._signature(ev)] is plan
+        taken.append(plan is not None)
+        return plan
+    monkeypatch.setattr(scheduler.CostModel, "_site_plan", checked)
+    for kernel, args, target in CASES:
+        del taken[:]
+        estimate(kernel, args, target=target, keep_instructions=False)
+        if kernel is K.alternating_tiles or kernel is tiled_matmul.tiled_matmul:
+            assert sum(taken) > len(taken) / 2
 
 
 def test_the_cases_index_storages_first_accessed_as_one_box(monkeypatch):

@@ -292,6 +292,10 @@ def test_a_claimed_matmul_moved_with_its_accumulate_flag_equals_its_replace(rng)
         assert [(r, id(v), k) for r, v, k in moved.operands()] == [(r, id(v), k) for r, v, k in replaced.operands()]
         assert moved.signature() == replaced.signature() and moved.accumulate is flag
         assert moved._params == replaced._params == replaced.params() and moved._params is not template["_params"]
+        given = instr.replace().moved_to(changes, replaced._params)     # the params the plan kept for them
+        assert given._params is replaced._params and given.signature() == replaced.signature()
+        assert {k: v for k, v in vars(given).items() if k != "_params"} == \
+            {k: v for k, v in vars(moved).items() if k != "_params"}
         assert {k: v for k, v in vars(moved).items() if not k.startswith("_")} == \
             {k: v for k, v in vars(replaced).items() if not k.startswith("_")}
 

@@ -296,7 +296,7 @@ def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: s
             return result
         if len(planned) >= 4096:
             planned.clear()
-        entry = planned[memo] = (set(), instr.maker(recipe[1]))
+        entry = planned[memo] = ({}, instr.maker(recipe[1]))
         prog.pending.plan = entry[0]
         return result
     made = entry[1]
@@ -387,7 +387,7 @@ def _issue_planned(prog, key, vkey, recipe: tuple, values: tuple, api: str) -> N
         if instr.__dict__.get("_signature") in prog.sim.clean:
             if len(planned) >= 4096:
                 planned.clear()
-            planned[memo] = (set(), instr.maker(recipe[1]))
+            planned[memo] = ({}, instr.maker(recipe[1]))
         return
     made = entry[1]
     prog.issue(made[0](made[1], *values) if made is not None else _built(recipe, values), api, True)
@@ -724,7 +724,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         if retargeted is not None:
             prog.execute(retargeted, pending.location, pending.api, checked=True, moved=changes)
             if dsts is not None and retargeted.signature() in prog.sim.clean:
-                dsts.add(dst._sig or view_signature(dst))
+                dsts[dst._sig or view_signature(dst)] = None
             prog.spare(pending.result)
             return
         prog.execute(pending.instr, pending.location, pending.api, deferred=True)
@@ -810,8 +810,8 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
                     # as Program.retarget issues a temporary's instruction otherwise
                     mark = (dst._sig or view_signature(dst), changes["accumulate"])
                     if mark in dsts:        # the claimed instruction: nothing else holds it (`assign`)
-                        prog.execute(deferred.instr.moved_to(changes), deferred.location, deferred.api, True, True,
-                                     changes)       # checked, deferred, moved (positional: a hot call)
+                        instr = deferred.instr.moved_to(changes, dsts[mark])       # with the params kept for it
+                        prog.execute(instr, deferred.location, deferred.api, True, True, changes)   # (positional)
                         prog.spare(deferred.result, True)          # a root view: made by new_tensor (nc_matmul's)
                         return
                 if not prog.retarget(deferred, changes):
@@ -819,8 +819,10 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
                     # (adding one PSUM tile into another is no engine's operation)
                     prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
                     prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
-                elif mark is not None and deferred.instr.replace(**changes).signature() in prog.sim.clean:
-                    dsts.add(mark)
+                elif mark is not None:
+                    retargeted = deferred.instr.replace(**changes)
+                    if retargeted.signature() in prog.sim.clean:
+                        dsts[mark] = retargeted.__dict__.get("_params")    # its parameters, for the next ones
                 return
             prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     if is_tensor(value) and value.shape != dst.shape:

@@ -48,6 +48,10 @@ from opennki.hw import get_target
 _PE = Engine.TENSOR.value
 _BY_VALUE = [Engine(v) for v in range(max(e.value for e in Engine) + 1)]      # the engines by value
 _PLANS_LIMIT = 4096
+# an instruction whose kernel line issued one of the same signature lately takes its plan (`_site_plan`), from
+# the latest SITE_ENTRIES of each line; False: every plan found by its signature (`_plan`)
+SITE_PLANS = True
+SITE_ENTRIES = 4
 # events kept before they are placed together (`CostModel.on_event`); 1 places every event as it arrives
 BATCH_EVENTS = 64
 # bound once: class lookups of members are slow (3.11)
@@ -106,6 +110,8 @@ class CostModel:
         self.pending_fills: dict[int, InstructionExecuted] = {}
         self._dma_plans: dict[int, tuple] = {}
         self._plans: dict[tuple, tuple] = {}      # event signature -> CostModel._plan(event), for this hw
+        # id(kernel line) -> what its latest instructions' signatures held, with their plans (`_site_plan`)
+        self._sites: dict[int, list] = {}
         # by Engine value: the engine's dependency overhead (semaphore wait) in ns, which every placement adds
         self._overhead_ns = [] if hw is None else [
             spec.ns(spec.dependency_overhead_cycles) for spec in (engine_spec(hw, e) for e in _BY_VALUE)]
@@ -214,7 +220,9 @@ class CostModel:
 
     def _place(self, ev: InstructionExecuted) -> None:
         result = self.result_
-        plan = self._plan(ev)
+        plan = self._site_plan(ev) if SITE_PLANS else None
+        if plan is None:
+            plan = self._plan(ev)
         cost, engine, queue, choices, uncosted, engine_plan, rate = plan
         if uncosted:
             result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
@@ -250,6 +258,8 @@ class CostModel:
                 key = None
             else:
                 if plan is not None:
+                    if SITE_PLANS:
+                        self._remember_site(ev, plan)
                     return plan
         cost = cost_of(ev, self.hw)
         uncosted = cost is None
@@ -280,7 +290,55 @@ class CostModel:
             if len(plans) >= _PLANS_LIMIT:
                 plans.clear()
             plans[key] = plan
+            if SITE_PLANS:
+                self._remember_site(ev, plan)
         return plan
+
+    def _site_plan(self, ev) -> tuple | None:
+        """The plan of `ev` when an instruction its kernel line issued lately had the signature `ev` has, else
+        None (`_plan` then finds it, and remembers it here). A loop's line issues the same instruction again and
+        again, so comparing the signature's fields with theirs (what the signature holds: the opcode and engine,
+        each operand's role, access, memory, first partition, shape, dtype, item size and strides, no run-time
+        offsets, the parameters in their order; no mask), most by identity, is a hit: cheaper than building the
+        signature and hashing it. Only signatures `_plan` keeps are remembered."""
+        loc = ev.location
+        entries = self._sites.get(id(loc))
+        if entries is None or ev.mask is not None:
+            return None
+        opcode, engine, operands = ev.opcode, ev.engine, ev.operands
+        for entry in entries:
+            if entry[0] is not loc or entry[1] != opcode or entry[2] is not engine or len(entry[5]) != len(operands):
+                continue
+            for o, (role, access, kind, start, shape, dtype, itemsize, strides) in zip(operands, entry[5]):
+                r = o.region
+                if (o.access is not access or r.kind is not kind or r.partition_start != start or o.role != role
+                        or (o.shape is not shape and o.shape != shape) or o.dtype != dtype or o.itemsize != itemsize
+                        or (o.strides is not strides and o.strides != strides) or o.offsets is not None):
+                    break
+            else:
+                params = ev.params
+                try:
+                    same = params == entry[3] and tuple(params) == entry[4]
+                except (TypeError, ValueError):      # (parameters whose equality is not a bool)
+                    same = False
+                if same:
+                    return entry[6]
+        return None
+
+    def _remember_site(self, ev, plan) -> None:
+        """Keep what `_site_plan` compares of `ev`, with its plan: the latest SITE_ENTRIES of its kernel line."""
+        loc = ev.location
+        sites = self._sites
+        entries = sites.get(id(loc))
+        if entries is None or entries[0][0] is not loc:
+            if len(sites) >= _PLANS_LIMIT:
+                sites.clear()
+            entries = sites[id(loc)] = []
+        elif len(entries) >= SITE_ENTRIES:
+            del entries[0]
+        entries.append((loc, ev.opcode, ev.engine, dict(ev.params), tuple(ev.params),
+                        tuple((o.role, o.access, o.region.kind, o.region.partition_start, o.shape, o.dtype,
+                               o.itemsize, o.strides) for o in ev.operands), plan))
 
     def _choose_engine(self, ev, choices, state, dep):
         """(event, cost, engine) on the engine where `ev` finishes first (cost/engines.py), among `choices`

@@ -238,17 +238,20 @@ class Instruction:
             state["_signature"] = signature
         return new
 
-    def moved_to(self, changes: dict) -> "Instruction":
+    def moved_to(self, changes: dict, params: dict | None = None) -> "Instruction":
         """`self.replace(**changes)`, made by changing `self`, for `changes` that move `dst` to a destination
         without run-time indices and may set parameter fields (a matmul's `accumulate`): only for an instruction
         that nothing else holds (the lean path's deferred temporary, which only its `Deferred` record held until
         it was claimed). The operand cache keeps its order (the destination's entry replaced), kept parameters
-        (`_params`) get the new values; the signature cache is dropped, as `replace` would recompute it."""
+        (`_params`) get the new values, or are `params` (what `replace` gave an instruction of the same template
+        and changes, shared: never changed); the signature cache is dropped, as `replace` would recompute it."""
         state = self.__dict__
         old = state["dst"]
         dst = changes["dst"]
         state.pop("_signature", None)
-        if len(changes) > 1 and "_params" in state:
+        if params is not None:
+            state["_params"] = params
+        elif len(changes) > 1 and "_params" in state:
             params = state["_params"] = dict(state["_params"])
             for name, value in changes.items():
                 if name != "dst":

@@ -185,6 +185,9 @@ class Program:
         self.launch = launch
         self.ids = ids
         self.core = core
+        # what every InstructionExecuted of this program holds but its own fields (`_event`), in field order
+        self._event_fields = dict(seq=None, program=ids, core=core, opcode=None, engine=None, operands=None,
+                                  params=None, mask=None, location=None, name=None, ordered=False)
         listening = bool(sim.listeners)
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None, self.options.uninitialized)
@@ -771,12 +774,23 @@ class Program:
                 fields["tensor_name"] = st.name
                 operands.append(record)
             operands = tuple(operands)
-        mask = None
+        # the event's fields, in declaration order, filled in from this program's template (`positional_maker`'s
+        # record, made by a dict copy and stores: fewer calls and arguments for every instruction)
+        event = _new(InstructionExecuted)
+        fields = event.__dict__
+        fields.update(self._event_fields)
+        fields["seq"] = next(self.launch.seq)
+        fields["opcode"] = instr.opcode
+        fields["engine"] = instr.executor
+        fields["operands"] = operands
+        fields["params"] = event_params(instr)
         if instr.mask is not None and instr.output is not None:
-            mask = Machine.effective_mask(instr.output, instr.mask)
-        return _new_instruction_event(next(self.launch.seq), self.ids, self.core, instr.opcode, instr.executor,
-                                      operands, event_params(instr), mask, location, instr.name,
-                                      NO_REORDER.get() > 0)
+            fields["mask"] = Machine.effective_mask(instr.output, instr.mask)
+        fields["location"] = location
+        fields["name"] = instr.name
+        if NO_REORDER.get() > 0:
+            fields["ordered"] = True
+        return event
 
 
 _PARAMS: dict[tuple, dict] = {}        # Instruction.params_key() -> its params(), for `event_params`
@@ -960,7 +974,6 @@ _touches = itertools.count(1)    # instruction order for Storage.last_touch (lea
 # change no order between touches.
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new = object.__new__
-_new_instruction_event = positional_maker(InstructionExecuted)
 _new_allocated, _new_freed = positional_maker(TensorAllocated), positional_maker(TensorFreed)
 
 

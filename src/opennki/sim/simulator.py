@@ -110,8 +110,8 @@ class Simulator:
         # the signature for them) and check both passed: the lean issue path skips both (Program._check)
         self.clean: set = set()
         # the language layer's memo of clean instructions it builds from a plan (opennki._src.core._PLANS):
-        # (plan key, value key) -> (signatures of the destinations its retargeted instruction is clean with, how
-        # to build the instruction: Instruction.maker)
+        # (plan key, value key) -> ({destination key its retargeted instruction is clean with: that instruction's
+        # kept params or None}, how to build the instruction: Instruction.maker)
         self.planned: dict = {}
         self.progress = None            # the running launch's sim.progress.Progress, if it draws one
 
