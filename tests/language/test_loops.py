@@ -240,6 +240,28 @@ def test_nisa_instructions_are_checked_too(rng):
         run(kernel, x)
 
 
+@pytest.mark.parametrize("masks, conflict", [((True, True), True), ((True, False), False),
+                                             ((False, True), False), ((False, False), False)])
+def test_writes_under_constant_masks_conflict_only_where_both_write(rng, masks, conflict):
+    """A constant `mask=True` writes every element of its tile, `mask=False` none (causal kernels compare loop
+    indices): iterations rewriting a tile conflict only when both write it."""
+    x = rng.standard_normal((2, 16, 8)).astype(np.float32)
+
+    def kernel(x):
+        out = nl.ndarray((16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        buf = nl.zeros((16, 8), dtype=nl.float32)
+        for i in nl.affine_range(2):
+            buf[...] = nisa.activation(np.exp, data=nl.load(x[i]), mask=(masks[0] if i == 0 else masks[1]))
+        nl.store(out, value=buf)
+        return out
+    if conflict:
+        with raises_at(KernelError, match=DEPENDENCY, line="buf[...] = nisa.activation"):
+            run(kernel, x)
+    else:
+        want = np.exp(x[0] if masks[0] else x[1]) if any(masks) else np.zeros((16, 8), np.float32)
+        np.testing.assert_allclose(run(kernel, x), want, rtol=1e-6)
+
+
 @pytest.mark.parametrize("inner", [False, True])
 def test_the_scope_rule_keeps_nothing_per_tensor(rng, inner):
     """A tensor refers to the loop it is local to (`Storage.scope`) and the rules keep no per-tensor table, so

@@ -27,9 +27,12 @@ import operator
 
 from opennki.errors import KernelError, ShapeError
 from opennki.events import MemoryKind
-from opennki._src import dependencies
+from opennki.instructions.vector import Memset
+from opennki._src import core, dependencies
 from opennki.machine.arguments import as_shape
+from opennki.machine.memory import MemoryRegion
 from opennki.sim.frames import user_frame
+from opennki.sim.program import active
 
 
 def linearize(shape, index) -> int:
@@ -230,9 +233,25 @@ def split_shape(shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
 def create(shape, dtype, buffer, name, *, fill=None, api: str):
     """A new legacy tensor: a plain tensor, or a BlockTensor when the shape has block dims. `buffer` is a
     memory region or a direct-allocation object (`nki.compiler.sbuf.mod_alloc(...)`); `fill` initialises it
-    (zeros / ones / full)."""
-    from opennki._src import core
-    prog = core.current(api)
+    (zeros / ones / full).
+
+    What an on-chip tensor's arguments decide (its block dims, tile shape, dtype and region) is remembered per
+    (shape, its element types, dtype, region) (`_SHAPES`; `MEMO_SHAPES = False` is the plain path): a kernel's
+    loop declares the same tensors again and again, and reading a shape took a fifth of an `nl.zeros`. What
+    depends on the program (the hardware-strict rule, the allocation mode) is checked on every call."""
+    prog = active() or core.current(api)
+    key = plan = None
+    if MEMO_SHAPES and type(shape) is tuple and (buffer is None or type(buffer) is MemoryRegion):
+        key = (shape, tuple(map(type, shape)), dtype, buffer)
+        try:
+            plan = _SHAPES.get(key)
+        except TypeError:               # an unhashable dtype: the plain path says what is wrong with it
+            key = None
+    if plan is not None:
+        blocks, tile_shape, dt, region, labels = plan
+        _check_strict(prog, blocks, tile_shape, api)
+        _check_allocation_mode(prog, False, api)
+        return _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api)
     region = core.region_of(buffer)
     blocks, tile_shape = split_shape(shape)
     if not region.kind.is_on_chip:
@@ -245,12 +264,7 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
                               "not inside a loop", instruction=api, code="err_shared_hbm_must_in_kernel_level",
                               hint="create the output before the loop and write slices of it inside")
         return core.alloc(blocks + tile_shape, dtype, region, name)
-    if blocks and prog.options.hardware_strict:
-        raise KernelError(f"{api}: The leading dimension of SBUF/PSUM tensors must be the partition dimension "
-                          f"(block dimensions are deprecated; later compilers reject them). The tensor has shape "
-                          f"{blocks + tile_shape}", instruction=api,
-                          code="err_leading_dimension_of_tensor_must_be_partition",
-                          hint="use a list of tiles, or fold the block dims into the free dims")
+    _check_strict(prog, blocks, tile_shape, api)
     direct = buffer if hasattr(buffer, "placement") and not _forced_auto(prog) else None
     _check_allocation_mode(prog, direct is not None, api)
     if direct is not None and fill is not None:
@@ -261,28 +275,66 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
         raise ShapeError(f"{api}: an on-chip tile needs a partition dim and at least one free dim; Insufficient "
                          "rank", got=blocks + tile_shape, instruction=api, hint="use a [P, 1] tile")
     dt = core.dtype_of(dtype)
-    root = tile_of = None
     if direct is not None:
         tile_of = _direct_tiles(prog, direct, blocks, tile_shape, dt, name, api)
-    elif not blocks:
-        return core.fill(declared(core.alloc(tile_shape, dt, region, name)), fill, api)
-    elif region.kind is MemoryKind.PSUM:
+        if not blocks:
+            return tile_of(())
+        tensor = BlockTensor(blocks, tile_shape, tile_of, dt, region,
+                             name or f"{region.name}_{blocks + tile_shape}")
+        for tile in tensor.tiles():
+            core.fill(tile, fill, api)
+        return tensor
+    labels = (f"{region.name}_blocks", f"{region.name}_{blocks + tile_shape}")
+    if key is not None:
+        if len(_SHAPES) >= 1024:
+            _SHAPES.clear()
+        _SHAPES[key] = (blocks, tile_shape, dt, region, labels)
+    return _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api)
+
+
+MEMO_SHAPES = True      # False: every legacy tensor declaration reads its arguments again (the plain path)
+_SHAPES: dict = {}      # (shape, its element types, dtype, buffer) -> what `create` decided of them
+
+
+def _check_strict(prog, blocks, tile_shape, api: str) -> None:
+    if blocks and prog.options.hardware_strict:
+        raise KernelError(f"{api}: The leading dimension of SBUF/PSUM tensors must be the partition dimension "
+                          f"(block dimensions are deprecated; later compilers reject them). The tensor has shape "
+                          f"{blocks + tile_shape}", instruction=api,
+                          code="err_leading_dimension_of_tensor_must_be_partition",
+                          hint="use a list of tiles, or fold the block dims into the free dims")
+
+
+def _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api: str):
+    """An on-chip tensor the compiler places (`create`); `labels`: the default names of a block tensor's
+    storage and of the tensor. Every tile is made and filled (`fill`: None for none) where the kernel line
+    is found once (`user_frame`)."""
+    frame = user_frame()
+    if not blocks:
+        t = declared(core.alloc(tile_shape, dt, region, name, frame=frame, prog=prog, normal=True))
+        if fill is not None:
+            prog.issue(Memset(dst=t, value=fill), api)
+        return t
+    if region.kind is MemoryKind.PSUM:
         # one storage per block: each bank-sized tile is placed (and spilled, Memory.place) on its own, so a
         # block tensor may be larger than PSUM, as the official attention tutorials' `qk` tensors are
-        label = name or f"{region.name}_blocks"
-        per_block = [declared(core.alloc(tile_shape, dt, region, label)) for _ in range(math.prod(blocks))]
+        label = name or labels[0]
+        per_block = [declared(core.alloc(tile_shape, dt, region, label, frame=frame, prog=prog, normal=True))
+                     for _ in range(math.prod(blocks))]
 
         def tile_of(index, per_block=per_block):
             return per_block[linearize(blocks, index)]
+        tensor = BlockTensor(blocks, tile_shape, tile_of, dt, region, name or labels[1])
+        tiles = per_block
     else:
-        root = declared(core.alloc((tile_shape[0], math.prod(blocks)) + tile_shape[1:], dt, region,
-                                   name or f"{region.name}_blocks"))
-    if not blocks:
-        return tile_of(())
-    tensor = BlockTensor(blocks, tile_shape, tile_of, dt, region, name or f"{region.name}_{blocks + tile_shape}",
-                         root)
-    for tile in tensor.tiles():
-        core.fill(tile, fill, api)
+        n = math.prod(blocks)
+        root = declared(core.alloc((tile_shape[0], n) + tile_shape[1:], dt, region, name or labels[0],
+                                   frame=frame, prog=prog, normal=True))
+        tensor = BlockTensor(blocks, tile_shape, None, dt, region, name or labels[1], root)
+        tiles = None if fill is None else [root.plain_subscript((_ALL, b)) for b in range(n)]   # `_tile`'s views
+    if fill is not None:
+        for tile in tiles:
+            prog.issue(Memset(dst=tile, value=fill), api)
     return tensor
 
 
@@ -294,7 +346,6 @@ def declared(t):
 
 def _forced_auto(prog) -> bool:
     """`@nki.compiler.force_auto_alloc` kernels ignore their direct allocations."""
-    from opennki._src import core
     flags = getattr(core.kernel_function(prog), "__opennki_compiler__", {})
     return bool(flags.get("force_auto_alloc"))
 
@@ -314,7 +365,6 @@ def _check_allocation_mode(prog, direct: bool, api: str) -> None:
 
 def _direct_tiles(prog, allocator, blocks, tile_shape, dt, name, api):
     """tile_of for a directly allocated tensor: one storage per distinct physical placement."""
-    from opennki._src import core
     allocator.install(prog)
     P = tile_shape[0]
     fbytes = math.prod(tile_shape[1:]) * dt.itemsize
@@ -367,7 +417,6 @@ def _traced_placements(prog, n_blocks: int) -> list:
     iterations of the enclosing `static_range` loops (which NKI unrolls), and how many times the same path was
     already declared in the current iteration of the traced-once loops (Python loops inside a body are
     unrolled too). Its first execution computes the placement; later iterations reuse it."""
-    from opennki._src import core
     if not any(frame.is_scope for frame in prog.loops):
         return []
     kernel_code = getattr(core.kernel_function(prog), "__code__", None)

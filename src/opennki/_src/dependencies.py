@@ -46,14 +46,17 @@ _WRITE = AccessKind.WRITE       # looking an enum member up on its class is slow
 class _Write:
     """One write: the iterations of the affine loops running when it was made (`frames`: (loop id,
     iteration) pairs, one record for all of them), the tensor's bounding box per storage dim, and its element
-    offsets."""
+    offsets (`offsets`), or what they are computed from when a later write overlaps the box (`spec`: the
+    view's shape, strides, offset and active elements; the common case is no overlap at all, each iteration
+    writing its own tile or slice). Keeps numbers, never the view, so the tensor can still be freed."""
 
-    __slots__ = ("frames", "box", "offsets", "location", "name")
+    __slots__ = ("frames", "box", "offsets", "spec", "location", "name")
 
-    def __init__(self, frames, box, offsets, location, name):
+    def __init__(self, frames, box, offsets, location, name, spec=None):
         self.frames = frames            # the running loops' (loop id, iteration) pairs, shared by many writes
         self.box = box
         self.offsets = offsets
+        self.spec = spec
         self.location = location
         self.name = name
 
@@ -63,6 +66,31 @@ class _Write:
             if lid == loop_id:
                 return i
         return default
+
+    def elements(self) -> np.ndarray:
+        """The sorted unique flat storage offsets written."""
+        if self.offsets is None:
+            shape, strides, offset, active = self.spec
+            offs = np.full(shape, offset, dtype=np.int64)
+            for a, (n, st) in enumerate(zip(shape, strides)):
+                if st:
+                    sh = [1] * len(shape)
+                    sh[a] = n
+                    offs = offs + (np.arange(n, dtype=np.int64) * st).reshape(sh)
+            if active is not None:
+                offs = offs[np.broadcast_to(active, shape)]
+            self.offsets, self.spec = np.unique(offs), None
+        return self.offsets
+
+
+def _spec(view, mask) -> tuple:
+    """What `_Write.elements` computes a direct view's written offsets from: its shape, strides, offset and
+    active elements (None: all; a constant `mask=True` over a view without its own mask activates all, as
+    `executed` also decides inline)."""
+    shape, (_, strides, offset) = view.shape, (view._geo or view._geometry())
+    if view.mask is None and (mask is None or mask is True):
+        return shape, strides, offset, None
+    return shape, strides, offset, Machine.effective_mask(view, mask)
 
 
 def _box(view) -> tuple[tuple[int, int], ...] | None:
@@ -103,6 +131,18 @@ def _is_accumulation(instr, view) -> bool:
     if not alu(op).reducible:
         return False
     return any(access is AccessKind.READ and other.same_view(view) for _, other, access in instr.operands())
+
+
+def _may_accumulate(cls) -> bool:
+    """Whether `_is_accumulation` can hold for an instruction of class `cls`: element-wise tensor_tensor /
+    tensor_scalar, or a class with a `dst_rmw_op` field (remembered per class in `_ACCUMULATING`)."""
+    found = _ACCUMULATING.get(cls)
+    if found is None:
+        found = _ACCUMULATING[cls] = cls.opcode in ("tensor_tensor", "tensor_scalar") or hasattr(cls, "dst_rmw_op")
+    return found
+
+
+_ACCUMULATING: dict = {}        # instruction class -> _may_accumulate
 
 
 _INDEXED_DIMS = 2          # storage dims the box buckets of `_Writes` cut along
@@ -193,10 +233,27 @@ class OutputDependencyChecker(Observer):
             frames = self.frames = tuple([(f.loop_id, f.iteration) for f in prog.loops if f.is_parallel])
         if not frames:
             return
+        exempt, writes = self.exempt, self.writes
+        accumulating = None
         for _, view, access in instr._operands or instr.operands():
-            if access is not _WRITE or view.storage.id in self.exempt:
+            if access is not _WRITE:
                 continue
-            if _is_accumulation(instr, view):
+            st = view.storage
+            sid = st.id
+            if sid in exempt:
+                continue
+            if accumulating is None:
+                accumulating = _may_accumulate(type(instr))
+            if accumulating and _is_accumulation(instr, view):
+                continue
+            if sid not in writes and not view.dynamic:
+                # the tensor's first write in the running loops (most are tiles written once): nothing to
+                # compare it with, and its offsets are computed only if a later write overlaps its box
+                box, strides, offset = view._geo or view._geometry()
+                mask = instr.mask
+                writes[sid] = _Write(frames, box, None, location, st.name,
+                                     (view.shape, strides, offset, None) if view.mask is None
+                                     and (mask is None or mask is True) else _spec(view, mask))
                 continue
             self._record(prog, instr, view, frames, location)
 
@@ -218,14 +275,12 @@ class OutputDependencyChecker(Observer):
                         continue
                     if mine is None:
                         mine = _offsets(prog.machine, view, instr.mask)
-                    theirs = w.offsets.get() if isinstance(w.offsets, _LazyOffsets) else w.offsets
-                    common = np.intersect1d(theirs, mine, assume_unique=True)
+                    common = np.intersect1d(w.elements(), mine, assume_unique=True)
                     if common.size:
                         self._report(prog, loop_id, w, iteration, view, common)
         if mine is None and view.dynamic:
             mine = _offsets(prog.machine, view, instr.mask)   # run-time offsets are only known now
-        write = _Write(frames, box, mine if mine is not None else _LazyOffsets(view, instr.mask), location,
-                       view.name)
+        write = _Write(frames, box, mine, location, view.name, None if mine is not None else _spec(view, instr.mask))
         if previous is None:
             writes[sid] = write
         elif type(previous) is _Write:
@@ -243,30 +298,6 @@ class OutputDependencyChecker(Observer):
             "independent", code="err_unexpected_output_dependencies",
             hint="use nl.sequential_range for a loop-carried dependency, write a different slice in each "
                  "iteration, or allocate the tensor inside the loop")
-
-
-class _LazyOffsets:
-    """Offsets computed only when a later write overlaps this one's bounding box (the common case is no
-    overlap at all: each iteration writes its own tile or slice). Keeps numbers, never the view, so the
-    tensor can still be freed."""
-
-    def __init__(self, view, mask):
-        active = None if mask is None and view.mask is None else Machine.effective_mask(view, mask)
-        self.spec = (view.shape, view.strides, view.offset, active)
-
-    def get(self) -> np.ndarray:
-        if self.spec is not None:
-            shape, strides, offset, active = self.spec
-            offs = np.full(shape, offset, dtype=np.int64)
-            for a, (n, st) in enumerate(zip(shape, strides)):
-                if st:
-                    sh = [1] * len(shape)
-                    sh[a] = n
-                    offs = offs + (np.arange(n, dtype=np.int64) * st).reshape(sh)
-            if active is not None:
-                offs = offs[np.broadcast_to(active, shape)]
-            self.value, self.spec = np.unique(offs), None
-        return self.value
 
 
 def checker(prog) -> OutputDependencyChecker:
