@@ -265,18 +265,21 @@ def test_operand_records_from_layout_templates_are_the_plain_records(rng, monkey
 
 
 def test_events_filled_in_from_templates_are_the_records_the_dataclasses_make(rng):
-    """Instruction events, their operand records and regions, which the issue path fills in from templates
-    (`Program._event`, `_record_template`), hold what the dataclasses' own constructors make of their fields,
-    in the same order."""
+    """Instruction events, their operand records and regions, and allocation events, which the issue path
+    fills in from templates (`Program._event`, `_record_template`, `Program.allocated`), hold what the
+    dataclasses' own constructors make of their fields, in the same order."""
     import opennki.legacy as nki
-    from opennki.events import InstructionExecuted
+    from opennki.events import InstructionExecuted, TensorAllocated
     from opennki.kernels.base import run_kernel
     from opennki.listeners import Recorder
 
     rec = Recorder()
     run_kernel(nki.jit(_views_everywhere).func, (rand(rng, 256, 96), rand(rng, 128, 256)), listeners=[rec])
     events = [e for e in rec.events if type(e) is InstructionExecuted]
-    assert len(events) > 10
+    allocated = [e for e in rec.events if type(e) is TensorAllocated]
+    assert len(events) > 10 and len(allocated) > 5
+    for made in allocated:
+        assert list(vars(made).items()) == list(vars(dataclasses.replace(made)).items()), made
     for event in events:
         for made in [event, *event.operands, *(o.region for o in event.operands)]:
             again = dataclasses.replace(made)

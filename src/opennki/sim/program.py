@@ -188,6 +188,8 @@ class Program:
         # what every InstructionExecuted of this program holds but its own fields (`_event`), in field order
         self._event_fields = dict(seq=None, program=ids, core=core, opcode=None, engine=None, operands=None,
                                   params=None, mask=None, location=None, name=None, ordered=False)
+        self._allocated_fields = dict(storage_id=None, program=ids, kind=None, name=None, shape=None, dtype=None,
+                                      partitions=None, byte_start=None, size_bytes=None, location=None, direct=False)
         listening = bool(sim.listeners)
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None, self.options.uninitialized)
@@ -367,9 +369,21 @@ class Program:
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
         kind = storage.kind
-        self.sim.emit(_new_allocated(storage.id, self.ids, kind, storage.name, storage.shape, storage.dtype.name,
-                                     storage.shape[0] if kind is not _HBM else 1,     # Storage.partitions
-                                     storage.placement.address, nbytes, storage.location, direct))
+        event = _new(TensorAllocated)       # filled in from this program's template, as `_event` fills its own
+        fields = event.__dict__
+        fields.update(self._allocated_fields)
+        fields["storage_id"] = storage.id
+        fields["kind"] = kind
+        fields["name"] = storage.name
+        fields["shape"] = storage.shape
+        fields["dtype"] = storage.dtype.name
+        fields["partitions"] = storage.shape[0] if kind is not _HBM else 1      # Storage.partitions
+        fields["byte_start"] = storage.placement.address
+        fields["size_bytes"] = nbytes
+        fields["location"] = storage.location
+        if direct:
+            fields["direct"] = True
+        self.sim.emit(event)
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
         self.sim.emit(_new_freed(storage_id, kind))
@@ -619,7 +633,7 @@ class Program:
     def _place_operands(self, instr, unplaced=None) -> None:
         """On-chip tensors get their addresses when an instruction first touches them (Memory.place)."""
         touch = next(_touches)
-        for _, view, _ in instr.operands():
+        for _, view, _ in instr._operands or instr.operands():
             st = view.storage
             root = st.base or st
             root.last_touch = touch
@@ -974,7 +988,7 @@ _touches = itertools.count(1)    # instruction order for Storage.last_touch (lea
 # change no order between touches.
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new = object.__new__
-_new_allocated, _new_freed = positional_maker(TensorAllocated), positional_maker(TensorFreed)
+_new_freed = positional_maker(TensorFreed)
 
 
 # a view layout (machine.tensor._Layout) -> what the event records of its views share (`_record_template`)
