@@ -153,3 +153,78 @@ def test_block_indices_made_again_are_the_general_paths(rng):
     expect[3, :, 0:1] = x[1, :, 7:8]
     np.testing.assert_array_equal(run(kernel, x), expect)
     assert {BlockTensor, KernelError} <= set(checked) and len({c for c in checked if isinstance(c, type)}) > 3
+
+
+def test_whole_tile_subscripts_made_again_are_the_general_paths(rng):
+    """`blk[b, :, :]` (full slices only, the usual operand) made again is a view of the layout its first
+    subscript made (`BlockTensor._whole`): the view, geometry and bounds verdict of the block's tile subscripted
+    with the same slices, for every block of a block tensor and of a sub-tensor (made once per lead), any count
+    of full slices, and the errors of one too many."""
+    checked = []
+
+    def kernel(x):
+        blk = nl.ndarray((2, 3, par_dim(16), 4, 5), dtype=nl.float32)
+        assert blk[1] is blk[1] and blk[-1] is blk[1]
+        for sub in (blk, blk[1]):
+            for _ in range(200):
+                index = tuple(int(rng.integers(-n, n)) for n in sub.blocks)
+                rest = (slice(None),) * int(rng.integers(1, len(sub.tile_shape) + 2))
+                wrapped = tuple(i % n for i, n in zip(index, sub.blocks))
+                # on one line: an error names the kernel line
+                slow, fast, again = (_outcome(lambda: sub._tile(wrapped)[rest]), _outcome(lambda: sub[index + rest]), _outcome(lambda: sub[index + rest]))  # noqa: E501
+                assert fast == slow == again, rest
+                checked.append(slow[0])
+        out = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out
+
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    np.testing.assert_array_equal(run(kernel, x), x)
+    assert len(checked) == 400 and KernelError not in checked and len(set(checked)) == 2    # views and errors
+
+
+def _attention_style(x):
+    """Block tensors as the flash-attention backward uses them: declared per iteration, written and read
+    whole (`blk[i, :, :]`), a sub-tensor per head handed to a helper, written by loop_reduce."""
+    out = nl.ndarray((2, 2, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((2, 2, 1, par_dim(128), 64), dtype=nl.float32)
+    for h in nl.affine_range(2):
+        for k in nl.affine_range(2):
+            tiles = nl.zeros((2, par_dim(128), 64), dtype=nl.float32)
+            for j in nl.affine_range(2):
+                tiles[j, :, :] = nl.load(x[h, j])
+            _reduce_into(acc[h], tiles, k)
+    for h in nl.affine_range(2):
+        for t in nl.affine_range(2):
+            nl.store(out[h, t], value=acc[h, t, 0, :, :])
+    return out
+
+
+def _reduce_into(acc, tiles, k):
+    for t in nl.affine_range(2):
+        summed = nl.add(tiles[0, :, :], tiles[1, :, :])
+        acc[t, 0, :, :] = nl.loop_reduce(nl.multiply(summed, 0.5 + t), op=np.add, loop_indices=(k,),
+                                         dtype=nl.float32)
+
+
+def test_whole_tile_subscripts_give_the_plain_path_values_and_events(rng):
+    from opennki._src import blocks
+    from opennki.listeners import Recorder
+    from tests.sim.test_lean_issue import _comparable
+
+    x = rng.standard_normal((2, 2, 128, 64)).astype(np.float32)
+    results = []
+    for whole in (True, False):
+        blocks.WHOLE_VIEWS = whole
+        rec = Recorder()
+        try:
+            results.append((run(_attention_style, x, recorder=rec), rec.events))
+        finally:
+            blocks.WHOLE_VIEWS = True
+    (fast, fast_events), (plain, plain_events) = results
+    np.testing.assert_array_equal(fast, plain)
+    ids_fast, ids_plain = {}, {}
+    assert [_comparable(e, ids_fast) for e in fast_events] == [_comparable(e, ids_plain) for e in plain_events]
+    summed = x[:, 0] + x[:, 1]
+    want = np.stack([summed * 0.5 * 2, summed * 1.5 * 2], axis=1)
+    np.testing.assert_allclose(fast, want, rtol=1e-6)

@@ -71,6 +71,7 @@ class BlockTensor:
         # with `root`: block indices of exact ints (the key's leading entries) -> their storage position, filled by
         # `_split` once it checked them, so `blk[i, ...]` made again skips the checks and the position's sum
         self._positions = {}
+        self._subs = {}         # leading block indices -> the sub-tensor of the remaining block dims (`_sub`)
         self.dtype = dtype
         self.buffer = buffer
         self.name = name
@@ -139,12 +140,47 @@ class BlockTensor:
             return self._root.plain_subscript((rest[0], position) + rest[1:])
         return None
 
+    def _whole(self, key):
+        """`blk[key]` for a key of exact ints for the block dims and only full slices after them, no more than the
+        tile's dims (`blk[b, :, :]`, the usual operand), of a block tensor with a root; else None. A view of the
+        layout the general path made for such a key of a block tensor of the same root layout, block dims and
+        first position (`_WHOLES`): kernels declare their block tensors in loops, so it is the same subscript of
+        a new storage each time, without the checks and steps of one."""
+        root = self._root
+        if root is None:
+            return None
+        nb = len(self.blocks)
+        rest = key[nb:]
+        if not rest or len(rest) > len(self.tile_shape):
+            return None
+        for k in rest:
+            if type(k) is not slice or k.start is not None or k.stop is not None or k.step is not None:
+                return None
+        lead = key[:nb]
+        if not _INTS.issuperset(map(type, lead)) or root._layout is None:
+            return None
+        memo = (root._layout, self.blocks, self._first, lead, len(rest))
+        layout = _WHOLES.get(memo)
+        if layout is not None:
+            return layout.view(root.storage, type(root))
+        index, rest = self._split(key)
+        view = self._view(self._first + linearize(self.blocks, index), rest)
+        if view is not None and view._layout is not None:
+            if len(_WHOLES) >= 4096:
+                _WHOLES.clear()
+            _WHOLES[memo] = view._layout
+        return view
+
     def __getitem__(self, key):
         """`a[i, j, ...]`: with an integer for every block dim, the tile (then indexed by the rest of the key);
         with integers for only the leading block dims (`a[i]` on a tensor of shape (H, T, P, F)), the block
         tensor of the remaining blocks, sharing `a`'s tiles (the samples pass such sub-tensors to helpers)."""
         if not isinstance(key, tuple):
             key = (key,)
+        if WHOLE_VIEWS:
+            view = self._whole(key)
+            if view is not None:
+                return view
         if self._root is not None:
             position = self._position(key)
             if position is not None:
@@ -168,19 +204,31 @@ class BlockTensor:
         return self._tile(index)[rest]
 
     def _sub(self, lead: tuple[int, ...]) -> BlockTensor:
+        """The block tensor of the blocks `lead` leads (made once per lead: a helper called in a loop gets the
+        same sub-tensor, and its remembered positions and views, every time)."""
+        sub = self._subs.get(lead)
+        if sub is not None and WHOLE_VIEWS:
+            return sub
         blocks = self.blocks[len(lead):]
         name = f"{self.name}{list(lead)}"
         if self._root is not None:
             first = self._first + linearize(self.blocks, lead + (0,) * len(blocks))
-            return BlockTensor(blocks, self.tile_shape, None, self.dtype, self.buffer, name, self._root, first)
-
-        def tile_of(index, outer=self._tile_of):
-            return outer(lead + index)
-        return BlockTensor(blocks, self.tile_shape, tile_of, self.dtype, self.buffer, name)
+            sub = BlockTensor(blocks, self.tile_shape, None, self.dtype, self.buffer, name, self._root, first)
+        else:
+            def tile_of(index, outer=self._tile_of):
+                return outer(lead + index)
+            sub = BlockTensor(blocks, self.tile_shape, tile_of, self.dtype, self.buffer, name)
+        self._subs[lead] = sub
+        return sub
 
     def __setitem__(self, key, value):
         if not isinstance(key, tuple):
             key = (key,)
+        if WHOLE_VIEWS:
+            dst = self._whole(key)
+            if dst is not None:
+                core.assign(dst, value)             # what `tile[rest] = value` assigns into
+                return
         position = None if self._root is None else self._position(key)
         if position is not None:
             tile = self._root.plain_subscript((_ALL, position))             # what `_tile` gives
@@ -207,6 +255,9 @@ class BlockTensor:
 
 _ALL = slice(None)
 _INTS = frozenset((int,))
+# False: `blk[b, :, :]` is subscripted afresh each time and `blk[h]` makes a new sub-tensor (the plain path)
+WHOLE_VIEWS = True
+_WHOLES: dict = {}      # (root layout, block dims, first position, block indices, full slices) -> view layout
 
 
 class par_dim(int):

@@ -136,11 +136,12 @@ def require_on_chip(t: TensorView, role: str, api: str) -> None:
                               hint="load HBM tensors into SBUF with nl.load / nisa.dma_copy first")
 
 
-def to_sbuf(t: TensorView, api: str) -> TensorView:
-    """Tensor Engine operands live in SBUF: copy a PSUM tile there (the copy NKI's compiler inserts)."""
+def to_sbuf(t: TensorView, api: str, frame=None, prog=None) -> TensorView:
+    """Tensor Engine operands live in SBUF: copy a PSUM tile there (the copy NKI's compiler inserts). `frame` /
+    `prog`: the kernel frame and the running program, if the caller found them already."""
     if t.kind is MemoryKind.PSUM:
-        out = alloc(t.shape, t.dtype, SBUF)
-        current(api).issue(TensorCopy(dst=out, src=t), api)
+        out = alloc(t.shape, t.dtype, SBUF, frame=frame, prog=prog)
+        (prog or current(api)).issue(TensorCopy(dst=out, src=t), api)
         return out
     return t
 

@@ -9,6 +9,7 @@ cached per code object.
 
 from __future__ import annotations
 
+import bisect
 import dis
 import functools
 import sys
@@ -204,10 +205,19 @@ def result_use(frame) -> tuple[str, object, str | None]:
 _USES = CodeOffsetMemo(8192)        # (code object, offset) -> _result_use of them
 
 
-def _result_use(code, lasti: int) -> tuple[str, str | None]:
+@functools.lru_cache(maxsize=64)
+def _call_instructions(code) -> tuple[list, list]:
+    """(the instructions of `code` but CACHE and EXTENDED_ARG entries, their offsets): decoded once per code
+    object, since a kernel's every deferring call site asks (`_result_use`), and a flash-attention kernel's
+    body is some two thousand instructions."""
     instructions = [i for i in dis.get_instructions(code) if i.opname not in ("CACHE", "EXTENDED_ARG")]
-    at = max((k for k, ins in enumerate(instructions) if ins.offset <= lasti), default=None)
-    if at is None:
+    return instructions, [i.offset for i in instructions]
+
+
+def _result_use(code, lasti: int) -> tuple[str, str | None]:
+    instructions, offsets = _call_instructions(code)
+    at = bisect.bisect_right(offsets, lasti) - 1        # the last instruction at or before `lasti`
+    if at < 0:
         return "held", None
     depth = 0                           # values pushed above the result
     for ins in instructions[at + 1:]:

@@ -77,6 +77,8 @@ def _result(cls, dtype=None, buffer=core.SBUF, frame=None, prog=None, **inputs):
 
 
 def _defer(instr, result, frame=None):
+    """Defer `instr`, whose result tile is `result`; `frame`: the kernel frame, if the front door found it already
+    (user_frame: it finds it once for the result tile and the deferral)."""
     api = instr.api_name()
     prog = current(api)
     check_operator_args(instr, prog.options.hardware_strict, names=True)
@@ -105,8 +107,9 @@ def dma_transpose(src, *, axes=None, mask=None, dtype=None, **kwargs):
     if core.is_tensor(src) and src.dynamic:
         raise KernelError(f"{api} does not accept indirect (run-time) indices", instruction=api,
                           code="err_indirect_indices_are_not_supported_with_nki_api")
-    out = _result(_dma.DmaTranspose, dtype, src=src, axes=axes)
-    return _defer(_dma.DmaTranspose(dst=out, src=src, axes=axes, mask=mask), out)
+    frame = user_frame()
+    out = _result(_dma.DmaTranspose, dtype, src=src, axes=axes, frame=frame)
+    return _defer(_dma.DmaTranspose(dst=out, src=src, axes=axes, mask=mask), out, frame)
 
 
 # ------------------------------------------------------------------------------------ Vector: element-wise
@@ -124,48 +127,54 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unkn
         if shape is not None:
             data1 = core.materialize_broadcast(data1, shape, _dve.TensorTensor.api_name())
             data2 = core.materialize_broadcast(data2, shape, _dve.TensorTensor.api_name())
-    out = _result(_dve.TensorTensor, dtype, data1=data1, data2=data2)
-    return _defer(_dve.TensorTensor(dst=out, data1=data1, data2=data2, op=op, engine=engine, mask=mask), out)
+    frame = user_frame()
+    out = _result(_dve.TensorTensor, dtype, data1=data1, data2=data2, frame=frame)
+    return _defer(_dve.TensorTensor(dst=out, data1=data1, data2=data2, op=op, engine=engine, mask=mask), out, frame)
 
 
 @takes_operands(_dve.TensorScalar)
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
                   mask=None, engine=engine.unknown, **kwargs):
     """op1(op0(data, operand0), operand1) with scalar / [P, 1] operands, into a new tile."""
-    out = _result(_dve.TensorScalar, dtype, data=data)
+    frame = user_frame()
+    out = _result(_dve.TensorScalar, dtype, data=data, frame=frame)
     return _defer(_dve.TensorScalar(dst=out, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
-                                    operand1=operand1, reverse1=reverse1, engine=engine, mask=mask), out)
+                                    operand1=operand1, reverse1=reverse1, engine=engine, mask=mask), out, frame)
 
 
 @takes_operands(_acc.ScalarTensorTensor)
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
                          mask=None, **kwargs):
     """op1(op0(data, operand0), operand1) with operand0 a scalar / [P, 1] and operand1 a tile."""
-    out = _result(_acc.ScalarTensorTensor, dtype, data=data, operand1=operand1)
+    frame = user_frame()
+    out = _result(_acc.ScalarTensorTensor, dtype, data=data, operand1=operand1, frame=frame)
     return _defer(_acc.ScalarTensorTensor(dst=out, data=data, op0=op0, operand0=operand0, op1=op1,
                                           operand1=operand1, reverse0=reverse0, reverse1=reverse1, mask=mask),
-                  out)
+                  out, frame)
 
 
 @takes_operands(_dve.Reciprocal)
 def reciprocal(data, *, dtype=None, mask=None, **kwargs):
     """1 / data on the Vector Engine into a new tile."""
-    out = _result(_dve.Reciprocal, dtype, data=data)
-    return _defer(_dve.Reciprocal(dst=out, data=data, mask=mask), out)
+    frame = user_frame()
+    out = _result(_dve.Reciprocal, dtype, data=data, frame=frame)
+    return _defer(_dve.Reciprocal(dst=out, data=data, mask=mask), out, frame)
 
 
 @takes_operands(_dve.TensorCopy)
 def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """A copy of src in a new SBUF tile."""
-    out = _result(_dve.TensorCopy, dtype, src=src)
-    return _defer(_dve.TensorCopy(dst=out, src=src, engine=engine, mask=mask), out)
+    frame = user_frame()
+    out = _result(_dve.TensorCopy, dtype, src=src, frame=frame)
+    return _defer(_dve.TensorCopy(dst=out, src=src, engine=engine, mask=mask), out, frame)
 
 
 @takes_operands(_move.TensorCopyDynamicSrc)
 def tensor_copy_dynamic_src(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """A copy of src, whose free-dim index carries a run-time offset (`t[ix, offs[0, k] + iy]`)."""
-    out = _result(_move.TensorCopyDynamicSrc, dtype, src=src)
-    return _defer(_move.TensorCopyDynamicSrc(dst=out, src=src, engine=engine, mask=mask), out)
+    frame = user_frame()
+    out = _result(_move.TensorCopyDynamicSrc, dtype, src=src, frame=frame)
+    return _defer(_move.TensorCopyDynamicSrc(dst=out, src=src, engine=engine, mask=mask), out, frame)
 
 
 def tensor_copy_dynamic_dst(*, dst, src, mask=None, dtype=None, engine=engine.unknown, **kwargs):
@@ -181,15 +190,17 @@ def tensor_copy_predicated(*, src, dst, predicate, reverse_pred=False, mask=None
 
 def memset(shape, value, dtype, *, mask=None, engine=engine.unknown, **kwargs):
     """A new SBUF tile of `shape` filled with `value` (the first dim is the partition dim)."""
-    out = _out(core.normalize_shape(shape), dtype)
-    return _defer(_dve.Memset(dst=out, value=value, engine=engine, mask=mask), out)
+    frame = user_frame()
+    out = _out(core.normalize_shape(shape), dtype, frame=frame)
+    return _defer(_dve.Memset(dst=out, value=value, engine=engine, mask=mask), out, frame)
 
 
 @takes_operands(_rng.Dropout)
 def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
     """data with each element zeroed with probability prob (scalar or [P, 1] tile); no rescaling."""
-    out = _result(_rng.Dropout, dtype, data=data)
-    return _defer(_rng.Dropout(dst=out, data=data, prob=prob, mask=mask), out)
+    frame = user_frame()
+    out = _result(_rng.Dropout, dtype, data=data, frame=frame)
+    return _defer(_rng.Dropout(dst=out, data=data, prob=prob, mask=mask), out, frame)
 
 
 # -------------------------------------------------------------------------------------- Vector: reductions
@@ -198,34 +209,38 @@ def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
     """Reduce free `axis` of data with op into a new tile."""
     axes = _dve.normalize_axes(axis, data.ndim)
-    out = _result(_dve.TensorReduce, dtype, data=data, axis=axes, keepdims=keepdims)
+    frame = user_frame()
+    out = _result(_dve.TensorReduce, dtype, data=data, axis=axes, keepdims=keepdims, frame=frame)
     return _defer(_dve.TensorReduce(dst=out, op=op, data=data, axis=axes, negate=negate, keepdims=keepdims,
-                                    mask=mask), out)
+                                    mask=mask), out, frame)
 
 
 @takes_operands(_pool.TensorPartitionReduce)
 def tensor_partition_reduce(op, data, *, mask=None, dtype=None, **kwargs):
     """Reduce data across partitions: [P, F...] -> a new [1, F...] tile (GpSimd)."""
-    out = _result(_pool.TensorPartitionReduce, dtype, data=data)
-    return _defer(_pool.TensorPartitionReduce(dst=out, op=op, data=data, mask=mask), out)
+    frame = user_frame()
+    out = _result(_pool.TensorPartitionReduce, dtype, data=data, frame=frame)
+    return _defer(_pool.TensorPartitionReduce(dst=out, op=op, data=data, mask=mask), out, frame)
 
 
 @takes_operands(_acc.TensorTensorScan)
 def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1=False, *, dtype=None, mask=None,
                        **kwargs):
     """state = op1(op0(data0[i], state), data1[i]) along the free elements, each state written out."""
-    out = _result(_acc.TensorTensorScan, dtype, data0=data0, data1=data1)
+    frame = user_frame()
+    out = _result(_acc.TensorTensorScan, dtype, data0=data0, data1=data1, frame=frame)
     return _defer(_acc.TensorTensorScan(dst=out, data0=data0, data1=data1, initial=initial, op0=op0, op1=op1,
-                                        reverse0=reverse0, reverse1=reverse1, mask=mask), out)
+                                        reverse0=reverse0, reverse1=reverse1, mask=mask), out, frame)
 
 
 @takes_operands(_acc.TensorScalarReduce)
 def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
                          **kwargs):
     """op0(data, operand0) into a new tile; its reduction with reduce_op goes to reduce_res [P, 1]."""
-    out = _result(_acc.TensorScalarReduce, dtype, data=data)
+    frame = user_frame()
+    out = _result(_acc.TensorScalarReduce, dtype, data=data, frame=frame)
     return _defer(_acc.TensorScalarReduce(dst=out, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
-                                          reduce_res=reduce_res, reverse0=reverse0, mask=mask), out)
+                                          reduce_res=reduce_res, reverse0=reverse0, mask=mask), out, frame)
 
 
 @takes_operands(_acc.RangeSelect)
@@ -234,11 +249,12 @@ def range_select(*, on_true_tile, comp_op0, comp_op1, bound0, bound1, reduce_cmd
                  **kwargs):
     """on_true_tile where bound0/bound1 comparisons of range_start + index hold, else fp32.min, into a
     new tile; its maximum folds into the Vector Engine accumulators (NeuronCore-v3+)."""
-    out = _result(_acc.RangeSelect, dtype, on_true_tile=on_true_tile)
+    frame = user_frame()
+    out = _result(_acc.RangeSelect, dtype, on_true_tile=on_true_tile, frame=frame)
     return _defer(_acc.RangeSelect(dst=out, on_true_tile=on_true_tile, comp_op0=comp_op0, comp_op1=comp_op1,
                                    bound0=bound0, bound1=bound1, reduce_cmd=reduce_cmd, reduce_res=reduce_res,
                                    reduce_op=reduce_op, range_start=range_start, on_false_value=on_false_value,
-                                   mask=mask), out)
+                                   mask=mask), out, frame)
 
 
 def tensor_scalar_cumulative(*, src, dst, op0, op1, imm0, imm1=None, reduce_cmd=reduce_cmd.reset_reduce, mask=None,
@@ -261,36 +277,42 @@ def select_reduce(*, dst, predicate, on_true, on_false, reduce_res=None, reduce_
 @takes_operands(_stats.BnStats)
 def bn_stats(data, *, mask=None, dtype=None, **kwargs):
     """[P, 6] batch-norm statistics of the free elements (even / odd halves)."""
-    out = _result(_stats.BnStats, dtype, data=data)
-    return _defer(_stats.BnStats(dst=out, data=data, mask=mask), out)
+    frame = user_frame()
+    out = _result(_stats.BnStats, dtype, data=data, frame=frame)
+    return _defer(_stats.BnStats(dst=out, data=data, mask=mask), out, frame)
 
 
 @takes_operands(_stats.BnAggr)
 def bn_aggr(data, *, mask=None, dtype=None, **kwargs):
     """[P, 2] (mean, variance) from concatenated bn_stats outputs."""
-    out = _result(_stats.BnAggr, dtype, data=data)
-    return _defer(_stats.BnAggr(dst=out, data=data, mask=mask), out)
+    frame = user_frame()
+    out = _result(_stats.BnAggr, dtype, data=data, frame=frame)
+    return _defer(_stats.BnAggr(dst=out, data=data, mask=mask), out, frame)
 
 
 @takes_operands(_stats.Max8)
 def max8(*, src, mask=None, dtype=None, **kwargs):
     """[P, 8]: the 8 largest values of each partition, descending."""
-    out = _result(_stats.Max8, dtype, src=src)
-    return _defer(_stats.Max8(dst=out, src=src, mask=mask), out)
+    frame = user_frame()
+    out = _result(_stats.Max8, dtype, src=src, frame=frame)
+    return _defer(_stats.Max8(dst=out, src=src, mask=mask), out, frame)
 
 
 @takes_operands(_stats.NcFindIndex8)
 def nc_find_index8(*, data, vals, mask=None, dtype=None, **kwargs):
     """[P, 8] (uint32 unless dtype=uint16): index of each of the 8 vals in data."""
-    out = _result(_stats.NcFindIndex8, dtype, data=data)
-    return _defer(_stats.NcFindIndex8(dst=out, data=data, vals=vals, mask=mask), out)
+    frame = user_frame()
+    out = _result(_stats.NcFindIndex8, dtype, data=data, frame=frame)
+    return _defer(_stats.NcFindIndex8(dst=out, data=data, vals=vals, mask=mask), out, frame)
 
 
 @takes_operands(_stats.NcMatchReplace8)
 def nc_match_replace8(*, data, vals, imm, dst_idx=None, mask=None, dtype=None, **kwargs):
     """A new tile: data with the first occurrence of each of the 8 vals replaced by imm."""
-    out = _result(_stats.NcMatchReplace8, dtype, data=data)
-    return _defer(_stats.NcMatchReplace8(dst=out, data=data, vals=vals, imm=imm, dst_idx=dst_idx, mask=mask), out)
+    frame = user_frame()
+    out = _result(_stats.NcMatchReplace8, dtype, data=data, frame=frame)
+    return _defer(_stats.NcMatchReplace8(dst=out, data=data, vals=vals, imm=imm, dst_idx=dst_idx, mask=mask), out,
+                  frame)
 
 
 def nc_stream_shuffle(src, dst, shuffle_mask, *, dtype=None, mask=None, **kwargs):
@@ -305,18 +327,20 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
                mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) on the Scalar Engine into a new tile."""
     check_activation_op(op, _act.Activation.api_name())
-    out = _result(_act.Activation, dtype, data=data)
+    frame = user_frame()
+    out = _result(_act.Activation, dtype, data=data, frame=frame)
     return _defer(_act.Activation(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                  reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out)
+                                  reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out, frame)
 
 
 @takes_operands(_act.ActivationReduce)
 def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) into a new tile, and its sum over the free dims into reduce_res [P, 1]."""
     check_activation_op(op, _act.ActivationReduce.api_name())
-    out = _result(_act.ActivationReduce, dtype, data=data)
+    frame = user_frame()
+    out = _result(_act.ActivationReduce, dtype, data=data, frame=frame)
     return _defer(_act.ActivationReduce(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                        reduce_res=reduce_res, mask=mask), out)
+                                        reduce_res=reduce_res, mask=mask), out, frame)
 
 
 # ---------------------------------------------------------------------------------------------- Tensor
@@ -327,9 +351,9 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     """stationary.T @ moving on the Tensor Engine into a new fp32 PSUM tile; accumulate with
     `psum_tile += nisa.nc_matmul(...)`. `perf_mode='double_row_gen3'` (kwargs) selects fp8 double-row."""
     perf_mode = kwargs.get("perf_mode")
-    stationary, moving = _pe_input(stationary), _pe_input(moving)
     frame = user_frame()
     prog = active()                     # None outside a kernel: the tile's allocation raises, as it did
+    stationary, moving = _pe_input(stationary, frame, prog), _pe_input(moving, frame, prog)
     key = None
     if perf_mode is None and type(is_transpose) is bool and prog is not None and prog.lean:
         # the result's shape and dtype are a function of the operands' signatures and the transpose flag
@@ -378,12 +402,12 @@ def _matmul_recipe(flags: tuple, mask=None) -> tuple:
         "accumulate": False, "tile_position": (), "tile_size": (), "perf_mode": None, "mask": mask}
 
 
-def _pe_input(t):
+def _pe_input(t, frame=None, prog=None):
     """A matmul operand that is the PSUM result tile of an earlier API call (a Tensor Engine nc_transpose) is
     copied to SBUF first: the legacy compiler places result tiles and inserts that copy (the official
     flash-attention backward kernel relies on it). A PSUM tensor the kernel declared stays an error."""
     if isinstance(t, TensorView) and t.storage.kind is _PSUM and not t.storage.declared:
-        return core.to_sbuf(t, _pe.NcMatmul.api_name())
+        return core.to_sbuf(t, _pe.NcMatmul.api_name(), frame, prog)
     return t
 
 
@@ -395,8 +419,9 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs
         # the Tensor Engine reads SBUF only; a small tile already in PSUM goes to the Vector Engine
         chosen = Engine.VECTOR if data.kind is MemoryKind.PSUM else Engine.TENSOR
     buffer = core.PSUM if chosen is Engine.TENSOR else core.SBUF
-    out = _result(_pe.NcTranspose, dtype, buffer, data=data)
-    return _defer(_pe.NcTranspose(dst=out, data=data, engine=chosen, mask=mask), out)
+    frame = user_frame()
+    out = _result(_pe.NcTranspose, dtype, buffer, data=data, frame=frame)
+    return _defer(_pe.NcTranspose(dst=out, data=data, engine=chosen, mask=mask), out, frame)
 
 
 # --------------------------------------------------------------------------------------------- GpSimd
@@ -412,9 +437,10 @@ def iota(expr, dtype, *, mask=None, **kwargs):
     shape = expr.shape if expr.ndim >= 2 else expr.shape + (1,)
     coeffs = expr.coeffs if expr.ndim >= 2 else expr.coeffs + (0,)
     pattern = tuple((c, n) for c, n in zip(coeffs[1:], shape[1:]))
-    out = _out(shape, dtype)
+    frame = user_frame()
+    out = _out(shape, dtype, frame=frame)
     return _defer(_pool.Iota(dst=out, pattern=pattern, offset=expr.const, channel_multiplier=coeffs[0], mask=mask),
-                  out)
+                  out, frame)
 
 
 @takes_operands(_pool.AffineSelect)
@@ -425,26 +451,29 @@ def affine_select(pred, on_true_tile, on_false_value, *, mask=None, dtype=None, 
     if not isinstance(pred, Predicate):
         raise KernelError(f"{api}: pred must be a comparison of nl.arange / nl.mgrid indices",
                           got=type(pred).__name__, instruction=api)
-    out = _result(_pool.AffineSelect, dtype, on_true_tile=on_true_tile)
+    frame = user_frame()
+    out = _result(_pool.AffineSelect, dtype, on_true_tile=on_true_tile, frame=frame)
     return _defer(_pool.AffineSelect(dst=out, on_true_tile=on_true_tile, on_false_value=on_false_value, pred=pred,
-                                     mask=mask), out)
+                                     mask=mask), out, frame)
 
 
 @takes_operands(_pool.LocalGather)
 def local_gather(src_buffer, index, num_elem_per_idx=1, num_valid_indices=None, *, mask=None, **kwargs):
     """A new [P, V, num_elem_per_idx] tile gathered within each GpSimd core (16 partitions) at the core's
     uint16 element offsets."""
+    frame = user_frame()
     out = _result(_pool.LocalGather, None, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
-                  num_valid_indices=num_valid_indices)
+                  num_valid_indices=num_valid_indices, frame=frame)
     return _defer(_pool.LocalGather(dst=out, src_buffer=src_buffer, index=index, num_elem_per_idx=num_elem_per_idx,
-                                    num_valid_indices=num_valid_indices, mask=mask), out)
+                                    num_valid_indices=num_valid_indices, mask=mask), out, frame)
 
 
 @takes_operands(_pool.SequenceBounds)
 def sequence_bounds(*, segment_ids, dtype=None, **kwargs):
     """A new [1, 2, n] tile: (start, end) of the run of equal ids each element belongs to (n, -1 for 0)."""
-    out = _result(_pool.SequenceBounds, dtype, segment_ids=segment_ids)
-    return _defer(_pool.SequenceBounds(dst=out, segment_ids=segment_ids), out)
+    frame = user_frame()
+    out = _result(_pool.SequenceBounds, dtype, segment_ids=segment_ids, frame=frame)
+    return _defer(_pool.SequenceBounds(dst=out, segment_ids=segment_ids), out, frame)
 
 
 def builtin_custom_op(function_name, lib_file_name, ulib_to_ucode_version, ulib_to_isa_version, srcs, dsts,
