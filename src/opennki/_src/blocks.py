@@ -177,12 +177,8 @@ class BlockTensor:
         tensor of the remaining blocks, sharing `a`'s tiles (the samples pass such sub-tensors to helpers)."""
         if not isinstance(key, tuple):
             key = (key,)
-        if WHOLE_VIEWS:
-            view = self._whole(key)
-            if view is not None:
-                return view
         if self._root is not None:
-            position = self._position(key)
+            position = self._position(key)      # block indices this tensor met before (`_split`)
             if position is not None:
                 rest = key[len(self.blocks):]
                 if not rest:
@@ -190,6 +186,10 @@ class BlockTensor:
                 view = self._view(position, rest)
                 if view is not None:
                     return view
+        if WHOLE_VIEWS:                         # a block tensor declared again: its whole tiles' layouts
+            view = self._whole(key)
+            if view is not None:
+                return view
         if len(key) < len(self.blocks):
             index = self._block_index(key)
             if index and len(index) == len(key):

@@ -441,8 +441,10 @@ class Program:
         `frame`: the kernel frame, if the caller found it already (user_frame); `checked`: its operand rules
         and check passed for its signature before (the caller knows the signature without computing it);
         `plan`: the language layer's memo entry of a planned instruction (`Deferred.plan`)."""
-        if self.pending is not None:
-            self.flush()
+        p = self.pending
+        if p is not None:               # `flush`, inline: most deferrals flush the one before
+            self.pending = None
+            self._run_and_emit(p.instr, p.location, p.api)
         if frame is None:
             frame = user_frame()        # the kernel line, and the statement that receives the result
         location, use, user, name, site = None, "held", None, None, None
