@@ -125,7 +125,7 @@ class LoopRange:
                 if checker is not None:
                     checker.iteration_started()
                 if listening:
-                    sim.emit(_new_iteration(loop_id, i))
+                    prog.emit(_new_iteration(loop_id, i))
                 yield i if induction is None else induction(prog, i)
             prog.flush()
         finally:

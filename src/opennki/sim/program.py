@@ -191,6 +191,9 @@ class Program:
         self._allocated_fields = dict(storage_id=None, program=ids, kind=None, name=None, shape=None, dtype=None,
                                       partitions=None, byte_start=None, size_bytes=None, location=None, direct=False)
         listening = bool(sim.listeners)
+        # emit(event): `sim.emit`, or the one listener's `on_event` itself (the listeners do not change while a
+        # launch runs; every instruction and every placement emits, and the loop over one listener cost a call)
+        self.emit = sim.listeners[0].on_event if len(sim.listeners) == 1 else sim.emit
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None, self.options.uninitialized)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
@@ -383,10 +386,10 @@ class Program:
         fields["location"] = storage.location
         if direct:
             fields["direct"] = True
-        self.sim.emit(event)
+        self.emit(event)
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
-        self.sim.emit(_new_freed(storage_id, kind))
+        self.emit(_new_freed(storage_id, kind))
 
     def spilled(self, storage) -> None:
         """An on-chip tensor gives its range back under pressure (Memory.place): the copy out a compiler
@@ -732,7 +735,7 @@ class Program:
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
                         Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
-            self.sim.emit(self._event(instr, location))
+            self.emit(self._event(instr, location))
         machine.offsets.clear()
         if self.sim.progress is not None:
             self.sim.progress.instruction(location)
