@@ -87,6 +87,12 @@ def test_index_values_and_comparisons_match_the_pointwise_definition(data):
         b_values = _pointwise(b)
     for op in (operator.add, operator.sub):     # broadcasting repeats a size-1 axis's one value
         np.testing.assert_array_equal(op(a, b).values(), op(_pointwise(a), b_values))
+    # results made without __init__ (`Index._of`) hold what it would make of them: Python ints
+    for made in (a + b, a - b, b - a, -a, a * 3, np.int64(2) * a, a + np.int32(5)):
+        assert type(made) is Index and type(made.const) is int
+        rebuilt = Index(made.const, made.coeffs, made.shape)
+        assert (made.const, made.coeffs, made.shape) == (rebuilt.const, rebuilt.coeffs, rebuilt.shape)
+        assert all(type(v) is int for v in made.coeffs + made.shape)
     for op in (operator.lt, operator.le, operator.gt, operator.ge, operator.eq, operator.ne):
         pred = op(a, b)
         assert isinstance(pred, Predicate) and pred.affine

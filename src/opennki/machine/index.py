@@ -35,6 +35,8 @@ from opennki.machine.arguments import as_int
 
 
 def _broadcast_shapes(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    if a == b:                  # the usual case (`i * 128 + iq >= k * 512 + ik`): NumPy's rules give `a`
+        return a
     try:
         return tuple(np.broadcast_shapes(a, b))
     except ValueError:
@@ -45,6 +47,8 @@ def _broadcast_coeffs(index: "Index", shape: tuple[int, ...]) -> tuple[int, ...]
     """`index`'s coefficients over the broadcast grid `shape`: leading axes it lacks get 0, and so does an axis
     where it has size 1 and the grid more (NumPy repeats its one value there: `arange(1)[:, None]` added to
     `arange(128)[:, None]` is not `2 * i`)."""
+    if index.shape == shape:
+        return index.coeffs
     lead = len(shape) - len(index.shape)
     return (0,) * lead + tuple(c if n != 1 or m == 1 else 0
                                for c, n, m in zip(index.coeffs, index.shape, shape[lead:]))
@@ -61,6 +65,14 @@ class Index:
         self.coeffs = tuple(int(c) for c in coeffs)
         self.shape = tuple(int(s) for s in shape)
 
+    @classmethod
+    def _of(cls, const: int, coeffs: tuple[int, ...], shape: tuple[int, ...]) -> "Index":
+        """The Index of a Python int and tuples of them (what `__init__` makes of its arguments), without
+        converting them again: arithmetic on indices makes its results of such values."""
+        index = object.__new__(cls)
+        index.const, index.coeffs, index.shape = const, coeffs, shape
+        return index
+
     @property
     def ndim(self) -> int:
         return len(self.shape)
@@ -70,11 +82,12 @@ class Index:
         if isinstance(other, Index):
             shape = _broadcast_shapes(self.shape, other.shape)
             a, b = _broadcast_coeffs(self, shape), _broadcast_coeffs(other, shape)
-            return Index(self.const + sign * other.const, tuple(x + sign * y for x, y in zip(a, b)), shape)
+            coeffs = tuple(x + y for x, y in zip(a, b)) if sign == 1 else tuple(x - y for x, y in zip(a, b))
+            return Index._of(self.const + sign * other.const, coeffs, shape)
         if isinstance(other, NonAffineIndex):
             return NotImplemented
         if _is_int(other):
-            return Index(self.const + sign * int(other), self.coeffs, self.shape)
+            return Index._of(self.const + sign * int(other), self.coeffs, self.shape)
         if sign == 1 and getattr(other, "storage", None) is not None:
             return DynamicIndex(self, other)   # `iy + offsets[0, k]`: plus a run-time value
         return NotImplemented
@@ -91,7 +104,7 @@ class Index:
         return (-self)._combine(other, 1)
 
     def __neg__(self):
-        return Index(-self.const, tuple(-c for c in self.coeffs), self.shape)
+        return Index._of(-self.const, tuple(-c for c in self.coeffs), self.shape)
 
     def __pos__(self):
         return self
@@ -99,7 +112,7 @@ class Index:
     def __mul__(self, other):
         if _is_int(other):
             k = int(other)
-            return Index(self.const * k, tuple(c * k for c in self.coeffs), self.shape)
+            return Index._of(self.const * k, tuple(c * k for c in self.coeffs), self.shape)
         if isinstance(other, (Index, NonAffineIndex)):
             return NonAffineIndex(self.values() * _values(other))
         return NotImplemented
@@ -134,7 +147,7 @@ class Index:
         if not shape:
             return np.asarray(op(d.const, 0))
         n, c = shape[-1], coeffs[-1] if shape[-1] != 1 else 0
-        rest = Index(d.const, coeffs[:-1], shape[:-1])
+        rest = Index._of(d.const, coeffs[:-1], shape[:-1])
         lo, hi = rest.value_range()
         # the narrowest integer type holding both sides: NumPy compares broadcast int8 / int16 grids several
         # times faster than int64 ones (128 x 512: about 6, 13, 43 and 85 us for 8, 16, 32 and 64 bits)
@@ -462,10 +475,11 @@ class _MGrid:
             starts.append(start)
             steps.append(step)
         out = []
+        shape = tuple(shape)
         for axis in range(rank):
             coeffs = [0] * rank
             coeffs[axis] = steps[axis]
-            out.append(Index(starts[axis], tuple(coeffs), tuple(shape)))
+            out.append(Index._of(starts[axis], tuple(coeffs), shape))
         return IndexGrid(out)
 
 
