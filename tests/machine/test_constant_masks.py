@@ -3,7 +3,6 @@ broadcasts of one boolean made once per value and shape (`index.constant_mask`);
 (`index.CONSTANT_MASK_VIEWS = False`) fills an array for each. Both give the same outputs and, with a listener,
 the same events field by field (the events' masks included) and the same errors."""
 
-
 import numpy as np
 import pytest
 
