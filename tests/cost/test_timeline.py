@@ -53,3 +53,24 @@ def test_a_transfer_ready_early_fills_the_gaps_it_meets():
     assert (start, end, waited) == (15.0, 102.0, -1)      # 5 ns in the first gap, 5 in the second, 2 at the end
     assert (line.gaps, line.free, line.last) == (((10.0, 15.0),), 102.0, 8)
     assert (kept.gaps, kept.free, kept.last) == (((10.0, 20.0), (40.0, 45.0)), 100.0, 7)
+
+
+def test_take_where_fit_placed_equals_reserving_from_that_start(rng):
+    """`take(start, duration, gap)` after `fit` (the Tensor Engine's backfill, which may lengthen the duration
+    while it still ends in the gap) leaves the timeline `reserve(start, duration)` leaves."""
+    taken = 0
+    for k, line in enumerate(_random_timelines(rng)):
+        for _ in range(3):
+            ready = float(rng.uniform(0, line.free + 10))
+            duration = float(rng.choice([0.0, rng.uniform(0, 20)]))
+            start, gap = line.fit(ready, duration)
+            if gap is None:
+                continue
+            longer = duration + float(rng.uniform(0, line.gaps[gap][1] - start - duration))
+            for d in (duration, longer):
+                took, kept = line.copy(), line.copy()
+                took.take(start, d, gap)
+                kept.reserve(start, d, k)
+                assert (took.free, took.gaps, took.last) == (kept.free, kept.gaps, kept.last)
+                taken += 1
+    assert taken > 100

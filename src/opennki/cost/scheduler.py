@@ -479,7 +479,7 @@ class CostModel:
             mm /= pe.throttle_start_fraction
             if start + ls + mm > line.gaps[gap][1]:
                 return None
-        line.reserve(start, ls + mm, index)
+        line.take(start, ls + mm, gap)          # (`reserve` from `start` would fit it there again)
         for group in groups:
             state.groups[group] = (start + ls + mm, index)
         pred = gate if start == ready else NO_PRODUCER

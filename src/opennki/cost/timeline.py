@@ -93,16 +93,23 @@ class Timeline:
         start, gap = self.fit(ready, duration)
         end = start + duration
         if gap is not None:
-            g0, g1 = self.gaps[gap]
-            # what is left of the gap on either side
-            if start > g0:
-                pieces = ((g0, start), (end, g1)) if g1 > end else ((g0, start),)
-            else:
-                pieces = ((end, g1),) if g1 > end else ()
-            self.gaps = (self.gaps[:gap] + pieces + self.gaps[gap + 1:])[-MAX_GAPS:]
+            self.take(start, duration, gap)
             return start, NO_PRODUCER
         waited = self.last if self.free > ready else NO_PRODUCER
         if start > self.free:
             self.gaps = (self.gaps + ((self.free, start),))[-MAX_GAPS:]
         self.free, self.last = end, record
         return start, waited
+
+    def take(self, start: float, duration: float, gap: int) -> None:
+        """Reserve `duration` from `start` in gap `gap`, where `fit` placed it (`reserve`, for a placement
+        that was fitted already: from any ready time up to `start`, `fit` gives that gap and start again, since
+        the earlier gaps did not fit from an earlier time)."""
+        g0, g1 = self.gaps[gap]
+        end = start + duration
+        # what is left of the gap on either side
+        if start > g0:
+            pieces = ((g0, start), (end, g1)) if g1 > end else ((g0, start),)
+        else:
+            pieces = ((end, g1),) if g1 > end else ()
+        self.gaps = (self.gaps[:gap] + pieces + self.gaps[gap + 1:])[-MAX_GAPS:]
