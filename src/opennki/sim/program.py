@@ -447,25 +447,32 @@ class Program:
             self._run_and_emit(p.instr, p.location, p.api)
         if frame is None:
             frame = user_frame()        # the kernel line, and the statement that receives the result
-        location, use, user, name, site = None, "held", None, None, None
         if frame is not None:
             code = frame.f_code
-            site = _SITES.get((id(code), frame.f_lasti))       # (code, (location, use, name)): `_SITES`
-            if site is not None and site[0] is code:
-                (location, use, name), user = site[1], frame
-            else:
-                site = None
-                location = location_of(frame)
-        if checked:                     # a planned instruction (lean path, no `mask=`) clean for its signature
+            site = _SITES.get((id(code), frame.f_lasti))       # (code, location, use, name): `_SITES`
+            if site is not None and site[0] is code:            # this call site's, decided before
+                _, location, use, name = site
+                if checked:             # a planned instruction (lean path, no `mask=`) clean for its signature
+                    self._check_clean(instr, location, api, result.storage)
+                else:
+                    self._check(instr, location, api, result.storage)
+                self.pending = Deferred(instr, result, location, api, use, frame, name, plan)
+                return result
+            location = location_of(frame)
+        else:
+            location = None
+        if checked:
             self._check_clean(instr, location, api, result.storage)
         else:
             self._check(instr, location, api, result.storage)
-        if frame is not None and site is None:
+        if frame is not None:
             use, user, name = result_use(frame)
             if user is frame:           # decided in this frame (not through a helper's `return`)
                 if len(_SITES) >= 8192:
                     _SITES.clear()
-                _SITES[(id(frame.f_code), frame.f_lasti)] = (frame.f_code, (location, use, name))
+                _SITES[(id(frame.f_code), frame.f_lasti)] = (frame.f_code, location, use, name)
+        else:
+            use, user, name = "held", None, None
         self.pending = Deferred(instr, result, location, api, use, user, name, plan)
         return result
 
@@ -877,7 +884,7 @@ def uninitialized_finding(storage, offsets, location, api: str, program) -> Find
             "same mask= to the instructions that read the partly written tile")
 
 
-# (id of a code object, offset) -> (the code, (location, use, name)) of a call site issuing deferred instructions:
+# (id of a code object, offset) -> (the code, location, use, name) of a call site issuing deferred instructions:
 # its kernel line (`location_of`) and what the statement does with the result (`result_use`, when decided in that
 # frame). A `CodeOffsetMemo` read inline (`Program.defer`): the entry holds its code, so the id is not reused.
 _SITES: dict = {}
