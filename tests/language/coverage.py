@@ -21,7 +21,29 @@ import opennki.language as new_nl
 import opennki.legacy.language as nl
 from opennki._src.tokens import NlOp
 
-_NLOP_CALL = NlOp.__call__.__code__
+
+
+def _impl_key(code, values) -> tuple:
+    return (code, tuple(id(v) for v in values))
+
+
+def _nlop_impls() -> dict:
+    """(code, ids of its free variables' values) of each `nl` operator's `_impl` -> ids of the operators: a call
+    of an operator runs its `_impl` directly (no frame of NlOp's), and one factory's impls share their code, so
+    the frame's free variables tell them apart."""
+    impls: dict = {}
+    for module in (nl, new_nl):
+        for obj in vars(module).values():
+            if isinstance(obj, NlOp) and obj.__wrapped__ is not None:
+                fn = obj._impl
+                cells = fn.__closure__ or ()
+                key = _impl_key(fn.__code__, [c.cell_contents for c in cells])
+                impls.setdefault(key, set()).add(id(obj))
+    return impls
+
+
+_NLOP_IMPLS = _nlop_impls()
+_NLOP_CODES = {key[0] for key in _NLOP_IMPLS}
 COVERED: dict[str, set[str]] = {}          # legacy nl name -> tests
 COVERED_NEW: dict[str, set[str]] = {}      # new-generation nl name -> tests (`covers(..., new=True)`)
 
@@ -56,8 +78,9 @@ class _CallTracer:
         if event == "call":
             code = frame.f_code
             self.seen.add(code)
-            if code is _NLOP_CALL:
-                self.seen.add(id(frame.f_locals["self"]))
+            if code in _NLOP_CODES:
+                local = frame.f_locals
+                self.seen.update(_NLOP_IMPLS.get(_impl_key(code, [local[n] for n in code.co_freevars]), ()))
 
     def __enter__(self):
         self.previous = sys.getprofile()

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 import opennki.legacy.compiler as ncc
-import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki._src import blocks
 from opennki.errors import AllocationError, KernelError, OpenNKIError
@@ -16,8 +15,7 @@ from opennki.legacy.language import par_dim
 from opennki.listeners import Recorder
 from opennki.sim.options import SimOptions
 from tests.running import run
-from tests.sim.outcomes import assert_same_outcome
-from tests.sim.test_lean_issue import _comparable
+from tests.sim.outcomes import assert_same_outcome, by_first_appearance, event_fields
 
 
 def _declarations(x):
@@ -53,8 +51,8 @@ def _both(kernel, *args, options=None):
             outcome = e
         finally:
             blocks.MEMO_SHAPES = True
-        ids: dict = {}
-        results.append((outcome, [_comparable(e, ids) for e in rec.events]))
+        sid = by_first_appearance()
+        results.append((outcome, [event_fields(e, sid) for e in rec.events]))
     return results
 
 

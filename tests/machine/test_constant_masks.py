@@ -3,8 +3,6 @@ broadcasts of one boolean made once per value and shape (`index.constant_mask`);
 (`index.CONSTANT_MASK_VIEWS = False`) fills an array for each. Both give the same outputs and, with a listener,
 the same events field by field (the events' masks included) and the same errors."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -22,7 +20,7 @@ from opennki.machine.machine import Machine
 from opennki.machine.memory import Allocator, Memory, MemoryRegion
 from opennki.machine.tensor import TensorView
 from tests.isa.helpers import rand
-from tests.sim.outcomes import assert_same_outcome
+from tests.sim.outcomes import assert_same_outcome, by_first_appearance, event_fields
 
 
 def _masked_steps(a, b, c):
@@ -63,19 +61,6 @@ def _loads(a, last):
     return out
 
 
-def _comparable(value, ids: dict):
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return (type(value).__name__,) + tuple(
-            ids.setdefault(getattr(value, f.name), len(ids)) if f.name == "storage_id"
-            else _comparable(getattr(value, f.name), ids) for f in dataclasses.fields(value))
-    if isinstance(value, np.ndarray):
-        return (value.dtype.str, value.shape, np.ascontiguousarray(value).tobytes())
-    if isinstance(value, (tuple, list)):
-        return tuple(_comparable(v, ids) for v in value)
-    if isinstance(value, dict):
-        return tuple((k, _comparable(v, ids)) for k, v in value.items())
-    return value
-
 
 def _both_ways(monkeypatch, kernel, args):
     outcomes, events = [], []
@@ -86,8 +71,8 @@ def _both_ways(monkeypatch, kernel, args):
             outcomes.append(run_kernel(kernel, args, listeners=[rec]))
         except OpenNKIError as e:
             outcomes.append(e)
-        ids: dict = {}
-        events.append([_comparable(e, ids) for e in rec.events])
+        sid = by_first_appearance()
+        events.append([event_fields(e, sid) for e in rec.events])
     return outcomes, events
 
 

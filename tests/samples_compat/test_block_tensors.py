@@ -210,7 +210,7 @@ def _reduce_into(acc, tiles, k):
 def test_whole_tile_subscripts_give_the_plain_path_values_and_events(rng):
     from opennki._src import blocks
     from opennki.listeners import Recorder
-    from tests.sim.test_lean_issue import _comparable
+    from tests.sim.outcomes import by_first_appearance, event_fields
 
     x = rng.standard_normal((2, 2, 128, 64)).astype(np.float32)
     results = []
@@ -223,8 +223,8 @@ def test_whole_tile_subscripts_give_the_plain_path_values_and_events(rng):
             blocks.WHOLE_VIEWS = True
     (fast, fast_events), (plain, plain_events) = results
     np.testing.assert_array_equal(fast, plain)
-    ids_fast, ids_plain = {}, {}
-    assert [_comparable(e, ids_fast) for e in fast_events] == [_comparable(e, ids_plain) for e in plain_events]
+    sid_fast, sid_plain = by_first_appearance(), by_first_appearance()
+    assert [event_fields(e, sid_fast) for e in fast_events] == [event_fields(e, sid_plain) for e in plain_events]
     summed = x[:, 0] + x[:, 1]
     want = np.stack([summed * 0.5 * 2, summed * 1.5 * 2], axis=1)
     np.testing.assert_allclose(fast, want, rtol=1e-6)

@@ -1,4 +1,8 @@
-"""Comparing a fast path's outcome with the plain path's: the same outputs bit for bit, or the same error."""
+"""Comparing a fast path's outcome with the plain path's: the same outputs bit for bit, or the same error; and
+the same events, field by field."""
+
+import dataclasses
+from typing import Callable
 
 import numpy as np
 
@@ -17,3 +21,29 @@ def assert_same_outcome(fast, plain) -> None:
     for got, want in zip(fast, plain, strict=True):
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got.view(np.uint8), want.view(np.uint8))
+
+
+def event_fields(value, storage_id: Callable[[int], object], field_order: bool = False):
+    """An event (or a part of one) as plain comparable values: dataclasses field by field, arrays by dtype, shape
+    and bytes, containers element by element. Storage ids count up across launches, so each goes through
+    `storage_id` (e.g. its order of first appearance, or its distance from the launch's first id). With
+    `field_order` a dataclass also gives the order of its instance dict (records built from templates must keep
+    the order the dataclass's own __init__ gives)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        fields = tuple(storage_id(getattr(value, f.name)) if f.name == "storage_id"
+                       else event_fields(getattr(value, f.name), storage_id, field_order)
+                       for f in dataclasses.fields(value))
+        return (type(value).__name__,) + fields + ((tuple(vars(value)),) if field_order else ())
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, (tuple, list)):
+        return tuple(event_fields(v, storage_id, field_order) for v in value)
+    if isinstance(value, dict):
+        return tuple((k, event_fields(v, storage_id, field_order)) for k, v in value.items())
+    return value
+
+
+def by_first_appearance() -> Callable[[int], int]:
+    """A storage-id mapping for `event_fields`: each id becomes its order of first appearance."""
+    ids: dict = {}
+    return lambda sid: ids.setdefault(sid, len(ids))

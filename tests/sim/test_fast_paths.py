@@ -246,7 +246,7 @@ def test_operand_records_from_layout_templates_are_the_plain_records(rng, monkey
     from opennki.kernels.base import run_kernel
     from opennki.listeners import Recorder
     from opennki.sim import program
-    from tests.sim.outcomes import assert_same_outcome
+    from tests.sim.outcomes import assert_same_outcome, by_first_appearance, event_fields
 
     kernel = nki.jit(_views_everywhere)
     args = (rand(rng, 256, 96), rand(rng, 128, 256))
@@ -256,8 +256,8 @@ def test_operand_records_from_layout_templates_are_the_plain_records(rng, monkey
         program._RECORDS.clear()
         rec = Recorder()
         outcomes.append(run_kernel(kernel.func, args, listeners=[rec]))
-        ids: dict = {}
-        events.append([_fields(e, ids) for e in rec.events])
+        sid = by_first_appearance()
+        events.append([event_fields(e, sid, field_order=True) for e in rec.events])
     assert_same_outcome(*outcomes)
     operands = [o for e in events[0] if e[0] == "InstructionExecuted" for o in e[6]]
     assert len(operands) > 30 and len({o[3][3:7] for o in operands}) > 10     # many regions
@@ -285,21 +285,6 @@ def test_events_filled_in_from_templates_are_the_records_the_dataclasses_make(rn
             again = dataclasses.replace(made)
             assert list(vars(made).items()) == list(vars(again).items()), made
 
-
-def _fields(value, ids: dict):
-    """An event as plain values, field by field (the order of its instance dict included), storage ids by
-    order of first appearance."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return (type(value).__name__,) + tuple(
-            ids.setdefault(getattr(value, f.name), len(ids)) if f.name == "storage_id"
-            else _fields(getattr(value, f.name), ids) for f in dataclasses.fields(value)) + (tuple(vars(value)),)
-    if isinstance(value, np.ndarray):
-        return (value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, (tuple, list)):
-        return tuple(_fields(v, ids) for v in value)
-    if isinstance(value, dict):
-        return tuple((k, _fields(v, ids)) for k, v in value.items())
-    return value
 
 
 def test_instructions_built_by_their_init_are_the_dataclass_records():

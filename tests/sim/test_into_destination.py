@@ -207,3 +207,55 @@ def test_activation_stt_and_affine_select_into_the_destination_equal_the_plain_p
             np.testing.assert_allclose(out[k], want, rtol=2e-6, atol=1e-6, err_msg=f"out[{k}]")
     np.testing.assert_allclose(sums, expected_sums, rtol=1e-5)
     np.testing.assert_array_equal(low.view(np.uint16), expected_low.view(np.uint16))
+
+
+@nki.jit
+def one_stage_immediates(x, n):
+    """tensor_scalar's one stage with an immediate (vector.ONE_STAGE_IMMEDIATES): each operator computing into
+    fp32, reversed, zero and integer immediates, a bf16 destination, an integer input, a shifted in-place one."""
+    out = nl.ndarray((8, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    low = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    t = nl.load(x)
+    i = nl.load(n)
+    r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    r[...] = nl.add(t, 2.5)
+    nl.store(out[0], value=r)
+    r[...] = nl.subtract(1.5, r)                               # reversed
+    nl.store(out[1], value=r)
+    r[...] = nl.multiply(r, -0.0)                              # a zero immediate (its sign matters)
+    nl.store(out[2], value=r)
+    r[...] = nl.maximum(t, -0.25)
+    nl.store(out[3], value=r)
+    r[...] = nl.minimum(3, t)                                  # an int immediate, reversed
+    nl.store(out[4], value=r)
+    r[...] = nl.multiply(i, 0.75)                              # int32 input
+    nl.store(out[5], value=r)
+    r[:, 1:] = nl.add(r[:, :63], 1.0)                          # overlapping, shifted
+    nl.store(out[6], value=r)
+    b = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+    b[...] = nl.subtract(t, 0.1)                               # not an fp32 destination: computed, then written
+    nl.store(low, value=b)
+    s = nl.add(t, 4.0)                                         # a new tile, held
+    nl.store(out[7], value=s)
+    return out, low
+
+
+def test_one_stage_immediates_equal_the_general_path_and_numpy(rng, monkeypatch):
+    from opennki.instructions import vector
+    x = rng.standard_normal((128, 64), dtype=np.float32)
+    x[::9, ::4] = np.nan
+    n = rng.integers(-1000, 1000, (128, 64), dtype=np.int32)
+    out, low = one_stage_immediates(x, n)
+    monkeypatch.setattr(vector, "ONE_STAGE_IMMEDIATES", False)
+    plain_out, plain_low = one_stage_immediates(x, n)
+    np.testing.assert_array_equal(out.view(np.uint32), plain_out.view(np.uint32))
+    np.testing.assert_array_equal(low.view(np.uint16), plain_low.view(np.uint16))
+    f = np.float32
+    r0 = x + f(2.5)
+    r1 = f(1.5) - r0
+    expected = [r0, r1, r1 * f(-0.0), np.maximum(x, f(-0.25)), np.minimum(f(3), x), n.astype(np.float32) * f(0.75)]
+    r6 = expected[5].copy()
+    r6[:, 1:] = r6[:, :63] + f(1.0)
+    expected += [r6, x + f(4.0)]
+    np.testing.assert_array_equal(out.view(np.uint32), np.stack(expected).view(np.uint32))
+    np.testing.assert_array_equal(low.view(np.uint16), (x - f(0.1)).astype(ml_dtypes.bfloat16).view(np.uint16))

@@ -3,7 +3,6 @@ skipped by signature (`Simulator.clean`), the front doors' decisions memoised (`
 temporaries retargeted without the general machinery. Kernels give the values and the errors (class, text,
 kernel line) of the plain path, where every instruction is checked and issued in full."""
 
-import dataclasses
 
 import numpy as np
 import pytest
@@ -24,7 +23,7 @@ from opennki.kernels.base import run_kernel
 from opennki.listeners import Recorder
 from opennki.sim import program
 from tests.isa.helpers import rand
-from tests.sim.outcomes import assert_same_outcome
+from tests.sim.outcomes import assert_same_outcome, by_first_appearance, event_fields
 
 
 def _twice(kernel, *args):
@@ -459,21 +458,6 @@ def _matmul_steps(a, b):
     return out
 
 
-def _comparable(value, ids: dict):
-    """An event (or a part of one) as plain comparable values: dataclasses field by field, arrays by dtype,
-    shape and bytes, storage ids by their order of first appearance (ids count up across launches)."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return (type(value).__name__,) + tuple(
-            ids.setdefault(getattr(value, f.name), len(ids)) if f.name == "storage_id"
-            else _comparable(getattr(value, f.name), ids) for f in dataclasses.fields(value))
-    if isinstance(value, np.ndarray):
-        return (value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, (tuple, list)):
-        return tuple(_comparable(v, ids) for v in value)
-    if isinstance(value, dict):
-        return tuple((k, _comparable(v, ids)) for k, v in value.items())
-    return value
-
 
 @pytest.mark.parametrize("case", ["legacy_elementwise", "new_generation", "matmul_steps", "helper_results",
                                   "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand", "spills",
@@ -505,8 +489,8 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
             outcomes.append(e)
         finally:
             program.LEAN_ISSUE = True
-        ids: dict = {}
-        events.append([_comparable(e, ids) for e in rec.events])
+        sid = by_first_appearance()
+        events.append([event_fields(e, sid) for e in rec.events])
     assert_same_outcome(*outcomes)
     assert len(events[0]) > 8 and events[0] == events[1]
     if case == "matmul_steps":

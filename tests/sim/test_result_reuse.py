@@ -12,6 +12,7 @@ from opennki.errors import KernelError
 from opennki.machine import memory
 from opennki.sim import program
 from tests.isa.helpers import rand
+from tests.sim.outcomes import event_fields
 
 
 def _exp_of(t):
@@ -144,7 +145,6 @@ def test_the_scope_rule_still_names_the_line_with_reused_tiles(rng, monkeypatch,
 def test_with_a_listener_reused_tiles_give_the_plain_path_events_storage_ids_included(rng, monkeypatch):
     """A reused tile takes the storage id a new tile would take, so the events are the plain path's field by
     field, storage ids included (counted from the launch's first id, as ids count up across launches)."""
-    import dataclasses
 
     from opennki.kernel import run_kernel
     from opennki.listeners import Recorder
@@ -152,7 +152,7 @@ def test_with_a_listener_reused_tiles_give_the_plain_path_events_storage_ids_inc
     def heard(*args):
         rec = Recorder()
         first = next(memory._ids)
-        return run_kernel(mixed, args, listeners=(rec,)), [_relative(e, first) for e in rec.events]
+        return run_kernel(mixed, args, listeners=(rec,)), [event_fields(e, lambda sid: sid - first) for e in rec.events]
 
     a, w, b = rand(rng, 128, 64), rand(rng, 256, 128), rand(rng, 256, 64)
     ((fast, _), fast_events), made_fast = _storages_made(heard, a, w, b)
@@ -162,21 +162,6 @@ def test_with_a_listener_reused_tiles_give_the_plain_path_events_storage_ids_inc
     assert len(fast_events) > 50 and fast_events == plain_events
     np.testing.assert_array_equal(fast, plain)
 
-
-def _relative(value, first: int):
-    """An event as plain values, field by field, storage ids counted from `first`."""
-    import dataclasses
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return (type(value).__name__,) + tuple(
-            getattr(value, f.name) - first if f.name == "storage_id" else _relative(getattr(value, f.name), first)
-            for f in dataclasses.fields(value))
-    if isinstance(value, np.ndarray):
-        return (value.dtype.str, value.shape, value.tobytes())
-    if isinstance(value, (tuple, list)):
-        return tuple(_relative(v, first) for v in value)
-    if isinstance(value, dict):
-        return tuple((k, _relative(v, first)) for k, v in value.items())
-    return value
 
 
 def _row_sum(t):

@@ -716,8 +716,10 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         dsts = pending.plan             # a planned instruction: the destinations it was clean with (_defer_planned)
         if dsts is not None and (dst._sig or view_signature(dst)) in dsts:
             changes = {"dst": dst}      # a planned instruction holds its result tile in `dst` only
-            # the claimed instruction (nothing else holds it), as checked and deferred (positional: a hot call)
-            prog.execute(pending.instr.moved_to(changes), pending.location, pending.api, True, True, changes)
+            # the claimed instruction (nothing else holds it), as checked and deferred: `Program.execute`, inline
+            instr, location, api = pending.instr.moved_to(changes), pending.location, pending.api
+            prog._check_clean(instr, location, api, None, changes)            # (positional: hot calls)
+            prog._run_and_emit(instr, location, api, True)
             prog.spare(pending.result, True)            # a root view: made by new_tensor (the planned binary / unary)
             return
         changes = _retarget_changes(pending, dst)

@@ -7,6 +7,8 @@ selects the same table entry.
 
 from __future__ import annotations
 
+import operator
+
 from opennki.errors import KernelError
 from opennki.instructions.base import OPERATOR_TYPES
 
@@ -17,7 +19,7 @@ class NlOp:
 
     def __init__(self, name: str, impl=None, doc: str | None = None):
         self.nki_name = name
-        self._impl = impl
+        self._impl = impl if impl is not None else self._token_only
         self.__doc__ = doc or (impl.__doc__ if impl is not None else None)
         self.__wrapped__ = impl
 
@@ -25,11 +27,14 @@ class NlOp:
     def __name__(self) -> str:
         return self.nki_name
 
-    def __call__(self, *args, **kwargs):
-        if self._impl is None:
-            raise KernelError(f"nl.{self.nki_name} is an operator token for nisa instructions (op=...), not a "
-                              "callable function")
-        return self._impl(*args, **kwargs)
+    # `op(...)` calls `impl` itself: Python looks `__call__` up on the class and calls what this descriptor
+    # gives for the instance (its `_impl`, read by a C getter), so no frame of ours forwards `*args, **kwargs`
+    # (every `nl.add(...)` of a kernel's loops passed through one)
+    __call__ = property(operator.attrgetter("_impl"))
+
+    def _token_only(self, *args, **kwargs):
+        raise KernelError(f"nl.{self.nki_name} is an operator token for nisa instructions (op=...), not a "
+                          "callable function")
 
     def __repr__(self) -> str:
         return f"nl.{self.nki_name}"

@@ -24,7 +24,7 @@ from opennki.instructions.enums import engine_of
 from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import ARITH, BITVEC, alu
 from opennki.machine.arguments import as_axes
-from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_call, quiet_fp, to_float32
+from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_call, quiet_fp, quiet_into, to_float32
 from opennki.machine.tensor import TensorView
 
 _INT32 = ("int32", "uint32")
@@ -32,6 +32,9 @@ _INT32 = ("int32", "uint32")
 # computing one for an fp32 destination computes straight into it (Machine.fp32_target). NumPy's ufuncs give
 # the values they would give into a new array, overlapping operands included.
 INTO_FP32 = frozenset((np.add, np.subtract, np.multiply, np.maximum, np.minimum))
+# tensor_scalar's one stage with an immediate and no mask (`nl.add(t, 1.0)`) takes the general path's steps for it
+# without its other tests (`TensorScalar.run`); False: the general path (which tests compare against)
+ONE_STAGE_IMMEDIATES = True
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
 _ACT_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
 
@@ -162,7 +165,7 @@ class TensorTensor(Instruction):
             if op.fn in INTO_FP32 and tuple.__eq__(a.shape, b.shape) and tuple.__eq__(a.shape, self.dst.shape):
                 out = m.fp32_target(self.dst)
                 if out is not None:
-                    quiet_call(op.fn, a, b, out=out)
+                    quiet_into(op.fn, a, b, out)
                     return
             result = apply(op, a, b, False)
         else:
@@ -232,8 +235,26 @@ class TensorScalar(Instruction):
                    got=pair_names(op0, op1), error=HardwareUnsupportedError)
 
     def run(self, m) -> None:
-        P = self.data.shape[0]
         op0 = alu(self.op0)
+        operand0 = self.operand0
+        if (self.op1 is None and self.mask is None and op0.fn in INTO_FP32 and op0.category != BITVEC
+                and op0.arity == 2 and not isinstance(operand0, TensorView) and ONE_STAGE_IMMEDIATES):
+            # one stage with an immediate, unmasked (`nl.add(t, 1.0)`): the steps the general path below takes
+            # for it, without the tests that cannot apply
+            x = m.read_f32(self.data)
+            s0 = operand_f32(m, operand0, self.data.shape[0])
+            if tuple.__eq__(x.shape, self.dst.shape):
+                out = m.fp32_target(self.dst)
+                if out is not None:
+                    if self.reverse0:
+                        quiet_into(op0.fn, s0, x, out)
+                    else:
+                        quiet_into(op0.fn, x, s0, out)
+                    return
+            t = np.asarray(apply(op0, x, s0, self.reverse0))
+            m.write(self.dst, t if tuple.__eq__(t.shape, self.dst.shape) else t.reshape(self.dst.shape), None)
+            return
+        P = self.data.shape[0]
         op1 = alu(self.op1) if self.op1 is not None else None
         if op0.category == BITVEC:
             x = read_operand(m, self.data, self.dst, self.mask, raw=True)
@@ -259,9 +280,9 @@ class TensorScalar(Instruction):
                     and (op1 is None or (op1.fn in INTO_FP32 and not isinstance(self.operand1, TensorView)))):
                 out = m.fp32_target(self.dst)
                 if out is not None:
-                    quiet_call(op0.fn, *((s0, x) if self.reverse0 else (x, s0)), out=out)
+                    quiet_into(op0.fn, *((s0, x) if self.reverse0 else (x, s0)), out)
                     if op1 is not None:
-                        quiet_call(op1.fn, *((s1, out) if self.reverse1 else (out, s1)), out=out)
+                        quiet_into(op1.fn, *((s1, out) if self.reverse1 else (out, s1)), out)
                     return
             t = apply(op0, x, s0, self.reverse0)
             if op1 is not None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, ShapeError, expect
-from opennki.machine.dtypes import promote, quiet_call
+from opennki.machine.dtypes import promote, quiet_into
 from opennki.machine.machine import Machine
 from opennki.events import Engine
 from opennki.instructions import accumulators as acc
@@ -171,8 +171,8 @@ class ScalarTensorTensor(Instruction):
             out = m.fp32_target(self.dst)
             # the second stage reads operand1 after the first wrote the destination: not where they overlap
             if out is not None and not np.may_share_memory(u, out):
-                quiet_call(op0.fn, *((s0, x) if self.reverse0 else (x, s0)), out=out)
-                quiet_call(op1.fn, *((u, out) if self.reverse1 else (out, u)), out=out)
+                quiet_into(op0.fn, *((s0, x) if self.reverse0 else (x, s0)), out)
+                quiet_into(op1.fn, *((u, out) if self.reverse1 else (out, u)), out)
                 return
         t = apply(op0, x, s0, self.reverse0)
         r = np.asarray(apply(op1, t, u, self.reverse1), np.float32)

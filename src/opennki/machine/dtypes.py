@@ -64,6 +64,20 @@ def quiet_call(fn, *args, **kwargs):
         _FP_STATE.reset(token)
 
 
+def quiet_into(fn, a, b, out):
+    """`quiet_call(fn, a, b, out=out)` with its arguments passed as they are (no packing and unpacking of
+    `*args` and `**kwargs`): the two-operand ufunc call of every element-wise instruction computing into its
+    destination."""
+    if _FP_STATE is None:
+        with np.errstate(all="ignore"):
+            return fn(a, b, out=out)
+    token = _FP_STATE.set(_FP_IGNORE)
+    try:
+        return fn(a, b, out=out)
+    finally:
+        _FP_STATE.reset(token)
+
+
 INT_POISON = 4  # what NKI's simulator writes into fresh integer memory (spec/language.md §5.1)
 
 

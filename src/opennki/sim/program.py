@@ -456,7 +456,10 @@ class Program:
             else:
                 site = None
                 location = location_of(frame)
-        self._check(instr, location, api, result.storage, checked, checked)     # (positional: hot calls)
+        if checked:                     # a planned instruction (lean path, no `mask=`) clean for its signature
+            self._check_clean(instr, location, api, result.storage)
+        else:
+            self._check(instr, location, api, result.storage)
         if frame is not None and site is None:
             use, user, name = result_use(frame)
             if user is frame:           # decided in this frame (not through a helper's `return`)
@@ -579,40 +582,7 @@ class Program:
                             if not checked:
                                 self.check_instruction(instr)
                             clean.add(sig)
-                    operands = instr._operands or instr.operands()
-                    observers = self.observers
-                    if instr.writes_on_chip_only or not observers.hbm_writes_only:
-                        checking = observers.checking_on_chip     # all of `checking` when none is of HBM writes
-                        for _, view, _ in operands:
-                            if not view._inb:
-                                check_static_bounds(instr, moved)
-                                break
-                    else:                       # the same pass reads where it writes (a load's tile, a matmul's)
-                        checking, bounds = observers.checking_on_chip, False
-                        for _, view, access in operands:
-                            if not view._inb:
-                                bounds = True
-                            if access is not _READ and view.storage.kind is _HBM:
-                                checking = observers.checking
-                        if bounds:
-                            check_static_bounds(instr, moved)
-                    for observer in checking:
-                        observer.check(self, instr)
-                    if unplaced is None:
-                        touch = next(_touches)
-                        for _, view, _ in operands:
-                            st = view.storage
-                            root = st.base or st
-                            root.last_touch = touch
-                            if (st.placement is None or root.placement is None) and st is not unplaced:
-                                self._place_operands(instr, unplaced)
-                                break
-                    else:           # deferred: its operands are touched when it is issued (`_touch_later`)
-                        for _, view, _ in operands:
-                            st = view.storage
-                            if (st.placement is None or (st.base or st).placement is None) and st is not unplaced:
-                                self._place_operands(instr, unplaced)
-                                break
+                    self._check_clean(instr, location, api, unplaced, moved)
                     return
             if not operands_checked:
                 instr.check_operands(moved)
@@ -622,6 +592,49 @@ class Program:
             for observer in self.observers.checking:
                 observer.check(self, instr)
             self._place_operands(instr, unplaced)
+        except OpenNKIError as e:
+            raise _located(e, instr, location, api)
+
+    def _check_clean(self, instr, location, api, unplaced=None, moved=None) -> None:
+        """`_check` on the lean path of an instruction whose operand rules and check passed for its signature
+        (`Simulator.clean`; a lean-path instruction: no `mask=`, or a bool one): the bounds, the language rules
+        and placement. Called directly for an instruction known to be so (a planned one deferred as checked,
+        or retargeted into a destination it was clean with), without `_check`'s tests of it."""
+        try:
+            operands = instr._operands or instr.operands()
+            observers = self.observers
+            if instr.writes_on_chip_only or not observers.hbm_writes_only:
+                checking = observers.checking_on_chip     # all of `checking` when none is of HBM writes
+                for _, view, _ in operands:
+                    if not view._inb:
+                        check_static_bounds(instr, moved)
+                        break
+            else:                       # the same pass reads where it writes (a load's tile, a matmul's)
+                checking, bounds = observers.checking_on_chip, False
+                for _, view, access in operands:
+                    if not view._inb:
+                        bounds = True
+                    if access is not _READ and view.storage.kind is _HBM:
+                        checking = observers.checking
+                if bounds:
+                    check_static_bounds(instr, moved)
+            for observer in checking:
+                observer.check(self, instr)
+            if unplaced is None:
+                touch = next(_touches)
+                for _, view, _ in operands:
+                    st = view.storage
+                    root = st.base or st
+                    root.last_touch = touch
+                    if (st.placement is None or root.placement is None) and st is not unplaced:
+                        self._place_operands(instr, unplaced)
+                        break
+            else:           # deferred: its operands are touched when it is issued (`_touch_later`)
+                for _, view, _ in operands:
+                    st = view.storage
+                    if (st.placement is None or (st.base or st).placement is None) and st is not unplaced:
+                        self._place_operands(instr, unplaced)
+                        break
         except OpenNKIError as e:
             raise _located(e, instr, location, api)
 
