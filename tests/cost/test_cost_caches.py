@@ -11,6 +11,7 @@ style (matmul steps, layernorm, Mamba, attention), the bundled examples, an LNC=
 left to the compiler's engine choice. The summary's aggregates, tallied with C loops when a result is
 finished, equal adding the records one at a time (values, and the order of every dict)."""
 
+import gc
 import operator
 import sys
 
@@ -300,11 +301,26 @@ def test_records_made_from_rows_hold_their_events_fields_and_placements():
             e = r.event
             assert (r.index, r.seq, r.opcode, r.core, r.program, r.location, r.name) == (
                 i, e.seq, e.opcode, e.core, e.program, e.location, e.name)
-            assert r.values() == result.rows[i] and r.start <= r.end
+            row = result.rows[i]
+            assert r.values() == result.values(row) and r.start <= r.end
+            assert row[11:13] == (id(r.cost), id(r.location)) and row[:11] + row[13:] == (
+                r.values()[:11] + r.values()[13:])
             is_dma = r.cost.dma is not None
             assert (r.issue_start is not None) == (r.issue_row is not None) == (r.dma_engine_ns > 0) == is_dma
             assert r.ls_start is None or (r.row == Row.TENSOR_MATRIX and r.ls_start < r.ls_end <= r.end)
         assert any(r.ls_start is not None for r in records) or all(r.row != Row.TENSOR_MATRIX for r in records)
+
+
+def test_rows_hold_no_object_the_garbage_collector_tracks():
+    """A row refers to its cost and kernel line by their ids (`CostResult.held` keeps the objects), so once a
+    collection has met it the garbage collector no longer tracks it: an estimate's rows do not grow the set of
+    tracked objects every full collection traverses. The records made from the rows hold the objects."""
+    for kernel, args, target in TALLY_CASES[:3] + TALLY_CASES[-2:]:
+        result = estimate(kernel, args, target=target, keep_instructions=False)
+        gc.collect()
+        assert len(result.rows) > 7 and not any(map(gc.is_tracked, result.rows))
+        for r, row in zip(result.records, result.rows):
+            assert result.held[row[11]] is r.cost and result.held[row[12]] is r.location and r.cost is not None
 
 
 def test_the_tally_cases_cover_stalls_small_transfers_and_load_stationary():

@@ -25,10 +25,16 @@ from opennki.events import Engine
 SMALL_DMA_EFFICIENCY = 0.5    # a transfer below half the DMA bandwidth in a stream of its kind is "small"
 
 
-# a placed instruction as the scheduler adds it (`CostResult.add_row`): InstructionRecord's fields in this order
+# a placed instruction as the scheduler adds it (`CostResult.add_row`): InstructionRecord's fields in this order,
+# but for the cost and the kernel line, which a row holds as their ids (`id()`: `CostResult.held` keeps the objects,
+# so the ids stay unique). A row then holds only numbers, strings, None and the program's tuple of ints, which
+# CPython's garbage collector stops tracking at the first collection that meets it: an estimate adds a row per
+# instruction and keeps them all, and tracked rows made the collector's full collections (each of which traverses
+# every tracked object) more frequent and longer as the estimate grew.
 ROW_FIELDS = ("index", "seq", "opcode", "core", "program", "row", "start", "end", "pred", "stall_ns", "stall_kind",
-              "cost", "location", "name", "ls_start", "ls_end", "issue_start", "issue_end", "issue_row",
+              "cost_id", "location_id", "name", "ls_start", "ls_end", "issue_start", "issue_end", "issue_row",
               "dma_engine_ns")
+_COST, _LOCATION = ROW_FIELDS.index("cost_id"), ROW_FIELDS.index("location_id")
 # rows transposed into columns at once (`CostResult._tally`): zip reads each row once per field, so a part small
 # enough to stay in the CPU caches costs a row's misses once (the tally of 25,088 rows: 1.8-1.9 -> 1.2-1.5 us a row)
 _ROWS_PER_TALLY = 1024
@@ -106,7 +112,8 @@ class InstructionRecord:
     deps = ()
 
     def __init__(self, values: tuple, event=None, deps: tuple = ()):
-        """The record of `values` (a row: ROW_FIELDS' values), with its event and dependences when kept."""
+        """The record of `values` (ROW_FIELDS' values, with the cost and kernel line themselves: `CostResult.values`),
+        with its event and dependences when kept."""
         (self.index, self.seq, self.opcode, self.core, self.program, self.row, self.start, self.end, self.pred,
          self.stall_ns, self.stall_kind, self.cost, self.location, self.name, ls_start, ls_end, issue_start,
          issue_end, issue_row, dma_engine_ns) = values
@@ -122,7 +129,7 @@ class InstructionRecord:
             self.deps = deps
 
     def values(self) -> tuple:
-        """Its row (ROW_FIELDS' values)."""
+        """Its values in ROW_FIELDS' order (the cost and the kernel line themselves, not their ids)."""
         return (self.index, self.seq, self.opcode, self.core, self.program, self.row, self.start, self.end,
                 self.pred, self.stall_ns, self.stall_kind, self.cost, self.location, self.name, self.ls_start,
                 self.ls_end, self.issue_start, self.issue_end, self.issue_row, self.dma_engine_ns)
@@ -161,6 +168,7 @@ class CostResult:
         # the placed instructions as rows (ROW_FIELDS' values), and with keep_instructions their events and
         # dependences; `records` are made from them when read
         self.rows: list[tuple] = []
+        self.held: dict[int, object] = {}            # id -> the cost or kernel line a row refers to by that id
         self._events: list = []
         self._deps: list[tuple] = []
         self._records: list[InstructionRecord] = []
@@ -193,10 +201,13 @@ class CostResult:
     # -- filling --------------------------------------------------------------------------------------
     def add(self, rec: InstructionRecord, ev, rate: tuple[bool, float] | None = None) -> None:
         """Keep the placed instruction of record `rec` (`add_row`)."""
-        self.add_row(rec.values(), ev, rate, rec.deps)
+        values = rec.values()
+        cost, location = values[_COST], values[_LOCATION]
+        self.add_row(values[:_COST] + (id(cost), id(location)) + values[_LOCATION + 1:], ev, cost, rate, rec.deps)
 
-    def add_row(self, row: tuple, ev, rate: tuple[bool, float] | None = None, deps: tuple = ()) -> None:
-        """Keep one placed instruction, as its row (ROW_FIELDS' values; a record gated by itself has none) and,
+    def add_row(self, row: tuple, ev, cost, rate: tuple[bool, float] | None = None, deps: tuple = ()) -> None:
+        """Keep one placed instruction, as its row (ROW_FIELDS' values, with `id(cost)` and `id(ev.location)`; a
+        record gated by itself has none), with its `cost` and `ev`'s location in `held`, and,
         with keep_instructions, its event `ev` and dependences. The aggregates it adds to (busy time, counts,
         kernel lines, stalls, DMA statistics) are tallied when the result is finished (`_tally`), over the rows
         added since, in C loops, and records are made when read (`records`): an estimate that reads neither
@@ -206,10 +217,12 @@ class CostResult:
         if row[8] == row[0]:
             row = row[:8] + (NO_PRODUCER,) + row[9:]
         self.rows.append(row)
+        held = self.held
+        held[row[_COST]] = cost
+        held[row[_LOCATION]] = ev.location
         if self.keep_instructions:
             self._events.append(ev)
             self._deps.append(deps)
-        cost = row[11]
         if cost.flops:
             self._matmul(ev, cost, rate)
 
@@ -221,10 +234,16 @@ class CostResult:
         if len(made) < len(rows):
             start = len(made)
             if self.keep_instructions:
-                made.extend(map(InstructionRecord, rows[start:], self._events[start:], self._deps[start:]))
+                made.extend(map(InstructionRecord, map(self.values, rows[start:]), self._events[start:],
+                                self._deps[start:]))
             else:
-                made.extend(map(InstructionRecord, rows[start:]))
+                made.extend(map(InstructionRecord, map(self.values, rows[start:])))
         return made
+
+    def values(self, row: tuple) -> tuple:
+        """ROW_FIELDS' values of `row` with the cost and the kernel line themselves (an InstructionRecord's)."""
+        held = self.held
+        return row[:_COST] + (held[row[_COST]], held[row[_LOCATION]]) + row[_LOCATION + 1:]
 
     def _tally(self) -> None:
         """Add the records kept since the last tally to the summary's aggregates, as adding them one by one would
@@ -239,10 +258,11 @@ class CostResult:
             self._tally_columns(*zip(*rows[part:part + _ROWS_PER_TALLY]))
 
     def _tally_columns(self, _index, _seq, _opcode, cores, _program, own_rows, starts, ends, _pred, _stall_ns,
-                       _stall_kind, costs, _location, _name, ls_starts, ls_ends, issue_starts, issue_ends,
+                       _stall_kind, cost_ids, _location, _name, ls_starts, ls_ends, issue_starts, issue_ends,
                        issue_rows, dma_engine_ns) -> None:
         """`_tally` over rows given as their columns (ROW_FIELDS' order)."""
         n = len(starts)
+        costs = list(map(self.held.__getitem__, cost_ids))
         durations = list(map(sub, ends, starts))
         # engine rows, in the order adding records one by one would use them: each record's own row, then its
         # LoadStationary (the Tensor row) and its DMA issue row; those two add `busy + end - start`, that is
@@ -301,16 +321,16 @@ class CostResult:
             self._detail_columns(*zip(*rows[part:part + _ROWS_PER_TALLY]))
 
     def _detail_columns(self, _index, _seq, opcodes, _core, _program, _row, starts, ends, _pred, stall_ns,
-                        stall_kinds, costs, locations, _name, *_rest) -> None:
+                        stall_kinds, cost_ids, loc_ids, _name, *_rest) -> None:
         """`_tally_details` over rows given as their columns (ROW_FIELDS' order)."""
         n = len(starts)
+        held = self.held
         durations = list(map(sub, ends, starts))
         opcode_counts = self._opcode_counts
         for opcode, count in Counter(opcodes).items():
             opcode_counts[opcode] = opcode_counts.get(opcode, 0) + count
-        # kernel lines, by the location objects the records hold (alive, so their ids stay unique)
-        loc_ids = list(map(id, locations))
-        names = {i: location_key(loc) for i, loc in dict(zip(loc_ids, locations)).items()}
+        # kernel lines, by the ids of the location objects the rows refer to
+        names = {i: location_key(held[i]) for i in dict.fromkeys(loc_ids)}
         lines = list(map(names.__getitem__, loc_ids))
         entries = self._lines
 
@@ -340,7 +360,7 @@ class CostResult:
                 s[1] += count
             for line, kind in dict.fromkeys(zip(s_lines, s_kinds)):
                 stalls[line][2].add(kind)
-        works = list(map(_DMA, costs))
+        works = list(map(_DMA, map(held.__getitem__, cost_ids)))
         is_dma = list(map(is_not, works, repeat(None, n)))
         if any(is_dma):
             self._small_transfers(list(compress(works, is_dma)), list(compress(durations, is_dma)),

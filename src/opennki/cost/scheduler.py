@@ -240,7 +240,7 @@ class CostModel:
         else:
             row = self._place_engine(ev, cost, state, dep, index, engine)
         self.deps.record(dep, row[7], index, queue, core)
-        result.add_row(row, ev, rate, tuple((p, kind, i) for (p, kind), i in dep.edges.items())
+        result.add_row(row, ev, cost, rate, tuple((p, kind, i) for (p, kind), i in dep.edges.items())
                        if self.keep_instructions and dep.edges else ())
 
     def _plan(self, ev) -> tuple:
@@ -392,8 +392,8 @@ class CostModel:
         start, pred, stall, kind = self._slot(self._overhead_ns[e], state.lines[e], dep, duration, ev)
         state.lines[e].reserve(start, duration, index)
         end = start + duration
-        return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.of(engine), start, end, pred, stall, kind, cost,
-                ev.location, ev.name, None, None, None, None, None, 0.0)
+        return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.of(engine), start, end, pred, stall, kind,
+                id(cost), id(ev.location), ev.name, None, None, None, None, None, 0.0)
 
     def _place_pe(self, ev, cost, state, dep, index, plan) -> tuple:
         """The row of a matmul or transpose `ev` placed on the Tensor Engine (see the module docstring)."""
@@ -448,8 +448,8 @@ class CostModel:
         state.lines[_PE].reserve(start, duration, index)
         for group in groups:
             state.groups[group] = (end, index)
-        return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.TENSOR_MATRIX, start, end, pred, stall, kind, cost,
-                ev.location, ev.name, ls_start, ls_end, None, None, None, 0.0)
+        return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.TENSOR_MATRIX, start, end, pred, stall, kind,
+                id(cost), id(ev.location), ev.name, ls_start, ls_end, None, None, None, 0.0)
 
     def _backfill_pe(self, ev, cost, state, dep, index, pe, groups) -> tuple | None:
         """The row of a matmul or transpose placed in an idle stretch the PE left before matmuls placed
@@ -485,7 +485,7 @@ class CostModel:
         pred = gate if start == ready else NO_PRODUCER
         ls_start, ls_end = (start, start + ls) if ls > 0 else (None, None)
         return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.TENSOR_MATRIX, start + ls, start + ls + mm, pred,
-                0.0, None, cost, ev.location, ev.name, ls_start, ls_end, None, None, None, 0.0)
+                0.0, None, id(cost), id(ev.location), ev.name, ls_start, ls_end, None, None, None, 0.0)
 
     def _stationary_key(self, r):
         """What identifies the stationary tile in region `r`: where it is, and how often it was written."""
@@ -572,8 +572,8 @@ class CostModel:
             h_end = self.hbm.spread(start, occupancy, index)[1]
             if h_end > end:
                 end = h_end
-        return (index, ev.seq, ev.opcode, ev.core, ev.program, row, start, end, pred, stall, kind, cost, ev.location,
-                ev.name, None, None, t_start, t_end, issue_row, engine_ns)
+        return (index, ev.seq, ev.opcode, ev.core, ev.program, row, start, end, pred, stall, kind, id(cost),
+                id(ev.location), ev.name, None, None, t_start, t_end, issue_row, engine_ns)
 
 
 def _is_psum_zero_fill(ev) -> bool:
