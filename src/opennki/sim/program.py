@@ -46,6 +46,7 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _PSUM, _HBM, _READ = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM, AccessKind.READ
 _SBUF, _PSUM_REGION = MemoryRegion.sbuf, MemoryRegion.psum         # the on-chip regions
+_SBUF_VALUE = _SBUF._value_
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
 # tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts of a local
@@ -339,6 +340,23 @@ class Program:
             tiles[key] = (frame.f_code, region, dtype, shape, storage.name, location, storage.program,
                           storage.nbytes, storage._poison, site, view._layout)
         return view
+
+    def result_tile(self, shape: tuple, dtype, frame) -> TensorView:
+        """`new_tensor(SBUF, shape, dtype, frame=frame)` for a front door's result tile (`shape` a tuple of ints,
+        `frame` the kernel frame or None), which usually is the spare tile its call site's last statement left
+        (`spare`): that look-up first, as `new_tensor` makes it, without its tests of what this caller's
+        arguments are; else (a tile still held, none spare) `new_tensor` itself."""
+        spares = self._spares
+        if spares is not None and frame is not None:
+            code = frame.f_code
+            spare = spares.pop((id(code), frame.f_lasti, _SBUF_VALUE, shape, id(dtype)), None)
+            if spare is not None and spare[0] is code:
+                view = spare[1]
+                del spare
+                if sys.getrefcount(view) <= 2 and sys.getrefcount(view.storage) <= 2:      # as `new_tensor`
+                    view.storage.id = next_storage_id()
+                    return view
+        return self.new_tensor(_SBUF, shape, dtype, frame=frame)
 
     def _made_again(self, made: tuple) -> TensorView:
         """`new_tensor` at a kernel call site that made an unnamed on-chip tensor of this region, shape and
@@ -758,7 +776,8 @@ class Program:
                         Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
             self.emit(self._event(instr, location))
-        machine.offsets.clear()
+        if machine.offsets:             # run-time index offsets: none in most instructions
+            machine.offsets.clear()
         if self.sim.progress is not None:
             self.sim.progress.instruction(location)
 
