@@ -343,7 +343,7 @@ def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     kernel frame (user_frame) when the result is a new tile (`out` None)."""
     form, opdef, shape, result_dtype, recipe = plan
     if out is None:
-        result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
+        result = prog.result_tile(shape, result_dtype, frame)
         loops = prog.loops
         if loops or result.storage.site is not None:   # (`alloc`)
             if not loops or result.storage.scope is not loops[-1]:
@@ -476,7 +476,7 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     if plan is not None:                 # the lean path: what the plain path below decides for this key
         shape, result_dtype, recipe = plan
         frame = user_frame()
-        result = prog.new_tensor(SBUF, shape, result_dtype, frame=frame)
+        result = prog.result_tile(shape, result_dtype, frame)
         loops = prog.loops
         if loops or result.storage.site is not None:   # (`alloc`)
             if not loops or result.storage.scope is not loops[-1]:

@@ -46,6 +46,7 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _PSUM, _HBM, _READ = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM, AccessKind.READ
 _SBUF, _PSUM_REGION = MemoryRegion.sbuf, MemoryRegion.psum         # the on-chip regions
+_SBUF_VALUE = _SBUF._value_
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
 # tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts of a local
@@ -340,6 +341,23 @@ class Program:
                           storage.nbytes, storage._poison, site, view._layout)
         return view
 
+    def result_tile(self, shape: tuple, dtype, frame) -> TensorView:
+        """`new_tensor(SBUF, shape, dtype, frame=frame)` for a front door's result tile (`shape` a tuple of ints,
+        `frame` the kernel frame or None), which usually is the spare tile its call site's last statement left
+        (`spare`): that look-up first, as `new_tensor` makes it, without its tests of what this caller's
+        arguments are; else (a tile still held, none spare) `new_tensor` itself."""
+        spares = self._spares
+        if spares is not None and frame is not None:
+            code = frame.f_code
+            spare = spares.pop((id(code), frame.f_lasti, _SBUF_VALUE, shape, id(dtype)), None)
+            if spare is not None and spare[0] is code:
+                view = spare[1]
+                del spare
+                if sys.getrefcount(view) <= 2 and sys.getrefcount(view.storage) <= 2:      # as `new_tensor`
+                    view.storage.id = next_storage_id()
+                    return view
+        return self.new_tensor(_SBUF, shape, dtype, frame=frame)
+
     def _made_again(self, made: tuple) -> TensorView:
         """`new_tensor` at a kernel call site that made an unnamed on-chip tensor of this region, shape and
         dtype before (`made`, kept in `_tiles`; `new_tensor` has looked for a spare tile first, as the plain
@@ -447,25 +465,32 @@ class Program:
             self._run_and_emit(p.instr, p.location, p.api)
         if frame is None:
             frame = user_frame()        # the kernel line, and the statement that receives the result
-        location, use, user, name, site = None, "held", None, None, None
         if frame is not None:
             code = frame.f_code
-            site = _SITES.get((id(code), frame.f_lasti))       # (code, (location, use, name)): `_SITES`
-            if site is not None and site[0] is code:
-                (location, use, name), user = site[1], frame
-            else:
-                site = None
-                location = location_of(frame)
-        if checked:                     # a planned instruction (lean path, no `mask=`) clean for its signature
+            site = _SITES.get((id(code), frame.f_lasti))       # (code, location, use, name): `_SITES`
+            if site is not None and site[0] is code:            # this call site's, decided before
+                _, location, use, name = site
+                if checked:             # a planned instruction (lean path, no `mask=`) clean for its signature
+                    self._check_clean(instr, location, api, result.storage)
+                else:
+                    self._check(instr, location, api, result.storage)
+                self.pending = Deferred(instr, result, location, api, use, frame, name, plan)
+                return result
+            location = location_of(frame)
+        else:
+            location = None
+        if checked:
             self._check_clean(instr, location, api, result.storage)
         else:
             self._check(instr, location, api, result.storage)
-        if frame is not None and site is None:
+        if frame is not None:
             use, user, name = result_use(frame)
             if user is frame:           # decided in this frame (not through a helper's `return`)
                 if len(_SITES) >= 8192:
                     _SITES.clear()
-                _SITES[(id(frame.f_code), frame.f_lasti)] = (frame.f_code, (location, use, name))
+                _SITES[(id(frame.f_code), frame.f_lasti)] = (frame.f_code, location, use, name)
+        else:
+            use, user, name = "held", None, None
         self.pending = Deferred(instr, result, location, api, use, user, name, plan)
         return result
 
@@ -751,7 +776,8 @@ class Program:
                         Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
         if self.sim.listeners:
             self.emit(self._event(instr, location))
-        machine.offsets.clear()
+        if machine.offsets:             # run-time index offsets: none in most instructions
+            machine.offsets.clear()
         if self.sim.progress is not None:
             self.sim.progress.instruction(location)
 
@@ -877,7 +903,7 @@ def uninitialized_finding(storage, offsets, location, api: str, program) -> Find
             "same mask= to the instructions that read the partly written tile")
 
 
-# (id of a code object, offset) -> (the code, (location, use, name)) of a call site issuing deferred instructions:
+# (id of a code object, offset) -> (the code, location, use, name) of a call site issuing deferred instructions:
 # its kernel line (`location_of`) and what the statement does with the result (`result_use`, when decided in that
 # frame). A `CodeOffsetMemo` read inline (`Program.defer`): the entry holds its code, so the id is not reused.
 _SITES: dict = {}
