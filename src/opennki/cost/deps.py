@@ -316,10 +316,14 @@ class AccessTracker:
                             ready, producer, kind = end, slot[_S_PRODUCER], "war"
                     continue
                 acc.index()
+            writes = acc.writes
+            if access is _READ and not writes:
+                # nothing to search (a kernel input read again): `record` finds the pages if it makes a slot
+                accesses.append((region, box, access, acc, -1, -1))
+                continue
             shift = acc.shift
             first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
             accesses.append((region, box, access, acc, first, last))
-            writes = acc.writes
             if access is not _READ:
                 if writes or acc.reads:
                     ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i,
@@ -415,17 +419,11 @@ class AccessTracker:
                     continue
                 acc.index()
                 first = -1
-            if first < 0:                        # (the storage was not indexed when its dependency was found)
-                shift = acc.shift
-                first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
             key = box if box is not None else (region.partition_start, region.partition_count, region.byte_start,
                                                region.byte_end)
             if access is _READ:
                 slot = acc.read_slots.get(key)
-                if slot is None:
-                    slot = acc.read_slots[key] = [region, box, end, producer, engine, core, False, first]
-                    index = acc.reads
-                else:
+                if slot is not None:
                     if end >= slot[_S_END]:
                         slot[_S_READ] = end, producer, engine, core
                     if end > acc.last_end:
@@ -434,15 +432,20 @@ class AccessTracker:
             else:
                 acc.write_serial += 1
                 slot = acc.write_slots.get(key)
-                if slot is None:
-                    slot = acc.write_slots[key] = [region, box, end, producer, engine, core, access is _ACCUMULATE,
-                                                   first]
-                    index = acc.writes
-                else:
+                if slot is not None:
                     slot[_S_WRITE] = end, producer, engine, core, access is _ACCUMULATE
                     if end > acc.last_end:
                         acc.last_end = end
                     continue
+            if first < 0:           # (the storage was not indexed, or not searched, when its dependency was found)
+                shift = acc.shift
+                first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
+            if access is _READ:
+                slot = acc.read_slots[key] = [region, box, end, producer, engine, core, False, first]
+                index = acc.reads
+            else:
+                slot = acc.write_slots[key] = [region, box, end, producer, engine, core, access is _ACCUMULATE, first]
+                index = acc.writes
             acc.slots.append(slot)
             page = first
             while True:
