@@ -283,7 +283,7 @@ def test_a_claimed_matmul_moved_with_its_accumulate_flag_equals_its_replace(rng)
     s, m = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
     make, template = NcMatmul(dst=p, stationary=s, moving=m, accumulate=False).maker(("dst", "stationary", "moving"))
     for flag in (True, False):
-        instr = make(template, p, s, m)
+        instr = make(template, (p, s, m))
         instr.signature()
         changes = {"dst": q, "accumulate": flag}
         replaced = instr.replace(**changes)

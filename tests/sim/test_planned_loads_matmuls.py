@@ -120,8 +120,8 @@ def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch)
             return None
         make, template = made
 
-        def make_checked(template, *values):
-            instr = make(template, *values)
+        def make_checked(template, values):
+            instr = make(template, values)
             fixed = {k: v for k, v in template.items() if k not in names and not k.startswith("_")}
             plain = type(self)(**dict(zip(names, values)), **fixed)
             assert set(vars(instr)) == set(vars(plain)) | {"_operands", "_params"}
@@ -173,7 +173,7 @@ def test_parameters_kept_with_a_template_are_the_instructions_params(rng):
               (p, b, s), {"accumulate": True, "tile_position": (32, 0)})]
     for first, names, values, changes in cases:
         make, template = first.maker(names)
-        made = make(template, *values)
+        made = make(template, values)
         assert event_params(made) == made.params() == first.params()
         assert event_params(made) is not event_params(made)
         changed = made.replace(**changes)

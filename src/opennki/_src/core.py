@@ -301,7 +301,7 @@ def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: s
         prog.pending.plan = entry[0]
         return result
     made = entry[1]
-    return prog.defer(made[0](made[1], *values) if made is not None else _built(recipe, values), result, api, frame,
+    return prog.defer(made[0](made[1], values) if made is not None else _built(recipe, values), result, api, frame,
                       True, entry[0])           # checked, with its plan (positional: every planned instruction)
 
 
@@ -391,7 +391,7 @@ def _issue_planned(prog, key, vkey, recipe: tuple, values: tuple, api: str) -> N
             planned[memo] = ({}, instr.maker(recipe[1]))
         return
     made = entry[1]
-    prog.issue(made[0](made[1], *values) if made is not None else _built(recipe, values), api, True)
+    prog.issue(made[0](made[1], values) if made is not None else _built(recipe, values), api, True)
 
 
 def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None = None,

@@ -190,7 +190,7 @@ class Instruction:
         return tuple(pattern)
 
     def maker(self, names: tuple):
-        """(make, template): `make(template, *values)` builds the instruction of this class whose fields `names`
+        """(make, template): `make(template, values)` builds the instruction of this class whose fields `names`
         hold `values` and whose other fields are this one's, with the operand cache `operands()` would give it
         (and its `params()`, which its events copy: `_params`, when no field of `names` is a parameter), for
         values that are what this one's fields `names` hold (views without run-time indices where it has
@@ -432,12 +432,14 @@ _VIEW_TYPES: set = set()        # TensorView and its subclasses met so far (`_ke
 
 @functools.lru_cache(maxsize=256)
 def _maker(cls, names: tuple, pattern: tuple):
-    """The function `Instruction.maker` returns: its parameters are the template and the fields `names` (as
-    `v0, v1...`); it copies the template into a new instance's dict, sets those fields and the operand cache
-    (`pattern`'s entries, each one of those fields). Generated once per class, names and pattern."""
+    """The function `Instruction.maker` returns: its parameters are the template and the tuple of the fields
+    `names` (unpacked as `v0, v1...`: a call with a tuple, not `*values`, which builds a new one); it copies the
+    template into a new instance's dict, sets those fields and the operand cache (`pattern`'s entries, each one
+    of those fields). Generated once per class, names and pattern."""
     params = [f"v{i}" for i in range(len(names))]
     slot = dict(zip(names, params))
-    lines = ["def make(_template, " + ", ".join(params) + "):",
+    lines = ["def make(_template, _values):",
+             "    " + ", ".join(params) + ("," if len(params) == 1 else "") + " = _values",
              "    _instr = _new(_cls)",
              "    _state = _instr.__dict__",
              "    _state.update(_template)"]

@@ -269,7 +269,7 @@ def to_float32(stored: np.ndarray, dt: DataType) -> np.ndarray:
     """Engine read: the fp32 value of stored elements (exact for every float format; integers above 2^24
     round, as on the engines)."""
     dtype = stored.dtype
-    if dtype is _FP32_STORAGE or dtype == np.float32:       # identity first: comparing with a type converts it
+    if dtype is FP32_STORAGE or dtype == np.float32:       # identity first: comparing with a type converts it
         return stored
     if dtype == _BF16_STORAGE:
         # a bfloat16 is the upper half of the fp32 with the same value: widening shifts its bits into place
@@ -282,7 +282,7 @@ def to_float32(stored: np.ndarray, dt: DataType) -> np.ndarray:
 
 
 _BF16_STORAGE = np.dtype(ml_dtypes.bfloat16)
-_FP32_STORAGE = np.dtype(np.float32)
+FP32_STORAGE = np.dtype(np.float32)
 
 
 def to_public(stored: np.ndarray, dt: DataType) -> np.ndarray:

@@ -17,7 +17,7 @@ import numpy as np
 from opennki.errors import IndirectIndexError, ShapeError
 from opennki.events import Engine, MemoryKind
 from opennki.machine import index
-from opennki.machine.dtypes import convert, poison_value, to_float32
+from opennki.machine.dtypes import FP32_STORAGE, convert, poison_value, to_float32
 from opennki.machine.index import constant_mask, mask_array
 from opennki.machine.memory import Memory
 from opennki.machine.tensor import TensorView, indirection_group
@@ -211,8 +211,15 @@ class Machine:
             self.uninitialized_reads.append((view, where))
 
     def read_f32(self, view: TensorView, mask=None) -> np.ndarray:
-        """`read`, converted to fp32 as an engine input (exact for floats)."""
-        return to_float32(self.read(view, mask), view.dtype)
+        """`read`, converted to fp32 as an engine input (exact for floats). `read`'s usual case, and an fp32
+        storage's identity conversion, are taken inline: every element-wise instruction reads this way."""
+        if view._inb and mask is None and view.mask is None and view.storage.initialized is None:
+            stored = view._np if view._np is not None else view.np_view()      # `read`, as it gives it
+        else:
+            stored = self.read(view, mask)
+        if stored.dtype is FP32_STORAGE:
+            return stored
+        return to_float32(stored, view.dtype)
 
     # -- writes ------------------------------------------------------------------------------------------
     def write(self, view: TensorView, values, mask=None, *, raw: bool = False) -> None:
