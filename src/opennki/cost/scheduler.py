@@ -233,7 +233,7 @@ class CostModel:
             result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
         core = ev.core
         state = self.cores.get(core) or self._core(core)
-        index = len(result.rows)
+        index = result.placed
         dep = self.deps.dependency(ev.operands, queue, core, self.keep_instructions)
         if choices is not None:
             ev, cost, engine = self._choose_engine(ev, choices, state, dep)
