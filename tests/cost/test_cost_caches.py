@@ -22,7 +22,7 @@ import opennki as nki_new
 import opennki.isa as nisa
 import opennki.language as nl
 from examples import attention_head, blocked_matmul, gelu_mlp, residual_rmsnorm, tiled_matmul
-from opennki.cost.result import SMALL_DMA_EFFICIENCY, CostResult, Row, location_key
+from opennki.cost.result import ROW_FIELDS, SMALL_DMA_EFFICIENCY, CostResult, Row, location_key
 from opennki.cost import deps, scheduler
 from opennki.cost import result as cost_result
 from opennki.cost.rules import registry
@@ -302,7 +302,7 @@ def test_records_made_from_rows_hold_their_events_fields_and_placements():
             assert (r.index, r.seq, r.opcode, r.core, r.program, r.location, r.name) == (
                 i, e.seq, e.opcode, e.core, e.program, e.location, e.name)
             row = result.rows[i]
-            assert r.values() == result.values(row) and r.start <= r.end
+            assert r.values() == result.record_values(row) and r.start <= r.end
             assert row[11:13] == (id(r.cost), id(r.location)) and row[:11] + row[13:] == (
                 r.values()[:11] + r.values()[13:])
             is_dma = r.cost.dma is not None
@@ -311,16 +311,20 @@ def test_records_made_from_rows_hold_their_events_fields_and_placements():
         assert any(r.ls_start is not None for r in records) or all(r.row != Row.TENSOR_MATRIX for r in records)
 
 
-def test_rows_hold_no_object_the_garbage_collector_tracks():
-    """A row refers to its cost and kernel line by their ids (`CostResult.held` keeps the objects), so once a
-    collection has met it the garbage collector no longer tracks it: an estimate's rows do not grow the set of
-    tracked objects every full collection traverses. The records made from the rows hold the objects."""
+def test_an_estimate_keeps_no_tracked_object_per_instruction():
+    """The result keeps its rows' values one after another in one list (`CostResult.values`), a row's cost and
+    kernel line as their ids (`CostResult.held` keeps the objects): numbers, strings, None and tuples of ints,
+    which the garbage collector no longer tracks once a collection has met them, so the rows add nothing to what
+    collections count and traverse. The rows and records made from them hold the objects."""
     for kernel, args, target in TALLY_CASES[:3] + TALLY_CASES[-2:]:
         result = estimate(kernel, args, target=target, keep_instructions=False)
         gc.collect()
-        assert len(result.rows) > 7 and not any(map(gc.is_tracked, result.rows))
+        assert result.placed > 7 and len(result.values) == result.placed * len(ROW_FIELDS)
+        assert not any(map(gc.is_tracked, result.values))
+        assert len(result.rows) == len(result.records) == result.placed
         for r, row in zip(result.records, result.rows):
             assert result.held[row[11]] is r.cost and result.held[row[12]] is r.location and r.cost is not None
+            assert result.record_values(row) == r.values() and len(row) == len(ROW_FIELDS)
 
 
 def test_the_tally_cases_cover_stalls_small_transfers_and_load_stationary():

@@ -27,16 +27,18 @@ SMALL_DMA_EFFICIENCY = 0.5    # a transfer below half the DMA bandwidth in a str
 
 # a placed instruction as the scheduler adds it (`CostResult.add_row`): InstructionRecord's fields in this order,
 # but for the cost and the kernel line, which a row holds as their ids (`id()`: `CostResult.held` keeps the objects,
-# so the ids stay unique). A row then holds only numbers, strings, None and the program's tuple of ints, which
-# CPython's garbage collector stops tracking at the first collection that meets it: an estimate adds a row per
-# instruction and keeps them all, and tracked rows made the collector's full collections (each of which traverses
-# every tracked object) more frequent and longer as the estimate grew.
+# so the ids stay unique). The result keeps the rows' values one after another in one list (`CostResult.values`):
+# they are numbers, strings, None and the program's tuple of ints, so an estimate keeps no object per instruction
+# that CPython's garbage collector tracks or counts (a tuple per row, kept to the end, set off most of the
+# collections of a shape-only estimate and made every full collection traverse the rows).
 ROW_FIELDS = ("index", "seq", "opcode", "core", "program", "row", "start", "end", "pred", "stall_ns", "stall_kind",
               "cost_id", "location_id", "name", "ls_start", "ls_end", "issue_start", "issue_end", "issue_row",
               "dma_engine_ns")
 _COST, _LOCATION = ROW_FIELDS.index("cost_id"), ROW_FIELDS.index("location_id")
-# rows transposed into columns at once (`CostResult._tally`): zip reads each row once per field, so a part small
-# enough to stay in the CPU caches costs a row's misses once (the tally of 25,088 rows: 1.8-1.9 -> 1.2-1.5 us a row)
+_WIDTH = len(ROW_FIELDS)
+# rows taken as columns at once (`CostResult._tally`): each column reads every row's part of the values, so a part
+# small enough to stay in the CPU caches costs a row's misses once (the tally of 25,088 rows transposed by zip:
+# 1.8-1.9 -> 1.2-1.5 us a row)
 _ROWS_PER_TALLY = 1024
 
 # fields read by CostResult._tally, in C loops
@@ -112,8 +114,8 @@ class InstructionRecord:
     deps = ()
 
     def __init__(self, values: tuple, event=None, deps: tuple = ()):
-        """The record of `values` (ROW_FIELDS' values, with the cost and kernel line themselves: `CostResult.values`),
-        with its event and dependences when kept."""
+        """The record of `values` (ROW_FIELDS' values, with the cost and kernel line themselves:
+        `CostResult.record_values`), with its event and dependences when kept."""
         (self.index, self.seq, self.opcode, self.core, self.program, self.row, self.start, self.end, self.pred,
          self.stall_ns, self.stall_kind, self.cost, self.location, self.name, ls_start, ls_end, issue_start,
          issue_end, issue_row, dma_engine_ns) = values
@@ -165,9 +167,11 @@ class CostResult:
         self.cores = cores
         self.programs = 0
         self.keep_instructions = keep_instructions
-        # the placed instructions as rows (ROW_FIELDS' values), and with keep_instructions their events and
-        # dependences; `records` are made from them when read
-        self.rows: list[tuple] = []
+        # the placed instructions' rows (ROW_FIELDS' values, one row after another: `rows` makes the tuples), and
+        # with keep_instructions their events and dependences; `records` are made from them when read
+        self.values: list = []
+        self.placed = 0                              # rows added
+        self._rows: list[tuple] = []                 # `rows`, as far as made
         self.held: dict[int, object] = {}            # id -> the cost or kernel line a row refers to by that id
         self._events: list = []
         self._deps: list[tuple] = []
@@ -216,7 +220,8 @@ class CostResult:
         self._finished = False
         if row[8] == row[0]:
             row = row[:8] + (NO_PRODUCER,) + row[9:]
-        self.rows.append(row)
+        self.values.extend(row)
+        self.placed += 1
         held = self.held
         held[row[_COST]] = cost
         held[row[_LOCATION]] = ev.location
@@ -227,20 +232,34 @@ class CostResult:
             self._matmul(ev, cost, rate)
 
     @property
+    def rows(self) -> list[tuple]:
+        """The placed instructions' rows, in placement order (made from `values` when first read after rows were
+        added; the same tuples on every read)."""
+        rows = self._rows
+        if len(rows) < self.placed:
+            rows.extend(zip(*self._columns(len(rows), self.placed)))
+        return rows
+
+    def _columns(self, start: int, stop: int) -> list[list]:
+        """The columns (ROW_FIELDS' order) of rows `start` to `stop`, sliced out of `values`."""
+        values, first, end = self.values, start * _WIDTH, stop * _WIDTH
+        return [values[first + j:end:_WIDTH] for j in range(_WIDTH)]
+
+    @property
     def records(self) -> list[InstructionRecord]:
         """One record per placed instruction, in placement order (made from the rows when first read after
         rows were added; the same objects on every read)."""
-        made, rows = self._records, self.rows
-        if len(made) < len(rows):
+        made = self._records
+        if len(made) < self.placed:
             start = len(made)
+            rows = map(self.record_values, zip(*self._columns(start, self.placed)))
             if self.keep_instructions:
-                made.extend(map(InstructionRecord, map(self.values, rows[start:]), self._events[start:],
-                                self._deps[start:]))
+                made.extend(map(InstructionRecord, rows, self._events[start:], self._deps[start:]))
             else:
-                made.extend(map(InstructionRecord, map(self.values, rows[start:])))
+                made.extend(map(InstructionRecord, rows))
         return made
 
-    def values(self, row: tuple) -> tuple:
+    def record_values(self, row: tuple) -> tuple:
         """ROW_FIELDS' values of `row` with the cost and the kernel line themselves (an InstructionRecord's)."""
         held = self.held
         return row[:_COST] + (held[row[_COST]], held[row[_LOCATION]]) + row[_LOCATION + 1:]
@@ -251,11 +270,11 @@ class CostResult:
         fields and NumPy's bincount for the sums per key (`_keyed_sums`): per record, `rec.end - rec.start` to
         busy_ns[(core, row)], LoadStationary and DMA-issue time to their rows, its end to total_ns, its element
         operations and transpose flops, a DMA's bytes and engine time to the totals. (The aggregates only
-        reports read are `_tally_details`'.) The rows are taken as columns (zip), some at a time: tallied in
-        parts, the aggregates are the same."""
-        rows, self._tallied = self.rows[self._tallied:], len(self.rows)
-        for part in range(0, len(rows), _ROWS_PER_TALLY):
-            self._tally_columns(*zip(*rows[part:part + _ROWS_PER_TALLY]))
+        reports read are `_tally_details`'.) The rows are taken as columns, some at a time: tallied in parts, the
+        aggregates are the same."""
+        start, self._tallied = self._tallied, self.placed
+        for part in range(start, self.placed, _ROWS_PER_TALLY):
+            self._tally_columns(*self._columns(part, min(part + _ROWS_PER_TALLY, self.placed)))
 
     def _tally_columns(self, _index, _seq, _opcode, cores, _program, own_rows, starts, ends, _pred, _stall_ns,
                        _stall_kind, cost_ids, _location, _name, ls_starts, ls_ends, issue_starts, issue_ends,
@@ -316,9 +335,9 @@ class CostResult:
         added (`lines`, `stalls`, `small_dmas`, `opcode_counts`): per record, `rec.end - rec.start` and its stall
         to its kernel line, its opcode to the counts and the line's opcodes, its stall to the line's stalls and,
         for a transfer below SMALL_DMA_EFFICIENCY in a stream of its kind, to small_dmas."""
-        rows, self._detailed = self.rows[self._detailed:], len(self.rows)
-        for part in range(0, len(rows), _ROWS_PER_TALLY):
-            self._detail_columns(*zip(*rows[part:part + _ROWS_PER_TALLY]))
+        start, self._detailed = self._detailed, self.placed
+        for part in range(start, self.placed, _ROWS_PER_TALLY):
+            self._detail_columns(*self._columns(part, min(part + _ROWS_PER_TALLY, self.placed)))
 
     def _detail_columns(self, _index, _seq, opcodes, _core, _program, _row, starts, ends, _pred, stall_ns,
                         stall_kinds, cost_ids, loc_ids, _name, *_rest) -> None:
@@ -544,7 +563,7 @@ class CostResult:
             "total_time": self.latency_ns * 1e-9,
             "total_exec_time": self.total_ns * 1e-9,
             "latency_ns": self.latency_ns, "schedule_ns": self.total_ns,
-            "instruction_count": len(self.rows),
+            "instruction_count": self.placed,
             "engines": {r: {"active_time": self.engine_busy_ns(r) * 1e-9,
                             "active_time_percent": 100.0 * self.utilization(r),
                             "instruction_count": sum(v for (c, rr), v in self.counts.items() if rr == r)}
@@ -590,7 +609,7 @@ class CostResult:
         self.finish()
         rf = self.roofline
         lines = [f"{self.kernel} on {self.hw.name} ({self.cores} core{'s' if self.cores > 1 else ''}, "
-                 f"{len(self.rows)} instructions): estimated latency {_time(self.latency_ns)}",
+                 f"{self.placed} instructions): estimated latency {_time(self.latency_ns)}",
                  f"  roofline {_time(rf.bound_ns)} ({rf.bound}-bound); compute {_time(rf.compute_ns)}, "
                  f"HBM {_time(rf.hbm_ns)}, DMA {_time(rf.dma_ns)}"]
         for row in Row.ENGINES:
