@@ -33,14 +33,20 @@ class LanguageRules(Observer):
     loop's end is one flag, and the check per operand is one attribute read, made only once some scoped loop
     of the program has finished (`closed`)."""
 
-    def __init__(self):
+    def __init__(self, observers):
         self.closed = False             # some scoped loop of the program has finished
+        # until then `check` does nothing but reject a non-affine `mask=` (Observer.lean_idle)
+        self.lean_idle = True
+        self._observers = observers     # the program's (Observers.refresh once closed)
 
     def loop_finished(self, frame) -> None:
         """The scoped loop `frame` (control.LoopFrame) has finished: its tensors that still live are out of scope
         from now on."""
         frame.finished = True
-        self.closed = True
+        if not self.closed:
+            self.closed = True
+            self.lean_idle = False
+            self._observers.refresh()
 
     def check(self, prog, instr) -> None:
         mask = instr.mask
@@ -94,7 +100,7 @@ def record_scope(prog, view) -> None:
 
 
 def _install(prog) -> None:
-    checker = prog.state[STATE] = LanguageRules()
+    checker = prog.state[STATE] = LanguageRules(prog.observers)
     prog.observers.append(checker)
 
 

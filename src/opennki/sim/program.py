@@ -98,6 +98,9 @@ class Observer:
     # it for an instruction whose class writes only on chip (`Instruction.writes_on_chip_only`) or whose written
     # operands are all on chip
     hbm_writes_only = False
+    # while true, its `check` does nothing for an instruction without `mask=` or with a bool one (the lean
+    # path's): the lean path does not call it then; an observer changing it calls `Observers.refresh()`
+    lean_idle = False
 
     def check(self, prog, instr) -> None:
         """After the instruction's own `check` (shapes, dtypes and buffers only)."""
@@ -125,13 +128,24 @@ class Observers(list):
         self.checking_on_chip: tuple = ()       # those of `checking` that look at on-chip writes, too
         self.hbm_writes_only = False            # some of `checking` look only at HBM writes
         self.executing: tuple = ()
+        # the lean path's (`Program._check_clean`): those of `checking` not idle (`Observer.lean_idle`)
+        self.lean_checking: tuple = ()
+        self.lean_on_chip: tuple = ()
+        self.lean_hbm_writes_only = False
 
     def append(self, observer) -> None:
         super().append(observer)
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Sort the observers again (one was appended, or changed its `lean_idle`)."""
         self.checking = tuple(o for o in self if type(o).check is not Observer.check)
         self.checking_on_chip = tuple(o for o in self.checking if not o.hbm_writes_only)
         self.hbm_writes_only = len(self.checking_on_chip) < len(self.checking)
         self.executing = tuple(o for o in self if type(o).executed is not Observer.executed)
+        self.lean_checking = tuple(o for o in self.checking if not o.lean_idle)
+        self.lean_on_chip = tuple(o for o in self.lean_checking if not o.hbm_writes_only)
+        self.lean_hbm_writes_only = len(self.lean_on_chip) < len(self.lean_checking)
 
 
 @dataclasses.dataclass(slots=True)
@@ -628,19 +642,19 @@ class Program:
         try:
             operands = instr._operands or instr.operands()
             observers = self.observers
-            if instr.writes_on_chip_only or not observers.hbm_writes_only:
-                checking = observers.checking_on_chip     # all of `checking` when none is of HBM writes
+            if instr.writes_on_chip_only or not observers.lean_hbm_writes_only:
+                checking = observers.lean_on_chip     # all of `lean_checking` when none is of HBM writes
                 for _, view, _ in operands:
                     if not view._inb:
                         check_static_bounds(instr, moved)
                         break
             else:                       # the same pass reads where it writes (a load's tile, a matmul's)
-                checking, bounds = observers.checking_on_chip, False
+                checking, bounds = observers.lean_on_chip, False
                 for _, view, access in operands:
                     if not view._inb:
                         bounds = True
                     if access is not _READ and view.storage.kind is _HBM:
-                        checking = observers.checking
+                        checking = observers.lean_checking
                 if bounds:
                     check_static_bounds(instr, moved)
             for observer in checking:
