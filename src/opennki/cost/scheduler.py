@@ -143,7 +143,10 @@ class CostModel:
         for ev in events:
             kind = type(ev)             # the per-instruction events by their exact class first
             if kind is InstructionExecuted:
-                self._instruction(ev)
+                if self.pending_fills or ev.opcode == "memset" or self.hw is None:
+                    self._instruction(ev)
+                else:                   # (what `_instruction` does with it)
+                    self._place(ev)
             elif kind is TensorFreed:
                 if self.pending_fills:
                     fill = self.pending_fills.pop(ev.storage_id, None)
