@@ -341,7 +341,7 @@ def _binary_recipe(form: str, opdef) -> tuple:
 def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     """`binary`'s lean path: the instruction the plain path builds for these arguments (`plan`). `frame`: the
     kernel frame (user_frame) when the result is a new tile (`out` None)."""
-    form, opdef, shape, result_dtype, recipe = plan
+    form, opdef, shape, result_dtype, recipe, scalar_left, arith = plan
     if out is None:
         result = prog.result_tile(shape, result_dtype, frame)
         loops = prog.loops
@@ -350,25 +350,22 @@ def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
                 rules.record_scope(prog, result)
     else:
         result = out
-    if form == "tensors" or form == "column":
-        values = (result, x, y)
-    elif form == "column_left":
-        values = (result, y, x)
-    else:
-        left = form == "scalar_left"
-        data, scalar = (y, x) if left else (x, y)
-        if opdef.category == "arith":
-            scalar = float(scalar)
-        values = (result, data, scalar)
-        if out is None:
-            kind = type(scalar)
-            return _defer_planned(prog, key, (kind, scalar) if kind in _VALUE_KEYED else None, recipe, values,
-                                  result, api, frame)
+    if scalar_left is None:             # tile (+) tile, or a [P, 1] column on either side
+        values = (result, y, x) if form == "column_left" else (result, x, y)
+        if out is not None:
+            _issue_planned(prog, key, True, recipe, values, api)
+            return out
+        return _defer_planned(prog, key, True, recipe, values, result, api, frame)
+    data, scalar = (y, x) if scalar_left else (x, y)
+    if arith:
+        scalar = float(scalar)
+    values = (result, data, scalar)
+    kind = type(scalar)
+    vkey = (kind, scalar) if kind in _VALUE_KEYED else None
     if out is not None:
-        _issue_planned(prog, key, True if form in ("tensors", "column", "column_left") else
-                       ((kind, scalar) if (kind := type(scalar)) in _VALUE_KEYED else None), recipe, values, api)
+        _issue_planned(prog, key, vkey, recipe, values, api)
         return out
-    return _defer_planned(prog, key, True, recipe, values, result, api, frame)
+    return _defer_planned(prog, key, vkey, recipe, values, result, api, frame)
 
 
 def _issue_planned(prog, key, vkey, recipe: tuple, values: tuple, api: str) -> None:
@@ -462,7 +459,8 @@ def binary(op, x, y, *, dtype=None, mask=None, api: str, out: TensorView | None 
             scalar = float(scalar)
         instr = TensorScalar(dst=result, data=data, op0=opdef, operand0=scalar, reverse0=not tx, mask=mask)
     if key is not None and form is not None:
-        _remember(key, (form, opdef, normalize_shape(shape), result_dtype, _binary_recipe(form, opdef)))
+        _remember(key, (form, opdef, normalize_shape(shape), result_dtype, _binary_recipe(form, opdef),
+                        form == "scalar_left" if form.startswith("scalar") else None, opdef.category == "arith"))
     if out is not None:
         prog.issue(instr, api)
         return out
@@ -720,7 +718,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
             instr, location, api = pending.instr.moved_to(changes), pending.location, pending.api
             prog._check_clean(instr, location, api, None, changes)            # (positional: hot calls)
             prog._run_and_emit(instr, location, api, True)
-            prog.spare(pending.result, True)            # a root view: made by new_tensor (the planned binary / unary)
+            prog.spare(pending.result, True, True)      # a planned one's fresh root tile (Program.spare)
             return
         changes = _retarget_changes(pending, dst)
         retargeted = _retargeted(prog, pending, changes)

@@ -386,19 +386,22 @@ class Program:
         storage.site = site
         return layout.view(storage, self.launch.tensor_type)
 
-    def spare(self, result: TensorView, root: bool = False) -> None:
+    def spare(self, result: TensorView, root: bool = False, planned: bool = False) -> None:
         """`result`, the result tile of a deferred temporary (`t[...] = nl.exp(x)`), was just retargeted: it was
         never placed, written or read, and the statement drops it. The next tensor its call site makes of the
         same region, shape and dtype may be it instead of a new one (`new_tensor`), if by then nothing refers
         to it (CPython's reference counts): such a tile is indistinguishable from a new one (the same name, kernel line,
         poison and scope, and the storage id a new tile would get, which it takes when reused: events show storage
         ids). Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
-        the caller knows `result` is its storage's root view (`new_tensor` made it)."""
+        the caller knows `result` is its storage's root view (`new_tensor` made it); `planned`: it is the result
+        tile of a planned instruction (`Deferred.plan`), claimed by its retarget at once (`assign`): a root tile
+        `new_tensor` or `result_tile` made for it, which nothing has placed (it was the deferral's `unplaced`),
+        read or written (its instruction, the only one that could, never ran), so the tests of that are known."""
         st = result.storage
         site = st.site
-        if (site is not None and self._spares is not None and st.placement is None and st._array is None
-                and not st.written and st.matmul_written is None
-                and st.unwritten is None and st.base is None and not st.declared and (root or result.is_root)):
+        if site is not None and self._spares is not None and (planned or (
+                st.placement is None and st._array is None and not st.written and st.matmul_written is None
+                and st.unwritten is None and st.base is None and not st.declared and (root or result.is_root))):
             self._spares[site[0]] = (site[1], result)
 
     # allocation events (Memory calls these when listeners are attached)
