@@ -270,6 +270,12 @@ def test_a_claimed_instruction_moved_to_its_destination_equals_its_replace(rng):
     assert rebuilt._operands is None and moved._operands == rebuilt.operands() == rebuilt._operands
     assert {k: v for k, v in vars(moved).items() if not k.startswith("_")} == \
         {k: v for k, v in vars(replaced).items() if not k.startswith("_")}
+    only_dst = instr.replace().moved_dst(dst)       # what `assign` moves a planned temporary with
+    fields = {k for k in vars(moved) if k != "_signature"}
+    assert set(vars(only_dst)) == fields and all(getattr(only_dst, k) is getattr(moved, k) for k in fields
+                                                 if k != "_operands")
+    assert [(r, id(v), k) for r, v, k in only_dst._operands] == [(r, id(v), k) for r, v, k in moved._operands]
+    assert only_dst.signature() == replaced.signature()
 
 
 def test_a_claimed_matmul_moved_with_its_accumulate_flag_equals_its_replace(rng):

@@ -713,10 +713,10 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         prog.pending = None
         dsts = pending.plan             # a planned instruction: the destinations it was clean with (_defer_planned)
         if dsts is not None and (dst._sig or view_signature(dst)) in dsts:
-            changes = {"dst": dst}      # a planned instruction holds its result tile in `dst` only
-            # the claimed instruction (nothing else holds it), as checked and deferred: `Program.execute`, inline
-            instr, location, api = pending.instr.moved_to(changes), pending.location, pending.api
-            prog._check_clean(instr, location, api, None, changes)            # (positional: hot calls)
+            # the claimed instruction (nothing else holds it; a planned one holds its result tile in `dst` only),
+            # as checked and deferred: `Program.execute`, inline
+            instr, location, api = pending.instr.moved_dst(dst), pending.location, pending.api
+            prog._check_clean(instr, location, api, None, _DST)               # (positional: hot calls)
             prog._run_and_emit(instr, location, api, True)
             prog.spare(pending.result, True, True)      # a planned one's fresh root tile (Program.spare)
             return
@@ -755,6 +755,9 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
             return
         prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     copy_into(dst, value, api)
+
+
+_DST = frozenset(("dst",))       # the fields a retarget moving only `dst` changes (`Program._check_clean`'s `moved`)
 
 
 def _retarget_changes(deferred, dst) -> dict:

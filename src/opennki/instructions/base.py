@@ -246,9 +246,6 @@ class Instruction:
         (`_params`) get the new values, or are `params` (what `replace` gave an instruction of the same template
         and changes, shared: never changed); the signature cache is dropped, as `replace` would recompute it."""
         state = self.__dict__
-        old = state["dst"]
-        dst = changes["dst"]
-        state.pop("_signature", None)
         if params is not None:
             state["_params"] = params
         elif len(changes) > 1 and "_params" in state:
@@ -256,8 +253,18 @@ class Instruction:
             for name, value in changes.items():
                 if name != "dst":
                     params[name] = value if type(value) in _PLAIN_TYPES else plain(value)
-        state.update(changes)
-        operands = self._operands
+        for name, value in changes.items():
+            if name != "dst":
+                state[name] = value
+        return self.moved_dst(changes["dst"])
+
+    def moved_dst(self, dst) -> "Instruction":
+        """`moved_to({"dst": dst})`: only the destination moves (`buf[...] = nl.add(x, 1.0)`)."""
+        state = self.__dict__
+        old = state["dst"]
+        state["dst"] = dst
+        state.pop("_signature", None)
+        operands = state.get("_operands")
         if operands is not None:
             first = operands[0]
             if first[1] is old and first[0] == "dst" and not old.dynamic:
