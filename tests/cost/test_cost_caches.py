@@ -311,6 +311,21 @@ def test_records_made_from_rows_hold_their_events_fields_and_placements():
         assert any(r.ls_start is not None for r in records) or all(r.row != Row.TENSOR_MATRIX for r in records)
 
 
+def test_box_overlap_is_every_dimension_overlapping(rng):
+    """`deps._boxes_overlap` (unrolled for three dims, a loop for the others) says whether two [lo, hi) boxes
+    share a point: the pointwise definition, on random boxes of one to four dims, touching, nested and apart."""
+    seen = set()
+    for _ in range(4000):
+        dims = int(rng.integers(1, 5))
+        a_lo, b_lo = rng.integers(0, 6, dims), rng.integers(0, 6, dims)
+        a = (tuple(int(x) for x in a_lo), tuple(int(x) for x in a_lo + rng.integers(1, 4, dims)))
+        b = (tuple(int(x) for x in b_lo), tuple(int(x) for x in b_lo + rng.integers(1, 4, dims)))
+        expected = all(max(a[0][d], b[0][d]) < min(a[1][d], b[1][d]) for d in range(dims))
+        assert deps._boxes_overlap(a, b) is expected and deps._boxes_overlap(b, a) is expected
+        seen.add((dims, expected))
+    assert len(seen) == 8
+
+
 def test_an_estimate_keeps_no_tracked_object_per_instruction():
     """The result keeps its rows' values one after another in one list (`CostResult.values`), a row's cost and
     kernel line as their ids (`CostResult.held` keeps the objects): numbers, strings, None and tuples of ints,

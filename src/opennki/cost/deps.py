@@ -73,8 +73,12 @@ def box_of(storage_shape: tuple[int, ...], strides: tuple[int, ...] | None, offs
 
 def _boxes_overlap(a, b) -> bool:
     """Whether two [lo, hi) boxes (of one storage: as many dims) share a point: every dimension's ranges
-    overlap (a loop over the two or three dims, faster than map/all chains)."""
+    overlap (a loop over the two or three dims, faster than map/all chains; unrolled for three, the block
+    tensors' [block, partition, free] boxes, which the searches of a blocked matmul compare)."""
     (alo, ahi), (blo, bhi) = a, b
+    if len(alo) == 3:
+        return (alo[0] < bhi[0] and blo[0] < ahi[0] and alo[1] < bhi[1] and blo[1] < ahi[1] and alo[2] < bhi[2]
+                and blo[2] < ahi[2])
     i = 0
     for lo in alo:
         if lo >= bhi[i] or blo[i] >= ahi[i]:
