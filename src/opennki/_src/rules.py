@@ -17,6 +17,8 @@ only concern the legacy generation's `mask=` and loops, so new-generation kernel
 
 from __future__ import annotations
 
+import weakref
+
 from opennki.errors import KernelError
 from opennki.machine.index import Predicate
 from opennki.machine.memory import Memory
@@ -37,7 +39,9 @@ class LanguageRules(Observer):
         self.closed = False             # some scoped loop of the program has finished
         # until then `check` does nothing but reject a non-affine `mask=` (Observer.lean_idle)
         self.lean_idle = True
-        self._observers = observers     # the program's (Observers.refresh once closed)
+        # the program's (Observers.refresh once closed); weakly, as the observers hold this checker: a cycle
+        # would keep both, and all the program's observers hold, until a full garbage collection
+        self._observers = weakref.ref(observers)
 
     def loop_finished(self, frame) -> None:
         """The scoped loop `frame` (control.LoopFrame) has finished: its tensors that still live are out of scope
@@ -46,7 +50,7 @@ class LanguageRules(Observer):
         if not self.closed:
             self.closed = True
             self.lean_idle = False
-            self._observers.refresh()
+            self._observers().refresh()
 
     def check(self, prog, instr) -> None:
         mask = instr.mask

@@ -251,6 +251,9 @@ class Program:
         finally:
             self.pending = None
             _current.reset(self._token)
+            # the memory's event sink is this program (with listeners): a reference cycle that would keep the
+            # program, its memory images and what the listeners hold alive until a full garbage collection
+            self.memory.emit = None
         return False
 
     @property
