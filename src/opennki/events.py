@@ -150,12 +150,6 @@ class InstructionExecuted(Event):
         location: the kernel line that issued it.
         name: the user's `name=` label, if any.
         ordered: issued inside `no_reorder` (the compiler keeps program order for it).
-        signature: an opaque hashable key of what a cost rule sees of the event (the opcode, engine and
-            params, each operand's role, access, memory, first partition, shape, dtype, item size and strides),
-            or None (a mask, run-time offsets, a field the simulator cannot key). Two events of one process
-            with equal keys have equal values in all those fields, so a listener may keep what it derives
-            from them per key instead of reading every event's fields; unequal keys say nothing. Its parts
-            are plain values and numbers the simulator gives (never reused for other contents in a process).
     """
 
     seq: int
@@ -169,7 +163,6 @@ class InstructionExecuted(Event):
     location: SourceLocation | None = None
     name: str | None = None
     ordered: bool = False
-    signature: tuple | None = None
 
     @property
     def reads(self) -> tuple[Operand, ...]:
