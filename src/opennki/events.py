@@ -87,6 +87,11 @@ class Operand:
         storage_shape: shape of the whole tensor the access is part of.
         offsets: flat element offsets actually touched, for indirect (dynamic-index) accesses only.
         gathered: a tensor-indirection access (`NkiTensor.indirect`): free-dim columns at run-time offsets.
+        layout: a number of the access's layout (its memory, shapes, dtype, strides, offset and byte width),
+            or None (run-time indices). Operands of one process with equal numbers have equal values in every
+            field but the role, the access, the tensor name and the region's storage id and placement
+            (`partition_start`, `byte_start`, `byte_end`), so a listener may keep what it derives from those
+            per number. A number is never given to other values in a process.
     """
 
     role: str
@@ -103,6 +108,7 @@ class Operand:
     storage_shape: tuple[int, ...]
     offsets: np.ndarray | None = None
     gathered: bool = False
+    layout: int | None = None
 
     @property
     def kind(self) -> MemoryKind:
@@ -144,6 +150,12 @@ class InstructionExecuted(Event):
         location: the kernel line that issued it.
         name: the user's `name=` label, if any.
         ordered: issued inside `no_reorder` (the compiler keeps program order for it).
+        signature: an opaque hashable key of what a cost rule sees of the event (the opcode, engine and
+            params, each operand's role, access, memory, first partition, shape, dtype, item size and strides),
+            or None (a mask, run-time offsets, a field the simulator cannot key). Two events of one process
+            with equal keys have equal values in all those fields, so a listener may keep what it derives
+            from them per key instead of reading every event's fields; unequal keys say nothing. Its parts
+            are plain values and numbers the simulator gives (never reused for other contents in a process).
     """
 
     seq: int
@@ -157,6 +169,7 @@ class InstructionExecuted(Event):
     location: SourceLocation | None = None
     name: str | None = None
     ordered: bool = False
+    signature: tuple | None = None
 
     @property
     def reads(self) -> tuple[Operand, ...]:

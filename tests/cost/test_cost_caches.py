@@ -101,6 +101,8 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     monkeypatch.setattr(scheduler, "BATCH_EVENTS", 1)
     monkeypatch.setattr(deps, "ONE_BOX", False)
     monkeypatch.setattr(scheduler, "SITE_PLANS", False)
+    monkeypatch.setattr(scheduler, "SIGNED_PLANS", False)
+    monkeypatch.setattr(deps, "LAYOUT_BOXES", False)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)
@@ -175,6 +177,34 @@ def test_a_plan_remembered_per_kernel_line_is_the_plan_of_the_events_signature(m
         estimate(kernel, args, target=target, keep_instructions=False)
         if kernel is K.alternating_tiles or kernel is tiled_matmul.tiled_matmul:
             assert sum(taken) > len(taken) / 2
+
+
+def test_events_of_equal_signatures_and_operands_of_equal_layouts_hold_equal_values():
+    """`InstructionExecuted.signature` keys the cost model's plans (`scheduler.SIGNED_PLANS`): events of equal
+    signatures have equal `registry._signature`s (what a rule sees), over every case (several launches, so
+    signatures meet across launches too); an event the registry cannot key (a mask, run-time offsets) has none;
+    most events have one, and a loop repeats them. Likewise operands of equal `Operand.layout` numbers (which
+    key their boxes: `deps.LAYOUT_BOXES`) hold equal fields but for their role, access and placement."""
+    seen, signed, unsigned = {}, 0, 0
+    layouts, numbered = {}, 0
+    for kernel, args, target in TALLY_CASES:
+        for ev in (r.event for r in estimate(kernel, args, target=target).records):
+            for o in ev.operands:       # `Operand.layout`: equal numbers, equal fields but the placement's
+                if o.layout is not None:
+                    numbered += 1
+                    fields = (o.shape, o.dtype, o.itemsize, o.partitions, o.free_elems, o.strides, o.offset,
+                              o.storage_shape, o.offsets, o.gathered, o.region.kind, o.region.partition_count,
+                              o.region.byte_end - o.region.byte_start)
+                    assert layouts.setdefault(o.layout, fields) == fields, o
+            key = registry._signature(ev)
+            if ev.signature is None:
+                unsigned += 1
+                continue
+            assert key is not None, ev
+            signed += 1
+            assert seen.setdefault(ev.signature, key) == key, ev
+    assert signed > 2 * len(seen) and signed > 5 * unsigned, (signed, len(seen), unsigned)
+    assert numbered > 5 * len(layouts)
 
 
 def test_the_cases_index_storages_first_accessed_as_one_box(monkeypatch):

@@ -26,6 +26,11 @@ _ONE_BOX = -2
 # a storage accessed as one box keeps its slots without an address index (`_StorageAccesses`); False: the
 # plain path, every storage indexed from its first access
 ONE_BOX = True
+# an operand with a layout number (`Operand.layout`) takes the box of the first operand of that number
+# (`_LAYOUT_BOXES`: one look-up by an int, where `box_of` hashes four tuples); False: every box by `box_of`
+LAYOUT_BOXES = True
+_LAYOUT_BOXES: dict = {}          # Operand.layout -> box_of(...) of its operands (numbers are never reused)
+_LAYOUT_BOXES_LIMIT = 1 << 16
 # enum members bound once: looking them up on their class is slow in per-operand loops (Python 3.11)
 _READ, _ACCUMULATE = AccessKind.READ, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
@@ -69,6 +74,14 @@ def box_of(storage_shape: tuple[int, ...], strides: tuple[int, ...] | None, offs
         hi[d] = lo[d] + ext
         used.add(d)
     return tuple(lo), tuple(hi)
+
+
+def _layout_box(op):
+    """`box_of` of `op`, kept for its layout number: every operand of that number has the fields it reads."""
+    if len(_LAYOUT_BOXES) >= _LAYOUT_BOXES_LIMIT:
+        _LAYOUT_BOXES.clear()
+    box = _LAYOUT_BOXES[op.layout] = box_of(op.storage_shape, op.strides, op.offset, op.shape)
+    return box
 
 
 def _boxes_overlap(a, b) -> bool:
@@ -267,7 +280,7 @@ class AccessTracker:
     def dependency(self, operands, engine: Engine, core: int, edges: bool = True) -> Dependency:
         """The dependency of an instruction with `operands` running on `engine` of `core` (`edges`: also
         list every dependence, `Dependency.edges`)."""
-        accesses, floors, storages = [], self.floor, self.storages
+        accesses, floors, storages, layout_boxes = [], self.floor, self.storages, _LAYOUT_BOXES
         # the running answer in locals (Dependency.consider, inlined: this runs for every operand)
         ready, producer, kind = 0.0, NO_PRODUCER, None
         found = {} if edges else None
@@ -276,7 +289,13 @@ class AccessTracker:
             i += 1
             region = op.region
             sid = region.storage_id
-            box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
+            layout = op.layout if LAYOUT_BOXES else None
+            if layout is not None:
+                box = layout_boxes.get(layout, layout_boxes)        # (the dict itself: not kept yet)
+                if box is layout_boxes:
+                    box = _layout_box(op)
+            else:
+                box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
             acc = storages.get(sid)
             access = op.access
             if floors:

@@ -52,6 +52,9 @@ _PLANS_LIMIT = 4096
 # the latest SITE_ENTRIES of each line; False: every plan found by its signature (`_plan`)
 SITE_PLANS = True
 SITE_ENTRIES = 4
+# an event the simulator signed (`InstructionExecuted.signature`) takes the plan of the first event of its
+# signature (`_place`); False: every plan found by `_site_plan` or `_plan` (which tests compare against)
+SIGNED_PLANS = True
 # events kept before they are placed together (`CostModel.on_event`); 1 places every event as it arrives
 BATCH_EVENTS = 64
 # bound once: class lookups of members are slow (3.11)
@@ -117,6 +120,7 @@ class CostModel:
         self._plans: dict[tuple, tuple] = {}      # event signature -> CostModel._plan(event), for this hw
         # id(kernel line) -> what its latest instructions' signatures held, with their plans (`_site_plan`)
         self._sites: dict[int, list] = {}
+        self._signed: dict[tuple, tuple] = {}     # InstructionExecuted.signature -> the plan (`_place`)
         # by Engine value: the engine's dependency overhead (semaphore wait) in ns, which every placement adds
         self._overhead_ns = [] if hw is None else [
             spec.ns(spec.dependency_overhead_cycles) for spec in (engine_spec(hw, e) for e in _BY_VALUE)]
@@ -228,9 +232,27 @@ class CostModel:
 
     def _place(self, ev: InstructionExecuted) -> None:
         result = self.result_
-        plan = self._site_plan(ev) if SITE_PLANS else None
-        if plan is None:
-            plan = self._plan(ev)
+        # the plan is a function of what the event's signature keys (the values `_plan`'s key holds): kept per
+        # signature, it is found by one look-up (hashing the signature) instead of comparing the fields
+        signature = ev.signature if SIGNED_PLANS else None
+        if signature is not None:
+            try:
+                plan = self._signed.get(signature)
+            except TypeError:           # an unhashable parameter value: found by its fields
+                signature = plan = None
+            if plan is None:
+                plan = self._site_plan(ev) if SITE_PLANS else None
+                if plan is None:
+                    plan = self._plan(ev)
+                if signature is not None:
+                    signed = self._signed
+                    if len(signed) >= _PLANS_LIMIT:
+                        signed.clear()
+                    signed[signature] = plan
+        else:
+            plan = self._site_plan(ev) if SITE_PLANS else None
+            if plan is None:
+                plan = self._plan(ev)
         cost, engine, queue, choices, uncosted, engine_plan, rate = plan
         if uncosted:
             result.uncosted[ev.opcode] = result.uncosted.get(ev.opcode, 0) + 1
@@ -364,7 +386,7 @@ class CostModel:
                 best = (finish, cost_e, e)
         _, cost, engine = best
         if self.keep_instructions and engine is not ev.engine:
-            ev = dataclasses.replace(ev, engine=engine)
+            ev = dataclasses.replace(ev, engine=engine, signature=None)     # (its signature holds the engine)
         return ev, cost, engine
 
     @staticmethod

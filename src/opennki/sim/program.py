@@ -202,7 +202,8 @@ class Program:
         self.core = core
         # what every InstructionExecuted of this program holds but its own fields (`_event`), in field order
         self._event_fields = dict(seq=None, program=ids, core=core, opcode=None, engine=None, operands=None,
-                                  params=None, mask=None, location=None, name=None, ordered=False)
+                                  params=None, mask=None, location=None, name=None, ordered=False,
+                                  signature=None)
         self._allocated_fields = dict(storage_id=None, program=ids, kind=None, name=None, shape=None, dtype=None,
                                       partitions=None, byte_start=None, size_bytes=None, location=None, direct=False)
         listening = bool(sim.listeners)
@@ -821,17 +822,23 @@ class Program:
         if offsets or not RECORD_TEMPLATES:
             operands = tuple([operand_record(role, view, access, offsets.get(id(view)))
                               for role, view, access in instr.operands()])
+            parts = None if offsets else _signature_parts(operands)
         else:                       # `operand_record` of each, from its view layout's template
             operands = []
+            parts = []              # the operands' part of the event's signature (`_signature_parts`)
             for role, view, access in instr._operands or instr.operands():
                 layout = view._layout
                 template = _RECORDS.get(layout) if layout is not None else None
                 if template is None:
                     if layout is None:
-                        operands.append(operand_record(role, view, access))
+                        record = operand_record(role, view, access)
+                        operands.append(record)
+                        if parts is not None:
+                            parts = None if record.layout is None else parts + [
+                                role, access._value_, record.layout, record.region.partition_start]
                         continue
                     template = _record_template(view)
-                on_chip, p0, b0, b1, region_fields, record_fields = template
+                on_chip, p0, b0, b1, region_fields, record_fields, number = template
                 st = view.storage
                 placement = st.placement
                 address = placement.address
@@ -851,6 +858,8 @@ class Program:
                 fields["region"] = region
                 fields["tensor_name"] = st.name
                 operands.append(record)
+                if parts is not None:
+                    parts += (role, access._value_, number, region.partition_start)
             operands = tuple(operands)
         # the event's fields, in declaration order, filled in from this program's template (`positional_maker`'s
         # record, made by a dict copy and stores: fewer calls and arguments for every instruction)
@@ -868,6 +877,9 @@ class Program:
         fields["name"] = instr.name
         if NO_REORDER.get() > 0:
             fields["ordered"] = True
+        if parts is not None and instr.mask is None:
+            fields["signature"] = (instr.opcode, fields["engine"]._value_, tuple(fields["params"].items()),
+                                   tuple(parts))
         return event
 
 
@@ -1057,6 +1069,36 @@ _new_freed = positional_maker(TensorFreed)
 
 # a view layout (machine.tensor._Layout) -> what the event records of its views share (`_record_template`)
 _RECORDS: dict = {}
+# what a layout fixes of an operand record -> its number (`Operand.layout`); a number is never given to others
+_LAYOUT_NUMBERS: dict = {}
+_layout_numbers = itertools.count()
+
+
+def _layout_number(kind, partition_count, shape, dtype, itemsize, free, strides, offset, storage_shape,
+                   width) -> int:
+    """The number of an operand record's layout fields (`Operand.layout`): by value, so views of different
+    layout objects with the same fields (made by different paths) get the same number."""
+    contents = (kind, partition_count, shape, dtype, itemsize, free, strides, offset, storage_shape, width)
+    number = _LAYOUT_NUMBERS.get(contents)
+    if number is None:
+        if len(_LAYOUT_NUMBERS) >= 1 << 16:
+            _LAYOUT_NUMBERS.clear()         # the contents get new numbers: cost-model plans keyed by the old miss
+        number = _LAYOUT_NUMBERS[contents] = next(_layout_numbers)
+    return number
+
+
+def _signature_parts(records) -> list | None:
+    """The operands' part of an event's signature (`InstructionExecuted.signature`): each operand's role,
+    access, view layout's number (`Operand.layout`) and first partition, which with the opcode, engine and
+    params fix every value a cost rule reads of the event (a layout fixes the record's shape, dtype, item size,
+    strides and memory: `_record_template`); None when an operand has no layout number. `Program._event` adds
+    the same parts as it fills records in from their templates, which hold the number."""
+    parts = []
+    for record in records:
+        if record.layout is None:
+            return None
+        parts += (record.role, record.access._value_, record.layout, record.region.partition_start)
+    return parts
 
 
 def _record_template(view: TensorView) -> tuple:
@@ -1079,8 +1121,10 @@ def _record_template(view: TensorView) -> tuple:
                   byte_start=None, byte_end=None)
     record = dict(role=None, access=None, region=None, shape=shape, dtype=dtype.name, itemsize=dtype.itemsize,
                   partitions=shape[0] if on_chip else 1, free_elems=free, strides=strides, offset=offset,
-                  tensor_name=None, storage_shape=st.shape, offsets=None, gathered=False)
-    template = (on_chip, p0 if p0 > 0 else 0, b0, b1, region, record)
+                  tensor_name=None, storage_shape=st.shape, offsets=None, gathered=False,
+                  layout=_layout_number(st.kind, region["partition_count"], shape, dtype.name, dtype.itemsize,
+                                        free, strides, offset, st.shape, b1 - b0))
+    template = (on_chip, p0 if p0 > 0 else 0, b0, b1, region, record, record["layout"])
     if len(_RECORDS) >= 4096:
         _RECORDS.clear()
     _RECORDS[view._layout] = template
@@ -1097,6 +1141,7 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     dtype = st.dtype
     shape = tuple(view.shape)
     gathered = False
+    layout = None
     if view.dynamic:
         strides = offset = None
         gathered = any(term.columns is not None for term in view.dynamic)
@@ -1116,5 +1161,8 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     else:
         region = _new_region(kind, st.id, 0, 1, address + b0, address + b1)
         partitions = 1
+    if offsets is None and not view.dynamic:
+        layout = _layout_number(kind, region.partition_count, shape, dtype.name, dtype.itemsize, free, strides,
+                                offset, st.shape, b1 - b0)
     return _new_operand(role, access, region, shape, dtype.name, dtype.itemsize, partitions, free, strides,
-                        offset, st.name, st.shape, offsets, gathered)
+                        offset, st.name, st.shape, offsets, gathered, layout)
