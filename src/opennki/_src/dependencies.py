@@ -133,16 +133,27 @@ def _is_accumulation(instr, view) -> bool:
     return any(access is AccessKind.READ and other.same_view(view) for _, other, access in instr.operands())
 
 
-def _may_accumulate(cls) -> bool:
-    """Whether `_is_accumulation` can hold for an instruction of class `cls`: element-wise tensor_tensor /
-    tensor_scalar, or a class with a `dst_rmw_op` field (remembered per class in `_ACCUMULATING`)."""
-    found = _ACCUMULATING.get(cls)
-    if found is None:
-        found = _ACCUMULATING[cls] = cls.opcode in ("tensor_tensor", "tensor_scalar") or hasattr(cls, "dst_rmw_op")
-    return found
+def _write_kind(cls):
+    """How `executed` treats the writes of an instruction of class `cls` (remembered per class in `_KINDS`):
+    `_NO_WRITES` (no operand field is written: nc_matmul accumulates, reads are not checked), `_RMW` (a class
+    with a `dst_rmw_op` field: its writes are accumulations exactly when that is set, as `_is_accumulation`
+    says), `_ALU` (element-wise tensor_tensor / tensor_scalar: `_is_accumulation` decides) or `_PLAIN`."""
+    kind = _KINDS.get(cls)
+    if kind is None:
+        if not any(access is _WRITE for _, access in cls._operand_fields):
+            kind = _NO_WRITES
+        elif cls.opcode in ("tensor_tensor", "tensor_scalar"):
+            kind = _ALU
+        elif hasattr(cls, "dst_rmw_op"):
+            kind = _RMW
+        else:
+            kind = _PLAIN
+        _KINDS[cls] = kind
+    return kind
 
 
-_ACCUMULATING: dict = {}        # instruction class -> _may_accumulate
+_NO_WRITES, _RMW, _ALU, _PLAIN = "no writes", "rmw", "alu", "plain"
+_KINDS: dict = {}        # instruction class -> _write_kind
 
 
 _INDEXED_DIMS = 2          # storage dims the box buckets of `_Writes` cut along
@@ -233,8 +244,12 @@ class OutputDependencyChecker(Observer):
             frames = self.frames = tuple([(f.loop_id, f.iteration) for f in prog.loops if f.is_parallel])
         if not frames:
             return
+        kind = _KINDS.get(type(instr)) or _write_kind(type(instr))
+        if kind is _NO_WRITES:
+            return
+        if kind is _RMW and instr.dst_rmw_op is not None:
+            return                      # every write is the accumulation (`_is_accumulation`)
         exempt, writes = self.exempt, self.writes
-        accumulating = None
         for _, view, access in instr._operands or instr.operands():
             if access is not _WRITE:
                 continue
@@ -242,9 +257,7 @@ class OutputDependencyChecker(Observer):
             sid = st.id
             if sid in exempt:
                 continue
-            if accumulating is None:
-                accumulating = _may_accumulate(type(instr))
-            if accumulating and _is_accumulation(instr, view):
+            if kind is _ALU and _is_accumulation(instr, view):
                 continue
             if sid not in writes and not view.dynamic:
                 # the tensor's first write in the running loops (most are tiles written once): nothing to

@@ -23,6 +23,9 @@ from opennki.instructions.ops import alu
 from opennki.machine.dtypes import to_float32
 
 _DMA_MEMORIES = (MemoryKind.HBM, MemoryKind.SBUF)
+# A DMA without mask, accumulation or conversion between same-shaped views in the usual case copies in one step
+# (`Machine.copy_plain`); False: every DMA takes the plain path (tests/sim/test_usual_matmuls.py compares them)
+USUAL_DMAS = True
 
 
 def _check_dge(ctx, mode: dge_mode) -> None:
@@ -92,6 +95,9 @@ class DmaCopy(Instruction):
             expect(oob is oob_mode.error, "dst_rmw_op needs oob_mode=error", got=oob.name, error=KernelError)
 
     def run(self, m) -> None:
+        if (USUAL_DMAS and self.mask is None and self.dst_rmw_op is None and self.src.dtype is self.dst.dtype
+                and tuple.__eq__(self.src.shape, self.dst.shape) and m.copy_plain(self.dst, self.src)):
+            return
         same_shape = tuple.__eq__(self.src.shape, self.dst.shape)
         read_mask = write_mask = self.mask
         if not same_shape:

@@ -275,6 +275,20 @@ class Machine:
         if st.physical is not None:
             st.physical.written(st, *view.extent())
 
+    def copy_plain(self, dst: TensorView, src: TensorView) -> bool:
+        """A raw copy of all of `src` into all of `dst` (same shape and dtype: the caller knows) when both are
+        the usual case (`read`'s first one, `_plain_target`), as `read` then `write(raw=True)` make it; False,
+        with nothing done, otherwise (the usual read has no side effect, so the caller's plain path may read
+        again)."""
+        if not (src._inb and src.mask is None and src.storage.initialized is None):
+            return False
+        values = src._np if src._np is not None else src.np_view()
+        target = self._plain_target(dst)
+        if target is None:
+            return False
+        target[...] = values
+        return True
+
     @staticmethod
     def _plain_target(view: TensorView) -> np.ndarray | None:
         """The NumPy view that a write of all of `view`'s elements goes through in the usual case (in bounds,
