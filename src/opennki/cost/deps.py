@@ -386,7 +386,7 @@ class AccessTracker:
                 # a read (the usual case): `_pages` over its writes, inlined; a slot listed on several pages
                 # is taken on the first of them the access spans (the slot's page)
                 page = first
-                over = None if box is None else _overlaps_of(layout)
+                over = _OVERLAPS.get(layout) if LAYOUT_OVERLAPS else None     # (made at its first comparison)
                 while True:
                     for slot in writes.get(page, ()):
                         if page != first and slot[_S_PAGE] < page:
@@ -394,6 +394,8 @@ class AccessTracker:
                         slot_box = slot[_S_BOX]
                         if box is not None and slot_box is not None:
                             if slot_box is not box:
+                                if over is None:
+                                    over = _overlaps_of(layout)
                                 if over is not None:
                                     hit = over.get(slot[_S_LAYOUT], over)       # (`over` itself: not kept)
                                     if hit is over:
@@ -425,7 +427,7 @@ class AccessTracker:
         it is listed on: the first page the access spans, or its own first page (the slot's page)."""
         writes, reads = acc.writes, acc.reads
         kinds = (writes, "waw", access is _ACCUMULATE), (reads, "war", False)
-        over = None if box is None else _overlaps_of(layout)
+        over = _OVERLAPS.get(layout) if LAYOUT_OVERLAPS else None     # (made at its first comparison)
         for page in range(first, last + 1):
             for slots, slot_kind, accumulate in kinds:
                 if not slots:
@@ -436,6 +438,8 @@ class AccessTracker:
                     slot_box = slot[_S_BOX]
                     if box is not None and slot_box is not None:
                         if slot_box is not box:      # (a box always overlaps itself: box_of's boxes are shared)
+                            if over is None:
+                                over = _overlaps_of(layout)
                             if over is not None:
                                 hit = over.get(slot[_S_LAYOUT], over)       # (`over` itself: not kept)
                                 if hit is over:
