@@ -102,6 +102,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     monkeypatch.setattr(deps, "ONE_BOX", False)
     monkeypatch.setattr(scheduler, "SITE_PLANS", False)
     monkeypatch.setattr(deps, "LAYOUT_BOXES", False)
+    monkeypatch.setattr(deps, "LAYOUT_OVERLAPS", False)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)
@@ -195,6 +196,31 @@ def test_operands_of_equal_layout_numbers_hold_equal_values():
                           o.region.byte_end - o.region.byte_start)
                 assert layouts.setdefault(o.layout, fields) == fields, o
     assert numbered > 5 * len(layouts) and numbered > 20 * unnumbered, (numbered, len(layouts), unnumbered)
+
+
+def test_overlaps_kept_per_pair_of_layout_numbers_give_the_dependences_of_boxes_compared(monkeypatch):
+    """With `deps.LAYOUT_OVERLAPS` the dependency search takes whether two boxes overlap from `deps._OVERLAPS`
+    (per pair of layout numbers) after comparing them once: every record, with its dependence edges, and the
+    summary equal those of comparing every pair (the switch alone off), on kernels whose searches compare
+    boxes that overlap and boxes that do not (block tensors' slices, in-place updates of parts of tiles)."""
+    compared = []
+    overlap = deps._boxes_overlap
+    monkeypatch.setattr(deps, "_boxes_overlap", lambda a, b: compared.append(overlap(a, b)) or compared[-1])
+    for kernel, args, target in ((blocked_matmul.blocked_matmul, MM, "trn2"), (T.mm_fully_blocked, MM, "trn2"),
+                                 (K.mixed_boxes, (spec((512, 256)),), "trn2")):
+        deps._OVERLAPS.clear()
+        del compared[:]
+        monkeypatch.setattr(deps, "LAYOUT_OVERLAPS", True)
+        kept = estimate(kernel, args, target=target)
+        n_kept = len(compared)
+        monkeypatch.setattr(deps, "LAYOUT_OVERLAPS", False)
+        plain = estimate(kernel, args, target=target)
+        assert _records(kept) == _records(plain)
+        assert _summary(kept) == _summary(plain)
+        if kernel is not K.mixed_boxes:
+            assert True in compared and False in compared
+            assert n_kept < (len(compared) - n_kept) / 2          # most comparisons taken from the memo
+            assert any(deps._OVERLAPS.values())
 
 
 def test_the_cases_index_storages_first_accessed_as_one_box(monkeypatch):

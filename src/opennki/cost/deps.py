@@ -31,6 +31,12 @@ ONE_BOX = True
 LAYOUT_BOXES = True
 _LAYOUT_BOXES: dict = {}          # Operand.layout -> box_of(...) of its operands (numbers are never reused)
 _LAYOUT_BOXES_LIMIT = 1 << 16
+# whether two boxes overlap is kept per pair of layout numbers (`_OVERLAPS`: a look-up by an int where
+# `_boxes_overlap` is a call comparing every dimension; a box is a function of its layout's fields, and numbers
+# are never reused); False: every pair of boxes compared
+LAYOUT_OVERLAPS = True
+_OVERLAPS: dict = {}              # Operand.layout -> {a slot's layout number -> whether their boxes overlap}
+_OVERLAPS_LIMIT = 1 << 12
 # enum members bound once: looking them up on their class is slow in per-operand loops (Python 3.11)
 _READ, _ACCUMULATE = AccessKind.READ, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
@@ -84,6 +90,30 @@ def _layout_box(op):
     return box
 
 
+def _overlaps_of(layout) -> dict | None:
+    """What `_OVERLAPS` keeps for boxes of `layout` (None: nothing kept, without a number or the switch)."""
+    if layout is None or not LAYOUT_OVERLAPS:
+        return None
+    over = _OVERLAPS.get(layout)
+    if over is None:
+        if len(_OVERLAPS) >= _OVERLAPS_LIMIT:
+            _OVERLAPS.clear()
+        over = _OVERLAPS[layout] = {}
+    return over
+
+
+def _slot_overlap(over: dict, box, slot) -> bool:
+    """Whether `box` (of the layout `over` is kept for) overlaps `slot`'s box, kept in `over` by the slot's
+    layout number when it has one."""
+    hit = _boxes_overlap(box, slot[_S_BOX])
+    layout = slot[_S_LAYOUT]
+    if layout is not None:
+        if len(over) >= _OVERLAPS_LIMIT:
+            over.clear()
+        over[layout] = hit
+    return hit
+
+
 def _boxes_overlap(a, b) -> bool:
     """Whether two [lo, hi) boxes (of one storage: as many dims) share a point: every dimension's ranges
     overlap (a loop over the two or three dims, faster than map/all chains; unrolled for three, the block
@@ -102,9 +132,10 @@ def _boxes_overlap(a, b) -> bool:
 
 # A slot: the latest write, or the latest-ending read, of one box of a storage, as a list (made for most
 # accesses of a kernel: a list display costs a fifth of an instance's __init__) of
-# [region, box, end, producer, engine, core, accumulate, page]; `page`: the first address page its storage's
-# index lists it on (it is listed on every page from there to the last its region spans)
-_S_REGION, _S_BOX, _S_END, _S_PRODUCER, _S_ENGINE, _S_CORE, _S_ACCUMULATE, _S_PAGE = range(8)
+# [region, box, end, producer, engine, core, accumulate, page, layout]; `page`: the first address page its
+# storage's index lists it on (it is listed on every page from there to the last its region spans); `layout`:
+# the layout number of the access that made it (its box is that number's), or None
+_S_REGION, _S_BOX, _S_END, _S_PRODUCER, _S_ENGINE, _S_CORE, _S_ACCUMULATE, _S_PAGE, _S_LAYOUT = range(9)
 _S_READ = slice(_S_END, _S_ACCUMULATE)      # what a read sets: end, producer, engine, core
 _S_WRITE = slice(_S_END, _S_PAGE)           # what a write sets: end, producer, engine, core, accumulate
 
@@ -308,12 +339,12 @@ class AccessTracker:
                         ready, producer, kind = end, prod, "reuse"
             # nothing to search: a storage not accessed yet, or a read of one never written (kernel inputs)
             if acc is None:
-                accesses.append((region, box, access, None, -1, -1))
+                accesses.append((region, box, access, None, -1, -1, layout))
                 continue
             if acc.writes is None:
                 # one box so far: its write, then its read (what the index's search would meet)
                 if box is acc.box and region.byte_start == acc.byte_start and region.byte_end == acc.byte_end:
-                    accesses.append((region, box, access, acc, _ONE_BOX, 0))
+                    accesses.append((region, box, access, acc, _ONE_BOX, 0, layout))
                     slot = acc.write
                     if access is _READ:
                         if slot is not None:
@@ -342,27 +373,37 @@ class AccessTracker:
             writes = acc.writes
             if access is _READ and not writes:
                 # nothing to search (a kernel input read again): `record` finds the pages if it makes a slot
-                accesses.append((region, box, access, acc, -1, -1))
+                accesses.append((region, box, access, acc, -1, -1, layout))
                 continue
             shift = acc.shift
             first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
-            accesses.append((region, box, access, acc, first, last))
+            accesses.append((region, box, access, acc, first, last, layout))
             if access is not _READ:
                 if writes or acc.reads:
-                    ready, producer, kind = self._pages(acc, first, last, region, box, access, engine, core, i,
-                                                        found, ready, producer, kind)
+                    ready, producer, kind = self._pages(acc, first, last, region, box, layout, access, engine, core,
+                                                        i, found, ready, producer, kind)
             elif writes:
                 # a read (the usual case): `_pages` over its writes, inlined; a slot listed on several pages
                 # is taken on the first of them the access spans (the slot's page)
                 page = first
+                over = _OVERLAPS.get(layout) if LAYOUT_OVERLAPS else None     # (made at its first comparison)
                 while True:
                     for slot in writes.get(page, ()):
                         if page != first and slot[_S_PAGE] < page:
                             continue                 # (met on an earlier page)
                         slot_box = slot[_S_BOX]
                         if box is not None and slot_box is not None:
-                            if slot_box is not box and not _boxes_overlap(box, slot_box):
-                                continue
+                            if slot_box is not box:
+                                if over is None:
+                                    over = _overlaps_of(layout)
+                                if over is not None:
+                                    hit = over.get(slot[_S_LAYOUT], over)       # (`over` itself: not kept)
+                                    if hit is over:
+                                        hit = _slot_overlap(over, box, slot)
+                                    if not hit:
+                                        continue
+                                elif not _boxes_overlap(box, slot_box):
+                                    continue
                         elif not region.overlaps(slot[_S_REGION]):
                             continue
                         end = slot[_S_END]
@@ -379,13 +420,14 @@ class AccessTracker:
         return dep
 
     @staticmethod
-    def _pages(acc, first, last, region, box, access, engine, core, i, found, ready, producer, kind):
+    def _pages(acc, first, last, region, box, layout, access, engine, core, i, found, ready, producer, kind):
         """`dependency`'s search over the address pages `first`..`last` of a write: (ready, producer, kind)
         after their slots, in the order of `Dependency.consider` (inlined: this runs for every operand). A slot
         is listed once per page it spans, so over several pages each is taken on the first page of the access
         it is listed on: the first page the access spans, or its own first page (the slot's page)."""
         writes, reads = acc.writes, acc.reads
         kinds = (writes, "waw", access is _ACCUMULATE), (reads, "war", False)
+        over = _OVERLAPS.get(layout) if LAYOUT_OVERLAPS else None     # (made at its first comparison)
         for page in range(first, last + 1):
             for slots, slot_kind, accumulate in kinds:
                 if not slots:
@@ -395,8 +437,17 @@ class AccessTracker:
                         continue                     # (met on an earlier page)
                     slot_box = slot[_S_BOX]
                     if box is not None and slot_box is not None:
-                        if slot_box is not box and not _boxes_overlap(box, slot_box):
-                            continue                 # (a box always overlaps itself: box_of's boxes are shared)
+                        if slot_box is not box:      # (a box always overlaps itself: box_of's boxes are shared)
+                            if over is None:
+                                over = _overlaps_of(layout)
+                            if over is not None:
+                                hit = over.get(slot[_S_LAYOUT], over)       # (`over` itself: not kept)
+                                if hit is over:
+                                    hit = _slot_overlap(over, box, slot)
+                                if not hit:
+                                    continue
+                            elif not _boxes_overlap(box, slot_box):
+                                continue
                     elif not region.overlaps(slot[_S_REGION]):
                         continue
                     if accumulate and slot[_S_ACCUMULATE] and slot[_S_ENGINE] is engine and slot[_S_CORE] == core:
@@ -412,7 +463,7 @@ class AccessTracker:
         """Remember that the instruction whose dependency `dep` was (with its operands' accesses) finished at
         `end`."""
         storages = self.storages
-        for region, box, access, acc, first, last in dep.accesses:
+        for region, box, access, acc, first, last, layout in dep.accesses:
             if acc is None:
                 sid = region.storage_id
                 acc = storages.get(sid)          # (an earlier operand of the instruction may have made it)
@@ -425,7 +476,7 @@ class AccessTracker:
                     if access is _READ:
                         slot = acc.read
                         if slot is None:
-                            slot = acc.read = [region, box, end, producer, engine, core, False, 0]
+                            slot = acc.read = [region, box, end, producer, engine, core, False, 0, layout]
                             acc.slots.append(slot)
                         elif end >= slot[_S_END]:
                             slot[_S_READ] = end, producer, engine, core
@@ -433,7 +484,8 @@ class AccessTracker:
                         acc.write_serial += 1
                         slot = acc.write
                         if slot is None:
-                            slot = acc.write = [region, box, end, producer, engine, core, access is _ACCUMULATE, 0]
+                            slot = acc.write = [region, box, end, producer, engine, core, access is _ACCUMULATE, 0,
+                                                   layout]
                             acc.slots.append(slot)
                         else:
                             slot[_S_WRITE] = end, producer, engine, core, access is _ACCUMULATE
@@ -464,10 +516,11 @@ class AccessTracker:
                 shift = acc.shift
                 first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
             if access is _READ:
-                slot = acc.read_slots[key] = [region, box, end, producer, engine, core, False, first]
+                slot = acc.read_slots[key] = [region, box, end, producer, engine, core, False, first, layout]
                 index = acc.reads
             else:
-                slot = acc.write_slots[key] = [region, box, end, producer, engine, core, access is _ACCUMULATE, first]
+                slot = acc.write_slots[key] = [region, box, end, producer, engine, core, access is _ACCUMULATE, first,
+                                               layout]
                 index = acc.writes
             acc.slots.append(slot)
             page = first
