@@ -210,6 +210,72 @@ def spills(a):
 
 
 @nki.jit
+def out_of_scope_and_bounds(a):
+    """After a scoped loop finished (the lean path then finds bounds, scopes and memory in one pass over the
+    operands): an instruction both out of bounds and using a tensor out of its scope raises the bounds error."""
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    wide = nl.ndarray((128, 96), dtype=nl.float32, buffer=nl.sbuf)
+    for _ in nl.sequential_range(2):
+        t = nl.add(acc, 1.0)
+        acc[...] = nl.add(t, acc)
+    wide[:, 0:64] = nl.add(acc, 2.0)
+    acc[...] = nl.add(wide[:, 48:112], t)
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
+def stored_out_of_scope(a: nt.tensor):
+    """After stores and loads that pass the one-pass check, a store (an HBM write, which the parameter rules
+    look at) of a tile out of its scope into an immutable parameter: two rules reject it."""
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    for i in nl.sequential_range(2):
+        t = nl.load(a)
+        acc = nl.add(t, 1.0)
+        nl.store(out, value=acc)
+    u = nl.load(out)
+    nl.store(out, value=nl.multiply(u, 2.0))
+    nl.store(out, value=nl.add(u, 1.0))
+    nl.store(a, value=t)                           # t is out of its scope, and `a` a parameter, not mutable
+    return out
+
+
+@nki.jit
+def written_out_of_scope(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    for _ in nl.sequential_range(2):
+        t = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+        t[...] = nl.add(acc, 1.0)
+        acc[...] = nl.multiply(t, acc)
+    acc[...] = nl.exp(acc)
+    t[...] = nl.add(acc, 1.0)                      # writes t after its loop finished
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
+def spills_after_a_loop(a):
+    """`spills` once a scoped loop has finished: the one-pass check touches and places the operands."""
+    out = nl.ndarray((128, 4096), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 4096), nl.float32, buffer=nl.sbuf)
+    for _ in nl.sequential_range(2):
+        acc[...] = nl.add(acc, 1.0)
+    tiles = [nl.load(a) for _ in range(10)]
+    for i in (6, 0, 8, 1, 3, 0):
+        acc[...] = nl.add(acc, tiles[i])
+    for i in (4, 9, 2, 7, 5, 1, 6):
+        more = nl.exp(tiles[i])
+        tiles.append(nl.load(a))
+        tiles[i] = more
+    for t in tiles:
+        acc[...] = nl.add(acc, t)
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
 def bad_operand(a):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
     acc = nl.load(a)
@@ -221,7 +287,9 @@ def bad_operand(a):
 
 
 @pytest.mark.parametrize("kernel", [out_of_scope, out_of_bounds, into_hbm, parallel_writes, half_written,
-                                    bad_operand], ids=lambda k: k.__name__ if hasattr(k, "__name__") else None)
+                                    bad_operand, out_of_scope_and_bounds, stored_out_of_scope,
+                                    written_out_of_scope, spills_after_a_loop],
+                         ids=lambda k: k.__name__ if hasattr(k, "__name__") else None)
 def test_the_lean_path_gives_the_plain_path_values_and_errors(rng, kernel):
     a = rand(rng, 128, 64)
     lean, plain = _twice(kernel, a)
@@ -239,6 +307,10 @@ def test_errors_name_the_kernel_line(rng):
     np.testing.assert_array_equal(_twice(into_hbm, a)[0], (a + one + one) * np.float32(2))
     assert _twice(parallel_writes, a)[0].code == "err_unexpected_output_dependencies"
     assert type(_twice(half_written, a)[0]).__name__ == "UninitializedReadError"
+    lean, _ = _twice(out_of_scope_and_bounds, a)
+    assert lean.code == "err_tensor_access_out_of_bound" and "wide[:, 48:112]" in lean.location.source
+    lean, _ = _twice(written_out_of_scope, a)
+    assert lean.code == "err_local_variable_used_out_of_scope" and "writes t after" in lean.location.source
 
 
 def test_a_claimed_instruction_moved_to_its_destination_equals_its_replace(rng):
@@ -467,7 +539,8 @@ def _matmul_steps(a, b):
 
 @pytest.mark.parametrize("case", ["legacy_elementwise", "new_generation", "matmul_steps", "helper_results",
                                   "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand", "spills",
-                                  "constant_masks", "masked_out_of_bounds"])
+                                  "constant_masks", "masked_out_of_bounds", "out_of_scope_and_bounds",
+                                  "stored_out_of_scope", "written_out_of_scope", "spills_after_a_loop"])
 def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_events(rng, case):
     """With listeners the front doors' plans and the planned deferrals apply too (`Program.lean`): every event,
     field by field, is the plain path's, and so are the outputs or the error."""
@@ -482,6 +555,10 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
         "spills": (spills, (rand(rng, 128, 4096),)),
         "constant_masks": (constant_masks, (rand(rng, 128, 128), rand(rng, 128, 512))),
         "masked_out_of_bounds": (masked_out_of_bounds, (rand(rng, 128, 128),)),
+        "out_of_scope_and_bounds": (out_of_scope_and_bounds, (a,)),
+        "stored_out_of_scope": (stored_out_of_scope, (a,)),
+        "written_out_of_scope": (written_out_of_scope, (a,)),
+        "spills_after_a_loop": (spills_after_a_loop, (rand(rng, 128, 4096),)),
     }
     kernel, args = kernels[case]
     outcomes, events = [], []
@@ -501,5 +578,5 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
     assert len(events[0]) > 8 and events[0] == events[1]
     if case == "matmul_steps":
         np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)
-    if case == "spills":
+    if case in ("spills", "spills_after_a_loop"):
         assert sum(e[4] == "sbuf_spill" for e in events[0] if e[0] == "InstructionExecuted") > 3

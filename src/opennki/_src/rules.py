@@ -35,6 +35,10 @@ class LanguageRules(Observer):
     loop's end is one flag, and the check per operand is one attribute read, made only once some scoped loop
     of the program has finished (`closed`)."""
 
+    # on the lean path (no `mask=`, or a bool one) `check` only looks for an operand out of its scope, which the
+    # lean path finds itself (Observer.lean_scopes)
+    lean_scopes = True
+
     def __init__(self, observers):
         self.closed = False             # some scoped loop of the program has finished
         # until then `check` does nothing but reject a non-affine `mask=` (Observer.lean_idle)
@@ -64,14 +68,19 @@ class LanguageRules(Observer):
         if not self.closed:
             return
         for _, view, _ in instr._operands or instr.operands():
-            st = view.storage
-            scope = st.scope
+            scope = view.storage.scope
             if scope is not None and scope.finished:
-                line = scope.location.lineno if scope.location is not None else "?"
-                raise KernelError(f"Local variable '{st.name}' is referenced outside of its parent scope: it "
-                                  f"was created inside the loop at line {line}, which has finished",
-                                  code="err_local_variable_used_out_of_scope",
-                                  hint="declare the tensor before the loop and assign it with t[...] = ...")
+                self.out_of_scope(view.storage)
+
+    def out_of_scope(self, st) -> None:
+        """The operand `st` (a Storage) is used after its scoped loop finished (the lean path finds it itself:
+        `lean_scopes`)."""
+        scope = st.scope
+        line = scope.location.lineno if scope.location is not None else "?"
+        raise KernelError(f"Local variable '{st.name}' is referenced outside of its parent scope: it "
+                          f"was created inside the loop at line {line}, which has finished",
+                          code="err_local_variable_used_out_of_scope",
+                          hint="declare the tensor before the loop and assign it with t[...] = ...")
 
     def reclaim(self, prog, kind) -> bool:
         """Tensors created in a loop body that has finished are dead (using them is the error above), even

@@ -101,6 +101,14 @@ class Observer:
     # while true, its `check` does nothing for an instruction without `mask=` or with a bool one (the lean
     # path's): the lean path does not call it then; an observer changing it calls `Observers.refresh()`
     lean_idle = False
+    # its `check` of a lean-path instruction only calls `out_of_scope(storage)` with the first operand's storage
+    # whose scoped loop has finished (`Storage.scope`): the lean path finds that operand in its own pass over
+    # the operands (`Program._check_clean`) and calls `out_of_scope` in its stead, when it is the first lean
+    # observer (`Observers.lean_scopes`)
+    lean_scopes = False
+
+    def out_of_scope(self, storage) -> None:
+        """The operand `storage` of the instruction being checked is used out of its scope (`lean_scopes`)."""
 
     def check(self, prog, instr) -> None:
         """After the instruction's own `check` (shapes, dtypes and buffers only)."""
@@ -132,6 +140,12 @@ class Observers(list):
         self.lean_checking: tuple = ()
         self.lean_on_chip: tuple = ()
         self.lean_hbm_writes_only = False
+        # the first of `lean_checking` if it checks only scopes there (`Observer.lean_scopes`), else None, and the
+        # others of `lean_checking` and `lean_on_chip`: the lean path calls `lean_scopes.out_of_scope` in its
+        # place, before the others, as the plain path calls it first
+        self.lean_scopes = None
+        self.lean_checking_rest: tuple = ()
+        self.lean_on_chip_rest: tuple = ()
 
     def append(self, observer) -> None:
         super().append(observer)
@@ -146,6 +160,10 @@ class Observers(list):
         self.lean_checking = tuple(o for o in self.checking if not o.lean_idle)
         self.lean_on_chip = tuple(o for o in self.lean_checking if not o.hbm_writes_only)
         self.lean_hbm_writes_only = len(self.lean_on_chip) < len(self.lean_checking)
+        first = self.lean_checking[0] if self.lean_checking else None
+        self.lean_scopes = first if first is not None and first.lean_scopes and not first.hbm_writes_only else None
+        skip = 1 if self.lean_scopes is not None else 0      # then it is the first of `lean_on_chip`, too
+        self.lean_checking_rest, self.lean_on_chip_rest = self.lean_checking[skip:], self.lean_on_chip[skip:]
 
 
 @dataclasses.dataclass(slots=True)
@@ -644,42 +662,80 @@ class Program:
         """`_check` on the lean path of an instruction whose operand rules and check passed for its signature
         (`Simulator.clean`; a lean-path instruction: no `mask=`, or a bool one): the bounds, the language rules
         and placement. Called directly for an instruction known to be so (a planned one deferred as checked,
-        or retargeted into a destination it was clean with), without `_check`'s tests of it."""
+        or retargeted into a destination it was clean with), without `_check`'s tests of it.
+
+        While the scope rule is idle (no scoped loop has finished: `Observers.lean_scopes`) and no lean observer
+        looks only at HBM writes, or the instruction writes only on chip, a pass over the operands finds a view
+        not known in bounds, then the observers run, then a pass touches the operands and places those without
+        memory. Else a single pass finds all the steps need (also an operand out of its scope, and an HBM write)
+        and touches the operands; the steps then run in the same order. Its touches may precede an error the
+        steps raise, which ends the program: nothing reads them after."""
         try:
             operands = instr._operands or instr.operands()
             observers = self.observers
-            if instr.writes_on_chip_only or not observers.lean_hbm_writes_only:
-                checking = observers.lean_on_chip     # all of `lean_checking` when none is of HBM writes
+            if observers.lean_scopes is None and (instr.writes_on_chip_only or not observers.lean_hbm_writes_only):
                 for _, view, _ in operands:
                     if not view._inb:
                         check_static_bounds(instr, moved)
                         break
-            else:                       # the same pass reads where it writes (a load's tile, a matmul's)
-                checking, bounds = observers.lean_on_chip, False
+                for observer in observers.lean_on_chip:
+                    observer.check(self, instr)
+                if unplaced is None:
+                    touch = next(_touches)
+                    for _, view, _ in operands:
+                        st = view.storage
+                        root = st.base or st
+                        root.last_touch = touch
+                        if st.placement is None or root.placement is None:
+                            self._place_operands(instr)         # touches all again, as the plain path does
+                            break
+                else:       # deferred: its operands are touched when it is issued (`_touch_later`)
+                    for _, view, _ in operands:
+                        st = view.storage
+                        if (st.placement is None or (st.base or st).placement is None) and st is not unplaced:
+                            self._place_operands(instr, unplaced)
+                            break
+                return
+            # all lean observers but the scope rule, those of on-chip writes until an HBM write is found
+            scoped, checking = observers.lean_scopes, observers.lean_on_chip_rest
+            hbm = not instr.writes_on_chip_only and observers.lean_hbm_writes_only
+            bounds = place = False
+            out = None                  # the first operand's storage whose scoped loop has finished
+            if unplaced is None:
+                touch = next(_touches)
                 for _, view, access in operands:
                     if not view._inb:
                         bounds = True
-                    if access is not _READ and view.storage.kind is _HBM:
-                        checking = observers.lean_checking
-                if bounds:
-                    check_static_bounds(instr, moved)
-            for observer in checking:
-                observer.check(self, instr)
-            if unplaced is None:
-                touch = next(_touches)
-                for _, view, _ in operands:
                     st = view.storage
                     root = st.base or st
                     root.last_touch = touch
-                    if (st.placement is None or root.placement is None) and st is not unplaced:
-                        self._place_operands(instr, unplaced)
-                        break
-            else:           # deferred: its operands are touched when it is issued (`_touch_later`)
-                for _, view, _ in operands:
+                    if st.placement is None or root.placement is None:
+                        place = True
+                    scope = st.scope
+                    if scope is not None and scope.finished and out is None:
+                        out = st
+                    if hbm and access is not _READ and st.kind is _HBM:
+                        checking = observers.lean_checking_rest
+            else:
+                for _, view, access in operands:
+                    if not view._inb:
+                        bounds = True
                     st = view.storage
                     if (st.placement is None or (st.base or st).placement is None) and st is not unplaced:
-                        self._place_operands(instr, unplaced)
-                        break
+                        place = True
+                    scope = st.scope
+                    if scope is not None and scope.finished and out is None:
+                        out = st
+                    if hbm and access is not _READ and st.kind is _HBM:
+                        checking = observers.lean_checking_rest
+            if bounds:
+                check_static_bounds(instr, moved)
+            if out is not None and scoped is not None:
+                scoped.out_of_scope(out)
+            for observer in checking:
+                observer.check(self, instr)
+            if place:
+                self._place_operands(instr, unplaced)
         except OpenNKIError as e:
             raise _located(e, instr, location, api)
 
