@@ -74,3 +74,33 @@ def test_take_where_fit_placed_equals_reserving_from_that_start(rng):
                 assert (took.free, took.gaps, took.last) == (kept.free, kept.gaps, kept.last)
                 taken += 1
     assert taken > 100
+
+
+def _reserved_by_walk(line, ready, duration, record):
+    """`reserve` by its definition: placed where the walk over every gap places it (`_fit_in_gaps`), taken
+    from that gap, or appended at the end (the gap it leaves before it kept); the state after it."""
+    line = line.copy()
+    start, gap = line._fit_in_gaps(ready, duration)
+    if gap is not None:
+        line.take(start, duration, gap)
+        return line.free, line.gaps, line.last, start, -1
+    waited = line.last if line.free > ready else -1
+    if start > line.free:
+        line.gaps = (line.gaps + ((line.free, start),))[-MAX_GAPS:]
+    line.free, line.last = start + duration, record
+    return line.free, line.gaps, line.last, start, waited
+
+
+def test_reserve_equals_the_walk_over_every_gap(rng):
+    """`reserve` (which tests inline that no gap fits) leaves the timeline and gives the start and waited-for
+    record the walk over every gap gives, in gaps, at the end, and just behind the last gap."""
+    kinds = set()
+    for k, line in enumerate(_random_timelines(rng)):
+        end = line.gaps[-1][1] if line.gaps else line.free
+        for ready in (float(rng.uniform(0, line.free + 10)), end, end - 1e-10, line.free,
+                      float(rng.uniform(line.free, line.free + 10))):
+            for duration in (0.0, float(rng.uniform(0, 50))):
+                expected = _reserved_by_walk(line, ready, duration, k)
+                assert _state(line, "reserve", ready, duration, k) == expected
+                kinds.add((expected[1] != line.gaps, expected[4] != -1))
+    assert kinds == {(True, False), (False, False), (False, True)}     # in a gap or leaving one; behind the last

@@ -429,7 +429,12 @@ class CostModel:
         if cost.is_transpose:
             state.stationary = None
         elif cost.load_stationary_ns > 0:
-            key = None if stationary is None else self._stationary_key(operands[stationary].region)
+            if stationary is None:
+                key = None
+            else:       # the stationary tile: where it is, and how often it was written
+                r = operands[stationary].region
+                key = (r.storage_id, r.partition_start, r.partition_count, r.byte_start, r.byte_end,
+                       self.deps.write_serial(r.storage_id))
             if key is None or key != state.stationary:
                 # background LoadStationary: one shadow set of weights, loaded while the current MM runs
                 dep_ready = start if pred == dep.producer != NO_PRODUCER else 0.0
@@ -498,11 +503,6 @@ class CostModel:
         ls_start, ls_end = (start, start + ls) if ls > 0 else (None, None)
         return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.TENSOR_MATRIX, start + ls, start + ls + mm, pred,
                 0.0, None, id(cost), id(ev.location), ev.name, ls_start, ls_end, None, None, None, 0.0)
-
-    def _stationary_key(self, r):
-        """What identifies the stationary tile in region `r`: where it is, and how often it was written."""
-        return (r.storage_id, r.partition_start, r.partition_count, r.byte_start, r.byte_end,
-                self.deps.write_serial(r.storage_id))
 
     def _dma_plan(self, work) -> tuple:
         """What `_place_dma` derives from a transfer alone (its trigger engine and that engine's dependency

@@ -89,16 +89,22 @@ class Timeline:
         return start, s + left, waited
 
     def reserve(self, ready: float, duration: float, record: int) -> tuple[float, int]:
-        """(start, record it waited for) after reserving `duration` from `ready` on."""
-        start, gap = self.fit(ready, duration)
-        end = start + duration
-        if gap is not None:
-            self.take(start, duration, gap)
-            return start, NO_PRODUCER
-        waited = self.last if self.free > ready else NO_PRODUCER
-        if start > self.free:
-            self.gaps = (self.gaps + ((self.free, start),))[-MAX_GAPS:]
-        self.free, self.last = end, record
+        """(start, record it waited for) after reserving `duration` from `ready` on (where `fit` places it; its
+        test that no gap fits inlined: most reservations append)."""
+        gaps = self.gaps
+        if gaps and not gaps[-1][1] - ready < duration:
+            start, gap = self._fit_in_gaps(ready, duration)
+            if gap is not None:
+                self.take(start, duration, gap)
+                return start, NO_PRODUCER
+        free = self.free
+        if free > ready:
+            start, waited = free, self.last
+        else:
+            start, waited = ready, NO_PRODUCER
+            if ready > free:
+                self.gaps = (gaps + ((free, ready),))[-MAX_GAPS:]
+        self.free, self.last = start + duration, record
         return start, waited
 
     def take(self, start: float, duration: float, gap: int) -> None:
