@@ -468,7 +468,14 @@ class AccessTracker:
                 sid = region.storage_id
                 acc = storages.get(sid)          # (an earlier operand of the instruction may have made it)
                 if acc is None:
-                    acc = storages[sid] = _StorageAccesses(region, box if ONE_BOX else None)
+                    if box is not None and ONE_BOX:
+                        # (`_StorageAccesses(region, box)`, its fields set here: no class call per new tile)
+                        acc = storages[sid] = _new(_StorageAccesses)
+                        acc.slots, acc.last_end, acc.write_serial, acc.writes = [], 0.0, 0, None
+                        acc.box, acc.byte_start, acc.byte_end = box, region.byte_start, region.byte_end
+                        acc.write = acc.read = None
+                    else:
+                        acc = storages[sid] = _StorageAccesses(region, None)
                     first = _ONE_BOX                 # (its one box, if it has no index)
             if acc.writes is None:
                 if first == _ONE_BOX or (box is acc.box and region.byte_start == acc.byte_start

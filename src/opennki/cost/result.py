@@ -228,8 +228,15 @@ class CostResult:
         if self.keep_instructions:
             self._events.append(ev)
             self._deps.append(deps)
-        if cost.flops:
-            self._matmul(ev, cost, rate)
+        flops = cost.flops
+        if flops:                               # a matmul: its totals (here, not in a call: one per matmul)
+            self.flops += flops
+            self.matmuls += 1
+            is_fp32, peak = rate if rate is not None else self.matmul_rate(ev)
+            if is_fp32:
+                self.fp32_matmuls += 1
+            by_peak = self.flops_by_peak
+            by_peak[peak] = by_peak.get(peak, 0.0) + flops
 
     @property
     def rows(self) -> list[tuple]:
@@ -417,14 +424,6 @@ class CostResult:
                 s[2] = streams[i]
             if work.descriptor_bytes < s[3]:
                 s[3] = work.descriptor_bytes
-
-    def _matmul(self, ev, cost, rate) -> None:
-        self.flops += cost.flops
-        self.matmuls += 1
-        is_fp32, peak = rate if rate is not None else self.matmul_rate(ev)
-        if is_fp32:
-            self.fp32_matmuls += 1
-        self.flops_by_peak[peak] = self.flops_by_peak.get(peak, 0.0) + cost.flops
 
     def matmul_rate(self, ev) -> tuple[bool, float]:
         """(counts as an fp32 matmul, peak flops/ns) of the matmul `ev`, by its opcode and the dtypes of its
