@@ -219,11 +219,13 @@ class OutputDependencyChecker(Observer):
     run, each with the iterations of the loops running then (`_Write.frames`); a write is compared, for each
     affine loop running now, with the earlier writes made in another iteration of that loop. Loop ids are new
     for every run of a loop, so the writes of a finished loop never match a running one; all are dropped when
-    no affine loop runs any more. One record per tensor (not one per running loop) keeps the usual write, a
-    tile's first, to a look-up and an insertion."""
+    no affine loop runs any more. One record per tensor (not one per running loop), a tuple until a second
+    write comes, keeps the usual write, a tile's first, to a look-up and an insertion."""
 
     def __init__(self):
-        self.writes: dict[int, _Write | _Writes] = {}       # storage id -> writes
+        # storage id -> writes: a first write, kept as its `_Write`'s arguments (most tensors are tiles written
+        # once), then the `_Write`, then a `_Writes` index of all
+        self.writes: dict[int, tuple | _Write | _Writes] = {}
         self.exempt: set[int] = set()
         self.frames: tuple | None = None    # (loop id, iteration) of the running affine loops; None: stale
 
@@ -264,9 +266,10 @@ class OutputDependencyChecker(Observer):
                 # compare it with, and its offsets are computed only if a later write overlaps its box
                 box, strides, offset = view._geo or view._geometry()
                 mask = instr.mask
-                writes[sid] = _Write(frames, box, None, location, st.name,
-                                     (view.shape, strides, offset, None) if view.mask is None
-                                     and (mask is None or mask is True) else _spec(view, mask))
+                # kept as `_Write`'s arguments: `_record` makes the `_Write` if a second write comes
+                writes[sid] = (frames, box, None, location, st.name,
+                               (view.shape, strides, offset, None) if view.mask is None
+                               and (mask is None or mask is True) else _spec(view, mask))
                 continue
             self._record(prog, instr, view, frames, location)
 
@@ -279,6 +282,8 @@ class OutputDependencyChecker(Observer):
         writes = self.writes
         previous = writes.get(sid)
         mine = None
+        if type(previous) is tuple:     # a first write, as `executed` keeps it
+            previous = writes[sid] = _Write(*previous)
         if previous is not None:
             near = (previous,) if type(previous) is _Write else previous.near(box)
             for loop_id, iteration in frames:

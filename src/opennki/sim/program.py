@@ -664,37 +664,40 @@ class Program:
         and placement. Called directly for an instruction known to be so (a planned one deferred as checked,
         or retargeted into a destination it was clean with), without `_check`'s tests of it.
 
-        While the scope rule is idle (no scoped loop has finished: `Observers.lean_scopes`) and no lean observer
-        looks only at HBM writes, or the instruction writes only on chip, a pass over the operands finds a view
-        not known in bounds, then the observers run, then a pass touches the operands and places those without
-        memory. Else a single pass finds all the steps need (also an operand out of its scope, and an HBM write)
-        and touches the operands; the steps then run in the same order. Its touches may precede an error the
-        steps raise, which ends the program: nothing reads them after."""
+        One pass over the operands finds what the steps need (a view not known in bounds, an operand without
+        memory; once the scope rule is not idle, `Observers.lean_scopes`, or when the instruction may write HBM
+        and a lean observer looks only at HBM writes, also an operand out of its scope and an HBM write: a second
+        version of the pass) and touches the operands (not a deferred one's: `_touch_later`); the steps then run
+        in the plain path's order: bounds, observers (the scope rule's first), placement. The touches may precede
+        an error the steps raise, which ends the program: nothing reads them after."""
         try:
             operands = instr._operands or instr.operands()
             observers = self.observers
             if observers.lean_scopes is None and (instr.writes_on_chip_only or not observers.lean_hbm_writes_only):
-                for _, view, _ in operands:
-                    if not view._inb:
-                        check_static_bounds(instr, moved)
-                        break
-                for observer in observers.lean_on_chip:
-                    observer.check(self, instr)
+                bounds = place = False
                 if unplaced is None:
                     touch = next(_touches)
                     for _, view, _ in operands:
+                        if not view._inb:
+                            bounds = True
                         st = view.storage
                         root = st.base or st
                         root.last_touch = touch
                         if st.placement is None or root.placement is None:
-                            self._place_operands(instr)         # touches all again, as the plain path does
-                            break
+                            place = True
                 else:       # deferred: its operands are touched when it is issued (`_touch_later`)
                     for _, view, _ in operands:
+                        if not view._inb:
+                            bounds = True
                         st = view.storage
                         if (st.placement is None or (st.base or st).placement is None) and st is not unplaced:
-                            self._place_operands(instr, unplaced)
-                            break
+                            place = True
+                if bounds:
+                    check_static_bounds(instr, moved)
+                for observer in observers.lean_on_chip:
+                    observer.check(self, instr)
+                if place:
+                    self._place_operands(instr, unplaced)
                 return
             # all lean observers but the scope rule, those of on-chip writes until an HBM write is found
             scoped, checking = observers.lean_scopes, observers.lean_on_chip_rest
