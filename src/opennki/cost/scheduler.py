@@ -489,6 +489,8 @@ class CostModel:
         line = state.lines[_PE]
         ls = cost.load_stationary_ns if not cost.is_transpose else 0.0
         mm = cost.busy_ns
+        if line.gaps[-1][1] - ready < ls + mm:
+            return None         # no gap fits: `fit`'s own first test, without its call (most matmuls meet it)
         start, gap = line.fit(ready, ls + mm)
         if gap is None:
             return None
