@@ -47,3 +47,29 @@ def by_first_appearance() -> Callable[[int], int]:
     """A storage-id mapping for `event_fields`: each id becomes its order of first appearance."""
     ids: dict = {}
     return lambda sid: ids.setdefault(sid, len(ids))
+
+
+def fast_and_plain(kernel, args, module, switch: str, setup=None, **launch) -> tuple[list, list]:
+    """Run `kernel` (an undecorated kernel function) with `module.<switch>` True (the fast path), then False (the
+    plain path), each with a Recorder: ([fast outcome, plain outcome], [fast events, plain events]), an outcome the
+    outputs or the OpenNKIError raised, the events field by field (`event_fields`, storage ids by first
+    appearance). `setup()` runs before each launch (clearing a memo); the switch is left True."""
+    from opennki.errors import OpenNKIError
+    from opennki.kernels.base import run_kernel
+    from opennki.listeners import Recorder
+
+    outcomes, events = [], []
+    for fast in (True, False):
+        setattr(module, switch, fast)
+        if setup is not None:
+            setup()
+        rec = Recorder()
+        try:
+            outcomes.append(run_kernel(kernel, args, listeners=[rec], **launch))
+        except OpenNKIError as e:
+            outcomes.append(e)
+        finally:
+            setattr(module, switch, True)
+        sid = by_first_appearance()
+        events.append([event_fields(e, sid) for e in rec.events])
+    return outcomes, events

@@ -23,7 +23,7 @@ from opennki.kernels.base import run_kernel
 from opennki.listeners import Recorder
 from opennki.sim import program
 from tests.isa.helpers import rand
-from tests.sim.outcomes import assert_same_outcome, by_first_appearance, event_fields
+from tests.sim.outcomes import assert_same_outcome, fast_and_plain
 
 
 def _twice(kernel, *args):
@@ -561,19 +561,7 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
         "spills_after_a_loop": (spills_after_a_loop, (rand(rng, 128, 4096),)),
     }
     kernel, args = kernels[case]
-    outcomes, events = [], []
-    for lean in (True, False):
-        program.LEAN_ISSUE = lean
-        rec = Recorder()
-        core._PLANS.clear()
-        try:
-            outcomes.append(run_kernel(kernel.func, args, listeners=[rec]))
-        except OpenNKIError as e:
-            outcomes.append(e)
-        finally:
-            program.LEAN_ISSUE = True
-        sid = by_first_appearance()
-        events.append([event_fields(e, sid) for e in rec.events])
+    outcomes, events = fast_and_plain(kernel.func, args, program, "LEAN_ISSUE", setup=core._PLANS.clear)
     assert_same_outcome(*outcomes)
     assert len(events[0]) > 8 and events[0] == events[1]
     if case == "matmul_steps":

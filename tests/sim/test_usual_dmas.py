@@ -12,11 +12,9 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import OpenNKIError
 from opennki.instructions import dma
-from opennki.kernels.base import run_kernel
-from opennki.listeners import Recorder
 from opennki.sim.options import SimOptions
 from tests.isa.helpers import rand
-from tests.sim.outcomes import assert_same_outcome, by_first_appearance, event_fields
+from tests.sim.outcomes import assert_same_outcome, fast_and_plain
 
 BF16 = ml_dtypes.bfloat16
 
@@ -62,19 +60,8 @@ def unwritten_source(x):
 
 
 def _both(kernel, args, **launch):
-    """(one step, plain): outputs or error, and the events a Recorder saw, field by field."""
-    outcomes, events = [], []
-    for usual in (True, False):
-        dma.USUAL_DMAS = usual
-        rec = Recorder()
-        try:
-            outcomes.append(run_kernel(kernel, args, listeners=[rec], **launch))
-        except OpenNKIError as e:
-            outcomes.append(e)
-        finally:
-            dma.USUAL_DMAS = True
-        sid = by_first_appearance()
-        events.append([event_fields(e, sid) for e in rec.events])
+    """One step and plain DMAs (dma.USUAL_DMAS): the same outputs or error, and the same events; the outcome."""
+    outcomes, events = fast_and_plain(kernel, args, dma, "USUAL_DMAS", **launch)
     assert_same_outcome(*outcomes)
     assert len(events[0]) > 3 and events[0] == events[1]
     return outcomes[0]

@@ -15,11 +15,9 @@ import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.errors import OpenNKIError
 from opennki.instructions import tensor_engine
-from opennki.kernels.base import run_kernel
-from opennki.listeners import Recorder
 from opennki.sim.options import SimOptions
 from tests.isa.helpers import rand, to_sbuf
-from tests.sim.outcomes import assert_same_outcome, by_first_appearance, event_fields
+from tests.sim.outcomes import assert_same_outcome, fast_and_plain
 from tests.sim.test_planned_loads_matmuls import groups, tiled
 
 BF16, FP8 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3
@@ -88,19 +86,8 @@ def unwritten_operand(lhsT, rhs):
 
 
 def _both(kernel, args, **launch):
-    """(inline, plain): outputs or error, and the events a Recorder saw, field by field."""
-    outcomes, events = [], []
-    for usual in (True, False):
-        tensor_engine.USUAL_MATMULS = usual
-        rec = Recorder()
-        try:
-            outcomes.append(run_kernel(kernel, args, listeners=[rec], **launch))
-        except OpenNKIError as e:
-            outcomes.append(e)
-        finally:
-            tensor_engine.USUAL_MATMULS = True
-        sid = by_first_appearance()
-        events.append([event_fields(e, sid) for e in rec.events])
+    """Inline and plain matmuls (tensor_engine.USUAL_MATMULS): the same outputs or error, and the same events; the outcome."""
+    outcomes, events = fast_and_plain(kernel, args, tensor_engine, "USUAL_MATMULS", **launch)
     assert_same_outcome(*outcomes)
     assert len(events[0]) > 5 and events[0] == events[1]
     return outcomes[0]
