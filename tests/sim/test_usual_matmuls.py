@@ -1,5 +1,5 @@
-"""nc_matmul's usual case taken inline (tensor_engine.py `USUAL_MATMULS`: direct operands, no masks, a whole
-fp32 PSUM tile) gives the plain path's outputs bit for bit, its errors with their kernel lines and, with a
+"""nc_matmul's usual store (tensor_engine.py `USUAL_MATMULS`: no masks, a whole fp32 PSUM tile, through
+Machine.fp32_target) gives the plain path's outputs bit for bit, its errors with their kernel lines and, with a
 listener, its events field by field; the cases it hands to the plain path (`mask=`, part of a PSUM tile, a
 bf16 PSUM result, uninitialised reads, per-element accumulation flags) too. Random fp32 / bf16 /
 fp8 data, results against NumPy."""

@@ -18,7 +18,7 @@ from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, che
                                        flat, instruction, operand, require)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
 from opennki.instructions.indirection import check_indirection, check_untiled, indirection_term
-from opennki.machine.dtypes import FP32_STORAGE, PACKED, float32, to_float32
+from opennki.machine.dtypes import PACKED, float32
 from opennki.machine.machine import Machine
 
 _FP32_LIKE = ("float32", "tfloat32")
@@ -174,12 +174,6 @@ class NcMatmul(Instruction):
         return Engine.TENSOR
 
     def run(self, m) -> None:
-        if USUAL_MATMULS and self.mask is None and not self.is_transpose and (
-                self.perf_mode is None or perf_mode_of(self.perf_mode) is not matmul_perf_mode.double_row):
-            S, Mv = _plain_f32(self.stationary), _plain_f32(self.moving)
-            if S is not None and Mv is not None:
-                _store_usual(m, self.dst, S.T @ Mv, self.accumulate)
-                return
         if self.is_transpose and m.hw.capabilities.pe_transpose_moves_bits:
             data = flat(m.read(self.stationary))
             m.write(self.dst, data.T.reshape(self.dst.shape), raw=self.dst.dtype is self.stationary.dtype)
@@ -193,6 +187,9 @@ class NcMatmul(Instruction):
             K = S.shape[0]
             S, Mv = S.reshape(2 * K, -1), Mv.reshape(2 * K, -1)   # contract over (partition, pair)
         result = S.T @ Mv
+        if smask is None and mmask is None and self.mask is None and USUAL_MATMULS:
+            _store_usual(m, self.dst, result, self.accumulate)
+            return
         out_mask = None
         if smask is not None or mmask is not None:
             rows = smask.any(axis=0) if smask is not None else np.ones(result.shape[0], bool)
@@ -214,43 +211,31 @@ class NcMatmul(Instruction):
         return all(not v.dynamic and v.in_bounds() for v in (self.dst, self.stationary, self.moving))
 
 
-def _plain_f32(view) -> np.ndarray | None:
-    """`_operand_values` of a direct, in-bounds operand without a mask of its own or initialisation flags
-    (the usual case, which reads nothing that could fail, be masked off or be recorded): its fp32 [K, F]
-    values, as `Machine.read_f32` gives them; None for any other operand."""
-    if not view._inb or view.mask is not None or view.storage.initialized is not None:
-        return None
-    stored = view._np if view._np is not None else view.np_view()
-    x = stored if stored.dtype is FP32_STORAGE else to_float32(stored, view.dtype)
-    return x.reshape(x.shape[0], -1)
-
-
 def _store_usual(m, dst, result: np.ndarray, accumulate) -> None:
-    """`write_psum` without an output mask, taken inline for a whole fp32 PSUM tile whose storage has its
-    memory, no initialisation flags, no physical image and one "last written by nc_matmul" state: the product
-    is added in place (`Machine.accumulate`'s fp32 path) or stored (fp32 rounding is the identity), and the
-    tile's flags become the one value the plain path leaves (written; not unwritten; matmul results).
-    Anything else goes through `write_psum`."""
+    """`write_psum` without an output mask, for the usual destination: a whole fp32 PSUM tile with one "last
+    written by nc_matmul" state, written through `Machine.fp32_target` (the usual write: in bounds, its own
+    storage, no initialisation flags or physical image; it marks the tile written and not unwritten). The
+    product is added in place (`Machine.accumulate`'s fp32 path; a tile not yet given its memory holds poison,
+    so it is left to the plain path) or stored (fp32 rounding is the identity), and the tile becomes all matmul
+    results. Anything else goes through `write_psum`."""
     st = dst.storage
     flags = st.matmul_written
-    if (dst._inb and dst.mask is None and st.base is None and st.initialized is None and st.physical is None
-            and st._array is not None and st.dtype.mant_bits == 23 and type(flags) is not np.ndarray
-            and dst.covers_all()):
-        target = dst._np if dst._np is not None else dst.np_view()
-        values = result.reshape(dst.shape)
-        if flags is True if accumulate is None else accumulate:
-            np.add(target, values, out=target)
-        else:
-            target[...] = values
-        st.written = True
-        st.unwritten = False
-        st.matmul_written = True
-        return
+    if type(flags) is not np.ndarray:
+        add = flags is True if accumulate is None else bool(accumulate)
+        target = m.fp32_target(dst) if st._array is not None or not add else None
+        if target is not None:
+            values = result.reshape(dst.shape)
+            if add:
+                np.add(target, values, out=target)
+            else:
+                target[...] = values
+            st.matmul_written = True
+            return
     write_psum(m, dst, result, accumulate)
 
 
-# nc_matmul's usual case (direct operands, no masks, a whole fp32 PSUM tile) runs `_plain_f32` and
-# `_store_usual` inline; False: every matmul takes the plain path (tests/sim/test_usual_matmuls.py compares them)
+# nc_matmul's product without any mask into a whole fp32 PSUM tile is stored by `_store_usual`; False: every
+# matmul takes `write_psum` (tests/sim/test_usual_matmuls.py compares them)
 USUAL_MATMULS = True
 
 
