@@ -37,6 +37,7 @@ from opennki.errors import KernelError
 from opennki.events import AccessKind
 from opennki.instructions.ops import alu
 from opennki.machine.machine import Machine
+from opennki.machine.tensor import strided_offsets
 from opennki.sim.program import Observer
 
 STATE = "opennki._src.dependencies"
@@ -71,26 +72,20 @@ class _Write:
         """The sorted unique flat storage offsets written."""
         if self.offsets is None:
             shape, strides, offset, active = self.spec
-            offs = np.full(shape, offset, dtype=np.int64)
-            for a, (n, st) in enumerate(zip(shape, strides)):
-                if st:
-                    sh = [1] * len(shape)
-                    sh[a] = n
-                    offs = offs + (np.arange(n, dtype=np.int64) * st).reshape(sh)
+            offs = strided_offsets(shape, strides, offset)
             if active is not None:
                 offs = offs[np.broadcast_to(active, shape)]
             self.offsets, self.spec = np.unique(offs), None
         return self.offsets
 
 
-def _spec(view, mask) -> tuple:
-    """What `_Write.elements` computes a direct view's written offsets from: its shape, strides, offset and
-    active elements (None: all; a constant `mask=True` over a view without its own mask activates all, as
-    `executed` also decides inline)."""
-    shape, (_, strides, offset) = view.shape, (view._geo or view._geometry())
+def _spec(view, strides, offset, mask) -> tuple:
+    """What `_Write.elements` computes a direct view's written offsets from (the view's geometry given):
+    its shape, strides, offset and active elements (None: all; a constant `mask=True` over a view without its
+    own mask activates all)."""
     if view.mask is None and (mask is None or mask is True):
-        return shape, strides, offset, None
-    return shape, strides, offset, Machine.effective_mask(view, mask)
+        return view.shape, strides, offset, None
+    return view.shape, strides, offset, Machine.effective_mask(view, mask)
 
 
 def _box(view) -> tuple[tuple[int, int], ...] | None:
@@ -265,11 +260,8 @@ class OutputDependencyChecker(Observer):
                 # the tensor's first write in the running loops (most are tiles written once): nothing to
                 # compare it with, and its offsets are computed only if a later write overlaps its box
                 box, strides, offset = view._geo or view._geometry()
-                mask = instr.mask
                 # kept as `_Write`'s arguments: `_record` makes the `_Write` if a second write comes
-                writes[sid] = (frames, box, None, location, st.name,
-                               (view.shape, strides, offset, None) if view.mask is None
-                               and (mask is None or mask is True) else _spec(view, mask))
+                writes[sid] = (frames, box, None, location, st.name, _spec(view, strides, offset, instr.mask))
                 continue
             self._record(prog, instr, view, frames, location)
 
@@ -298,7 +290,11 @@ class OutputDependencyChecker(Observer):
                         self._report(prog, loop_id, w, iteration, view, common)
         if mine is None and view.dynamic:
             mine = _offsets(prog.machine, view, instr.mask)   # run-time offsets are only known now
-        write = _Write(frames, box, mine, location, view.name, None if mine is not None else _spec(view, instr.mask))
+        spec = None
+        if mine is None:
+            _, strides, offset = view._geo or view._geometry()
+            spec = _spec(view, strides, offset, instr.mask)
+        write = _Write(frames, box, mine, location, view.name, spec)
         if previous is None:
             writes[sid] = write
         elif type(previous) is _Write:

@@ -281,6 +281,18 @@ class DynamicTerm:
     columns: TensorIndirection | None = None
 
 
+
+def strided_offsets(shape, strides, offset: int) -> np.ndarray:
+    """Flat storage offsets (int64, of `shape`) of the elements of a direct strided view: `offset` plus each
+    index times its dim's stride."""
+    out = np.full(shape, offset, dtype=np.int64)
+    for a, (n, s) in enumerate(zip(shape, strides)):
+        if s:
+            sh = [1] * len(shape)
+            sh[a] = n
+            out = out + (np.arange(n, dtype=np.int64) * s).reshape(sh)
+    return out
+
 class TensorView:
     """A view of a storage (see the module docstring).
 
@@ -819,12 +831,7 @@ class TensorView:
     def flat_offsets(self, dynamic_values=None) -> np.ndarray:
         """Flat storage offsets of every element (for gathers/scatters and indirect views)."""
         ss = row_major_strides(self.coords)
-        out = np.full(self.shape, self.offset, dtype=np.int64)
-        for a, (n, s) in enumerate(zip(self.shape, self.strides)):
-            if s:
-                sh = [1] * self.ndim
-                sh[a] = n
-                out = out + (np.arange(n, dtype=np.int64) * s).reshape(sh)
+        out = strided_offsets(self.shape, self.strides, self.offset)
         for term, v in zip(self.dynamic, dynamic_values or ()):
             step = sum(c * s for c, s in zip(term.coeffs, ss))
             out = out + step * v
