@@ -326,16 +326,9 @@ class Program:
                 key = (id(code), frame.f_lasti, region._value_, tuple(shape), id(dtype))
                 spares = self._spares
                 if spares is not None:
-                    spare = spares.pop(key, None)
-                    if spare is not None and spare[0] is code:
-                        view = spare[1]
-                        del spare
-                        # unshared: only this variable holds the view, and only the view its storage (the
-                        # counts' arguments aside)
-                        if sys.getrefcount(view) <= 2 and sys.getrefcount(view.storage) <= 2:
-                            # made at this line before: its location is this one; its id is a new tile's
-                            view.storage.id = next_storage_id()
-                            return view
+                    view = self._take_spare(key, code)
+                    if view is not None:
+                        return view
                 tiles = self._tiles
                 if tiles is not None:
                     made = tiles.get(key)
@@ -381,17 +374,26 @@ class Program:
         `frame` the kernel frame or None), which usually is the spare tile its call site's last statement left
         (`spare`): that look-up first, as `new_tensor` makes it, without its tests of what this caller's
         arguments are; else (a tile still held, none spare) `new_tensor` itself."""
-        spares = self._spares
-        if spares is not None and frame is not None:
+        if self._spares is not None and frame is not None:
             code = frame.f_code
-            spare = spares.pop((id(code), frame.f_lasti, _SBUF_VALUE, shape, id(dtype)), None)
-            if spare is not None and spare[0] is code:
-                view = spare[1]
-                del spare
-                if sys.getrefcount(view) <= 2 and sys.getrefcount(view.storage) <= 2:      # as `new_tensor`
-                    view.storage.id = next_storage_id()
-                    return view
+            view = self._take_spare((id(code), frame.f_lasti, _SBUF_VALUE, shape, id(dtype)), code)
+            if view is not None:
+                return view
         return self.new_tensor(_SBUF, shape, dtype, frame=frame)
+
+    def _take_spare(self, key: tuple, code) -> TensorView | None:
+        """The spare tile (`spare`) kept for `key` (call site, region, shape, dtype) at the site of `code`, taken
+        if nothing else refers to it (CPython's reference counts: only this function holds the view, and only the
+        view its storage, the counts' arguments aside), with the storage id a new tile would get; else None."""
+        spare = self._spares.pop(key, None)
+        if spare is None or spare[0] is not code:
+            return None
+        view = spare[1]
+        del spare
+        if sys.getrefcount(view) <= 2 and sys.getrefcount(view.storage) <= 2:
+            view.storage.id = next_storage_id()         # made at this line before: its location is this one
+            return view
+        return None
 
     def _made_again(self, made: tuple) -> TensorView:
         """`new_tensor` at a kernel call site that made an unnamed on-chip tensor of this region, shape and
