@@ -1,9 +1,10 @@
-"""tensor_scalar's run cells (instructions/base.py `USUAL_RUN_CELLS`: an instruction made from a plan's template
-repeats the last usual run of its template when the immediate, operator and arrays are the same) give the plain
-path's outputs bit for bit, its errors with their kernel lines and, with a listener, its events field by field:
-in-place chains, one call site alternating arrays, zeros of either sign (one template: its memo is keyed by
-value), PSUM, bf16 and partial destinations, tiles made anew in a loop, precise-off storage (a bf16 tile held in
-an fp32 array) and an uninitialised read. Random data, results against NumPy."""
+"""tensor_scalar's and tensor_tensor's run cells (instructions/base.py `USUAL_RUN_CELLS`: an instruction made
+from a plan's template repeats the last usual run of its template when the immediate and arrays are the same)
+give the plain path's outputs bit for bit, its errors with their kernel lines, its uninitialised-read findings
+and, with a listener, its events field by field: in-place chains, one call site alternating each array, zeros
+of either sign (one template: its memo is keyed by value), PSUM, bf16 and partial destinations, a PSUM
+operand, both operands one tile, tiles made anew in a loop, precise-off storage (a bf16 tile held in an fp32
+array) and uninitialised reads. Random data, results against NumPy."""
 
 import ml_dtypes
 import numpy as np
@@ -66,6 +67,46 @@ def repeats(x, y):
     return out, low
 
 
+@nki.jit
+def tile_repeats(x, y):
+    out = nl.ndarray((7, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    low = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    acc = nl.load(x)
+    other = nl.load(y)
+    for _ in nl.sequential_range(4):
+        acc[...] = nl.add(acc, other)                  # in place
+        other[...] = nl.subtract(other, acc)
+    nl.store(out[0], value=acc)
+    nl.store(out[1], value=other)
+    r = nl.load(y)
+    q = nl.load(x)
+    total = nl.load(x)
+    for t, u, d in ((acc, other, r), (acc, other, r), (other, other, r), (other, acc, r), (acc, acc, q),
+                    (acc, other, q), (acc, other, r), (acc, other, r)):
+        d[...] = nl.multiply(t, u)                     # one call site, each array changing
+        total[...] = nl.add(total, d)
+    r[...] = nl.maximum(r, q)
+    nl.store(out[2], value=total)
+    nl.store(out[3], value=q)
+    p = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+    for _ in nl.sequential_range(3):
+        p[...] = nl.add(acc, other)                    # a PSUM destination
+        r[...] = nl.minimum(p, q)                      # a PSUM operand
+    nl.store(out[4], value=r)
+    for _ in nl.sequential_range(3):
+        r[:, 0:32] = nl.subtract(r[:, 32:64], q[:, 0:32])    # part of the tile
+    nl.store(out[5], value=r)
+    b = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+    for _ in nl.sequential_range(3):
+        b[...] = nl.add(acc, other)                    # a bf16 destination: never a cell
+        b[...] = nl.multiply(b, q)
+    nl.store(low, value=b)
+    for i in nl.sequential_range(2):
+        t = nl.load(x)                                 # new tiles each time
+        nl.store(out[6], value=nl.add(t, q))
+    return out, low
+
+
 def _both(kernel, args, **launch):
     """With and without run cells: the same outputs or error, and the same events; the outcome."""
     outcomes, events = fast_and_plain(kernel, args, base, "USUAL_RUN_CELLS", **launch)
@@ -103,6 +144,37 @@ def test_run_cells_give_the_plain_path_values_and_events(rng, precise):
         np.testing.assert_allclose(low.astype(np.float32), np.stack([b, b1]).astype(np.float32), rtol=2e-2)
 
 
+@pytest.mark.parametrize("precise", [True, False])
+def test_tile_operand_run_cells_give_the_plain_path_values_and_events(rng, precise):
+    x = rng.standard_normal((128, 64), dtype=np.float32)
+    y = rng.standard_normal((128, 64), dtype=np.float32)
+    y[::11, ::3] = np.inf
+    out, low = _both(tile_repeats.func, (x, y), options=SimOptions(precise_fp=precise))
+    acc, other = x.copy(), y.copy()
+    with np.errstate(all="ignore"):
+        for _ in range(4):
+            acc = acc + other
+            other = other - acc
+        r, q, total = y.copy(), x.copy(), x.copy()
+        for t, u, d in ((acc, other, r), (acc, other, r), (other, other, r), (other, acc, r), (acc, acc, q),
+                        (acc, other, q), (acc, other, r), (acc, other, r)):
+            d[...] = t * u
+            total = total + d
+        r = np.maximum(r, q)
+        expected = [acc, other, total, q]
+        p = acc + other
+        r = np.minimum(p, q)
+        expected.append(r.copy())
+        for _ in range(3):
+            r[:, 0:32] = r[:, 32:64] - q[:, 0:32]
+        expected += [r, x + q]
+        b = ((acc + other).astype(BF16).astype(np.float32) * q).astype(BF16)
+    assert np.isfinite(np.stack(expected)).mean() > 0.5
+    np.testing.assert_array_equal(out.view(np.uint32), np.stack(expected).view(np.uint32))
+    if precise:
+        np.testing.assert_array_equal(low.view(np.uint16), b.view(np.uint16))
+
+
 @nki.jit
 def half_written(x):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -119,3 +191,31 @@ def test_an_uninitialised_read_gives_the_plain_path_error(rng):
     x = rng.standard_normal((128, 64), dtype=np.float32)
     err = _both(half_written.func, (x,), options=SimOptions(uninitialized="raise"))
     assert isinstance(err, OpenNKIError) and "s = nl.add(r, 1.0)" in err.location.source
+
+
+def half_written_twice(x):
+    out = nl.ndarray((2, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    r = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    r[:, 0:32] = nl.load(x[:, 0:32])
+    s = nl.zeros((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    for _ in nl.sequential_range(3):
+        s[...] = nl.add(r, 1.0)                        # half of r never written: a finding here
+        s[...] = nl.multiply(r, s)
+    for _ in nl.sequential_range(3):
+        s[...] = nl.add(r, 1.0)                        # the same templates at other lines: findings here too
+        s[...] = nl.multiply(r, s)
+    nl.store(out[0], value=s)
+    return out
+
+
+def test_uninitialised_reads_found_on_every_line_as_on_the_plain_path(rng, monkeypatch):
+    from opennki.listeners.findings import collecting
+    x = rng.standard_normal((128, 64), dtype=np.float32)
+    lines = []
+    for cells in (True, False):
+        monkeypatch.setattr(base, "USUAL_RUN_CELLS", cells)
+        with collecting() as found:
+            out = nki.jit(half_written_twice, uninitialized="raise")(x)
+        lines.append(sorted(loc.source.strip() for f in found for loc in f.lines))
+        np.testing.assert_array_equal(out[0][:, 0:32], x[:, 0:32] * (x[:, 0:32] + F(1.0)))
+    assert lines[0] == lines[1] and len(lines[0]) == 8, lines

@@ -796,6 +796,12 @@ def operand_f32(m, x, P: int):
 _F32: dict = {}     # nonzero Python float -> np.float32 of it (operand_f32)
 
 
+def read_whole(view: TensorView, values: np.ndarray) -> bool:
+    """`values`, what `Machine.read_f32(view)` gave, is the view's NumPy array itself, read without a copy, a
+    conversion or a check of written elements: a run cell (`Instruction.usual_cells`) may hold it."""
+    return values is view._np and view.mask is None and view.storage.initialized is None
+
+
 def flat(a: np.ndarray) -> np.ndarray:
     """[P, F]: all free dims flattened in row-major order."""
     return a.reshape(a.shape[0], -1)

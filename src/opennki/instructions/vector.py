@@ -19,7 +19,7 @@ from opennki.hw import first_with
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
                                        check_on_chip, check_partitions, check_same_free, check_same_partitions,
                                        flat, instruction, is_tensor, operand, operand_f32, read_operand,
-                                       require)
+                                       read_whole, require)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import ARITH, BITVEC, alu
@@ -110,6 +110,7 @@ class TensorTensor(Instruction):
     indirect_fields = ("dst", "data1")
     writes_on_chip_only = True              # check_elementwise
     default_engine = Engine.VECTOR
+    usual_cells = ("dst", "data1", "data2")        # `run`: an fp32 operation into an fp32 destination
 
     dst: object = operand(WRITE)
     data1: object = operand(READ)
@@ -152,6 +153,18 @@ class TensorTensor(Instruction):
                        got=t.dtype, error=DtypeError)
 
     def run(self, m) -> None:
+        cell = self._usual
+        if cell is not None and cell[0] is not None:
+            x1, x2, out, psum, fn, a, b = cell[0]
+            data1, data2, dst = self.data1, self.data2, self.dst
+            if (data1._np is x1 and data2._np is x2 and dst._np is out and data1.mask is None
+                    and data2.mask is None and dst.mask is None):
+                # the same arrays as the usual run below that filled the cell: its ufunc call (design notes,
+                # "run cells")
+                if psum:
+                    dst.storage.unwritten = False
+                quiet_into(fn, a, b, out)
+                return
         op = alu(self.op)
         if op.category == BITVEC:
             a, b = (read_operand(m, v, self.dst, self.mask, raw=True) for v in (self.data1, self.data2))
@@ -164,11 +177,15 @@ class TensorTensor(Instruction):
                     raw=True)
             return
         elif self.mask is None:
-            a, b = flat(m.read_f32(self.data1)), flat(m.read_f32(self.data2))
-            if op.fn in INTO_FP32 and tuple.__eq__(a.shape, b.shape) and tuple.__eq__(a.shape, self.dst.shape):
-                out = m.fp32_target(self.dst)
+            data1, data2, dst = self.data1, self.data2, self.dst
+            x1, x2 = m.read_f32(data1), m.read_f32(data2)
+            a, b = flat(x1), flat(x2)
+            if op.fn in INTO_FP32 and tuple.__eq__(a.shape, b.shape) and tuple.__eq__(a.shape, dst.shape):
+                out = m.fp32_target(dst)
                 if out is not None:
                     quiet_into(op.fn, a, b, out)
+                    if cell is not None and read_whole(data1, x1) and read_whole(data2, x2):
+                        cell[0] = (x1, x2, out, dst.storage.kind is _PSUM, op.fn, a, b)
                     return
             result = apply(op, a, b, False)
         else:
@@ -246,12 +263,11 @@ class TensorScalar(Instruction):
             if (data._np is x and dst._np is out and self.operand0 is operand0 and data.mask is None
                     and dst.mask is None):
                 # the same immediate and arrays as the usual run below that filled the cell (the other fields are
-                # the template's): its steps, as they went then (a view's array is its storage's, shared only by
-                # views of the same elements, so each test below holds again: design notes, "run cells")
-                st = dst.storage
+                # the template's): its ufunc call (a view's array is its storage's, shared only by views of the
+                # same elements, so each test below holds again, and the storage is marked written: design
+                # notes, "run cells")
                 if psum:
-                    st.unwritten = False
-                st.written = True
+                    dst.storage.unwritten = False
                 quiet_into(fn, a, b, out)
                 return
         op0 = alu(self.op0)
@@ -268,10 +284,8 @@ class TensorScalar(Instruction):
                 if out is not None:
                     a, b = (s0, x) if self.reverse0 else (x, s0)
                     quiet_into(op0.fn, a, b, out)
-                    if (cell is not None and x is data._np and type(operand0) in _IMMUTABLE_IMMEDIATES
-                            and data.mask is None and data.storage.initialized is None):
-                        # x was read as the array itself (no copy, no conversion, no check of written elements);
-                        # the cell holds no storage (that would keep it from being freed: events)
+                    if cell is not None and type(operand0) in _IMMUTABLE_IMMEDIATES and read_whole(data, x):
+                        # (the cell holds no storage: that would keep it from being freed, events show when)
                         cell[0] = (operand0, x, out, dst.storage.kind is _PSUM, op0.fn, a, b)
                     return
             t = np.asarray(apply(op0, x, s0, self.reverse0))
