@@ -41,6 +41,9 @@ from opennki.machine.machine import Machine
 from opennki.machine.tensor import TensorView, forget_layouts, holds_view
 
 REGISTRY: dict[str, type["Instruction"]] = {}
+# instructions made from a plan's template share a run cell (`Instruction._usual`); False: none has one, every
+# run takes its class's general steps (the plain path, which tests/sim/test_run_cells.py compares against)
+USUAL_RUN_CELLS = True
 
 
 def instruction(cls):
@@ -144,6 +147,12 @@ class Instruction:
     # `operands()` of an instance once made, in its instance dict (not a field): `instr._operands or
     # instr.operands()` in the issue path's per-instruction loops reads it without a call
     _operands = None
+    # the fields a class's `run` keys its run cell on: an instruction made from a plan's template (`maker`) whose
+    # `names` are among them shares the template's cell (`_usual`), a one-element list holding what the last usual
+    # run of one of them computed with (the class's `run` says what). Every other field of such an instruction is
+    # the template's, and retargets move operand fields only, so `run` tests these fields alone. (): no cells
+    usual_cells: ClassVar[tuple] = ()
+    _usual = None
 
     @classmethod
     def api_name(cls) -> str:
@@ -206,6 +215,8 @@ class Instruction:
         template = {k: (None if k in names else v) for k, v in self.__dict__.items() if not k.startswith("_")}
         if self._param_names.isdisjoint(names):
             template["_params"] = self.params()     # every one built from it has these (`event_params`)
+        if USUAL_RUN_CELLS and self.usual_cells and set(names) <= set(self.usual_cells):
+            template["_usual"] = [None]             # its run cell (`usual_cells`)
         return _maker(type(self), names, pattern), template
 
     def replace(self, **changes) -> "Instruction":

@@ -28,6 +28,7 @@ from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_call, qu
 from opennki.machine.tensor import TensorView
 
 _INT32 = ("int32", "uint32")
+_PSUM = MemoryKind.PSUM
 # binary ALU functions that give an fp32 result for fp32 operands (arrays or fp32 scalars): an instruction
 # computing one for an fp32 destination computes straight into it (Machine.fp32_target). NumPy's ufuncs give
 # the values they would give into a new array, overlapping operands included.
@@ -35,6 +36,8 @@ INTO_FP32 = frozenset((np.add, np.subtract, np.multiply, np.maximum, np.minimum)
 # tensor_scalar's one stage with an immediate and no mask (`nl.add(t, 1.0)`) takes the general path's steps for it
 # without its other tests (`TensorScalar.run`); False: the general path (which tests compare against)
 ONE_STAGE_IMMEDIATES = True
+# immediates a run cell may be keyed on by identity (`TensorScalar.run`): values nothing can change in place
+_IMMUTABLE_IMMEDIATES = frozenset((float, int, np.float32))
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
 _ACT_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
 
@@ -191,6 +194,7 @@ class TensorScalar(Instruction):
     writes_on_chip_only = True              # check_elementwise
     default_engine = Engine.VECTOR
     chooses_engine = True
+    usual_cells = ("dst", "data", "operand0")      # `run`: one stage with an immediate into an fp32 destination
 
     dst: object = operand(WRITE)
     data: object = operand(READ)
@@ -235,21 +239,40 @@ class TensorScalar(Instruction):
                    got=pair_names(op0, op1), error=HardwareUnsupportedError)
 
     def run(self, m) -> None:
+        cell = self._usual
+        if cell is not None and cell[0] is not None:
+            operand0, x, out, psum, fn, a, b = cell[0]
+            data, dst = self.data, self.dst
+            if (data._np is x and dst._np is out and self.operand0 is operand0 and data.mask is None
+                    and dst.mask is None):
+                # the same immediate and arrays as the usual run below that filled the cell (the other fields are
+                # the template's): its steps, as they went then (a view's array is its storage's, shared only by
+                # views of the same elements, so each test below holds again: design notes, "run cells")
+                st = dst.storage
+                if psum:
+                    st.unwritten = False
+                st.written = True
+                quiet_into(fn, a, b, out)
+                return
         op0 = alu(self.op0)
         operand0 = self.operand0
         if (self.op1 is None and self.mask is None and op0.fn in INTO_FP32 and op0.category != BITVEC
                 and op0.arity == 2 and not isinstance(operand0, TensorView) and ONE_STAGE_IMMEDIATES):
             # one stage with an immediate, unmasked (`nl.add(t, 1.0)`): the steps the general path below takes
             # for it, without the tests that cannot apply
-            x = m.read_f32(self.data)
-            s0 = operand_f32(m, operand0, self.data.shape[0])
-            if tuple.__eq__(x.shape, self.dst.shape):
-                out = m.fp32_target(self.dst)
+            data, dst = self.data, self.dst
+            x = m.read_f32(data)
+            s0 = operand_f32(m, operand0, data.shape[0])
+            if tuple.__eq__(x.shape, dst.shape):
+                out = m.fp32_target(dst)
                 if out is not None:
-                    if self.reverse0:
-                        quiet_into(op0.fn, s0, x, out)
-                    else:
-                        quiet_into(op0.fn, x, s0, out)
+                    a, b = (s0, x) if self.reverse0 else (x, s0)
+                    quiet_into(op0.fn, a, b, out)
+                    if (cell is not None and x is data._np and type(operand0) in _IMMUTABLE_IMMEDIATES
+                            and data.mask is None and data.storage.initialized is None):
+                        # x was read as the array itself (no copy, no conversion, no check of written elements);
+                        # the cell holds no storage (that would keep it from being freed: events)
+                        cell[0] = (operand0, x, out, dst.storage.kind is _PSUM, op0.fn, a, b)
                     return
             t = np.asarray(apply(op0, x, s0, self.reverse0))
             m.write(self.dst, t if tuple.__eq__(t.shape, self.dst.shape) else t.reshape(self.dst.shape), None)
