@@ -1045,7 +1045,7 @@ def _shared(views: list, boxes: set[int] = frozenset()) -> set[int]:
     """Root storage ids of `views` that something other than a frame's local variables (or the dead lists
     `boxes`, by id) refers to: another view of the same storage, a reinterpreting storage, or any container
     or object holding one of the views. (The garbage collector does not report running frames' local
-    variables as referrers.) None for no views, without the heap scan (`gc.get_referrers` visits every
+    variables as referrers.) The empty set for no views, without the heap scan (`gc.get_referrers` visits every
     object the collector tracks even when asked about none: milliseconds in a model-sized estimate)."""
     if not views:
         return set()
