@@ -2,9 +2,10 @@
 from a plan's template repeats the last usual run of its template when the immediate and arrays are the same)
 give the plain path's outputs bit for bit, its errors with their kernel lines, its uninitialised-read findings
 and, with a listener, its events field by field: in-place chains, one call site alternating each array, zeros
-of either sign (one template: its memo is keyed by value), PSUM, bf16 and partial destinations, a PSUM
-operand, both operands one tile, tiles made anew in a loop, precise-off storage (a bf16 tile held in an fp32
-array) and uninitialised reads. Random data, results against NumPy."""
+of either sign (one template: its memo is keyed by value), [P, 1] column operands (one a view of the
+destination), PSUM, bf16 and partial destinations, a PSUM operand, both operands one tile, tiles made anew in
+a loop, precise-off storage (a bf16 tile held in an fp32 array) and uninitialised reads. Random data, results
+against NumPy."""
 
 import ml_dtypes
 import numpy as np
@@ -109,6 +110,35 @@ def tile_repeats(x, y):
     return out, low
 
 
+@nki.jit
+def column_repeats(x, y):
+    out = nl.ndarray((6, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(x)
+    other = nl.load(y)
+    c1 = nl.load(y[:, 0:1])
+    c2 = nl.load(x[:, 5:6])
+    for _ in nl.sequential_range(4):
+        acc[...] = nl.multiply(acc, c1)                # a [P, 1] column, in place
+        other[...] = nl.subtract(c2, other)            # reversed
+    nl.store(out[0], value=acc)
+    nl.store(out[1], value=other)
+    r = nl.load(x)
+    for c in (c1, c1, c2, c2, c1):                     # one call site, the column changing
+        r[...] = nl.add(r, c)
+    nl.store(out[2], value=r)
+    for _ in nl.sequential_range(3):
+        r[...] = nl.multiply(r, r[:, 3:4])             # the column a view of the destination
+    nl.store(out[3], value=r)
+    p = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+    for _ in nl.sequential_range(3):
+        p[...] = nl.maximum(other, other[:, 1:2])      # a PSUM destination, a column of a bigger tile
+        c2[...] = nl.multiply(c2, 0.5)                 # the column's values change between runs
+        other[...] = nl.minimum(other, c2)
+    nl.store(out[4], value=nl.copy(p))
+    nl.store(out[5], value=other)
+    return out
+
+
 def _both(kernel, args, **launch):
     """With and without run cells: the same outputs or error, and the same events; the outcome."""
     outcomes, events = fast_and_plain(kernel, args, base, "USUAL_RUN_CELLS", **launch)
@@ -175,6 +205,32 @@ def test_tile_operand_run_cells_give_the_plain_path_values_and_events(rng, preci
     np.testing.assert_array_equal(out.view(np.uint32), np.stack(expected).view(np.uint32))
     if precise:
         np.testing.assert_array_equal(low.view(np.uint16), b.view(np.uint16))
+
+
+@pytest.mark.parametrize("precise", [True, False])
+def test_column_run_cells_give_the_plain_path_values_and_events(rng, precise):
+    x = rng.standard_normal((128, 64), dtype=np.float32)
+    y = rng.standard_normal((128, 64), dtype=np.float32)
+    out = _both(column_repeats.func, (x, y), options=SimOptions(precise_fp=precise))
+    acc, other, c1, c2 = x.copy(), y.copy(), y[:, 0:1].copy(), x[:, 5:6].copy()
+    for _ in range(4):
+        acc = acc * c1
+        other = c2 - other
+    expected = [acc, other]
+    r = x.copy()
+    for c in (c1, c1, c2, c2, c1):
+        r = r + c
+    expected.append(r)
+    for _ in range(3):
+        r = r * r[:, 3:4]
+    expected.append(r)
+    for _ in range(3):
+        p = np.maximum(other, other[:, 1:2])
+        c2 = c2 * F(0.5)
+        other = np.minimum(other, c2)
+    expected += [p, other]
+    assert np.isfinite(np.stack(expected)).mean() > 0.9
+    np.testing.assert_array_equal(out.view(np.uint32), np.stack(expected).view(np.uint32))
 
 
 @nki.jit

@@ -765,10 +765,15 @@ def check_not_both_psum(a, b, ra: str, rb: str) -> None:
                f"'{ra}' and '{rb}' cannot both be in PSUM", got="PSUM, PSUM", error=MemoryKindError)
 
 
+def first_column(values: np.ndarray, P: int) -> np.ndarray:
+    """The first column of a [P, ...] operand's values, [P, 1] (a view of them when they are [P, F])."""
+    return values.reshape(P, -1)[:, :1]
+
+
 def column(m, x, P: int) -> np.ndarray:
     """An immediate or [P, 1] tile as a [P, 1] fp32 column (broadcasts along the free dims)."""
     if is_tensor(x):
-        return m.read_f32(x).reshape(P, -1)[:, :1]
+        return first_column(m.read_f32(x), P)
     return np.full((P, 1), x, np.float32)
 
 
@@ -778,7 +783,7 @@ def operand_f32(m, x, P: int):
     float's fp32 scalar is made once (`_F32`: equal nonzero floats are the same number; zeros, whose sign an
     equal key would lose, are converted each time)."""
     if isinstance(x, TensorView):
-        return m.read_f32(x).reshape(P, -1)[:, :1]
+        return first_column(m.read_f32(x), P)
     if type(x) is float and x:
         found = _F32.get(x)
         if found is None:
