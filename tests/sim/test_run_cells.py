@@ -10,6 +10,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+import opennki.isa as nisa2
+import opennki.language as nl2
 import opennki.legacy as nki
 import opennki.legacy.language as nl
 from opennki.errors import OpenNKIError
@@ -219,3 +221,33 @@ def test_uninitialised_reads_found_on_every_line_as_on_the_plain_path(rng, monke
         lines.append(sorted(loc.source.strip() for f in found for loc in f.lines))
         np.testing.assert_array_equal(out[0][:, 0:32], x[:, 0:32] * (x[:, 0:32] + F(1.0)))
     assert lines[0] == lines[1] and len(lines[0]) == 8, lines
+
+
+def _strided(x):
+    out = nl2.ndarray((4, 128, 32), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    big = nl2.ndarray((128, 4, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(dst=big, src=x)
+    v, w = big[:, 1:3, 0:16], big[:, 1:3, 16:32]      # [P, 2, 16]: flattened to [P, 32] by a copy
+    d = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    for i in range(4):
+        nisa2.tensor_tensor(dst=d, data1=v, data2=w, op=nl2.add)
+        nisa2.tensor_scalar(dst=big, data=big, op0=nl2.multiply, operand0=1.5)
+        nisa2.dma_copy(dst=out[i], src=d)
+    return out
+
+
+def test_a_cell_never_keeps_a_flattened_copy(rng, monkeypatch):
+    """Operands that are not [P, F] are flattened by a copy: a cell holding it would add stale values. Every
+    tensor_tensor here shares one cell (as a template's instructions do; the new generation's nisa calls have
+    no templates of their own)."""
+    from opennki.instructions.vector import TensorTensor
+    from opennki.kernels.base import run_kernel
+    x = rng.standard_normal((128, 4, 32), dtype=np.float32)
+    monkeypatch.setattr(TensorTensor, "_usual", [None])
+    out = run_kernel(_strided, (x,), target="trn2")
+    expected = []
+    big = x.copy()
+    for _ in range(4):
+        expected.append((big[:, 1:3, 0:16] + big[:, 1:3, 16:32]).reshape(128, 32))
+        big = big * F(1.5)
+    np.testing.assert_array_equal(out.view(np.uint32), np.stack(expected).view(np.uint32))

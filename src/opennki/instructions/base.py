@@ -257,7 +257,6 @@ class Instruction:
         (`_params`) get the new values, or are `params` (what `replace` gave an instruction of the same template
         and changes, shared: never changed); the signature cache is dropped, as `replace` would recompute it."""
         state = self.__dict__
-        old = state["dst"]
         if params is not None:
             state["_params"] = params
         elif len(changes) > 1 and "_params" in state:
@@ -265,26 +264,23 @@ class Instruction:
             for name, value in changes.items():
                 if name != "dst":
                     params[name] = value if type(value) in _PLAIN_TYPES else plain(value)
-        state.update(changes)
-        return self._moved_from(old)
+        for name, value in changes.items():
+            if name != "dst":
+                state[name] = value
+        return self.moved_dst(changes["dst"])
 
     def moved_dst(self, dst) -> "Instruction":
-        """`moved_to({"dst": dst})`: only the destination moves (`buf[...] = nl.add(x, 1.0)`)."""
+        """`moved_to({"dst": dst})`: only the destination moves (`buf[...] = nl.add(x, 1.0)`), and the rest of
+        every move: the signature cache dropped, the operand cache's destination entry replaced."""
         state = self.__dict__
         old = state["dst"]
         state["dst"] = dst
-        return self._moved_from(old)
-
-    def _moved_from(self, old) -> "Instruction":
-        """The rest of a move from the destination `old` (`moved_to`): the signature cache dropped, the operand
-        cache's destination entry replaced."""
-        state = self.__dict__
         state.pop("_signature", None)
         operands = state.get("_operands")
         if operands is not None:
             first = operands[0]
             if first[1] is old and first[0] == "dst" and not old.dynamic:
-                state["_operands"] = (("dst", state["dst"], first[2]),) + operands[1:]
+                state["_operands"] = (("dst", dst, first[2]),) + operands[1:]
             else:
                 del state["_operands"]
         return self

@@ -184,7 +184,10 @@ class TensorTensor(Instruction):
                 out = m.fp32_target(dst)
                 if out is not None:
                     quiet_into(op.fn, a, b, out)
-                    if cell is not None and read_whole(data1, x1) and read_whole(data2, x2):
+                    # a and b are views of x1 and x2 when these are [P, F] already (a reshape of other shapes
+                    # may copy: a cell must not keep values)
+                    if (cell is not None and x1.ndim == 2 and x2.ndim == 2 and read_whole(data1, x1)
+                            and read_whole(data2, x2)):
                         cell[0] = (x1, x2, out, dst.storage.kind is _PSUM, op.fn, a, b)
                     return
             result = apply(op, a, b, False)
