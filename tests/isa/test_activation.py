@@ -251,3 +251,19 @@ def test_reduction_folds_fp32_values_before_rounding_into_dst(rng):
     np.testing.assert_allclose(got, np.exp(x.astype(np.float64)).sum(1), rtol=1e-6)
     rounded = np.exp(x).astype(ml_dtypes.bfloat16).astype(np.float64).sum(1)
     assert np.abs(got - rounded).max() > 1e-4                             # not the sum of the bf16 outputs
+
+
+def test_an_unsupported_reduce_cmd_names_the_allowed_ones_at_the_kernel_line(rng):
+    from tests.raises import raises_at
+    a = rand(rng, 32, 8)
+
+    def kernel(a):
+        out = nl.ndarray((32, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        y = nisa.activation(np.exp, nl.load(a), reduce_op=np.add, reduce_cmd=nisa.reduce_cmd.load_reduce)
+        nl.store(out, y)
+        return out
+
+    with raises_at(KernelError, match="activation does not support reduce_cmd=load_reduce",
+                   line="y = nisa.activation(") as info:
+        run(kernel, a)
+    assert info.value.expected == "idle/reset/reduce/reset_reduce" and info.value.got == "load_reduce"

@@ -64,3 +64,26 @@ def test_a_tensor_read_later_keeps_its_data_through_a_spill(rng):
     assert spills["two_stages"] == []
     first = spills["two_stages_reading_first_again"][0][1]
     assert spills["two_stages_reading_first_again"] == [("sbuf_spill", first), ("sbuf_reload", first)]
+
+
+def test_no_dead_candidates_means_no_heap_scan(monkeypatch):
+    """Reclaiming asks which dead-variable tensors something else refers to (`program._shared`, a scan of the
+    whole heap); with no candidates the answer is none without the scan, and with one it is still asked."""
+    import gc
+
+    from opennki.machine.dtypes import float32
+    from opennki.machine.memory import MemoryRegion, Placement, Storage
+    from opennki.machine.tensor import TensorView
+    from opennki.sim import program
+
+    storage = Storage(MemoryRegion.sbuf, float32, (128, 4), None, Placement(0, 0), "t", None)
+    view = TensorView.root(storage)
+    holder = [view]                     # a referrer other than this frame's locals
+
+    def no_scan(*objects):
+        raise AssertionError("heap scanned")
+
+    with monkeypatch.context() as m:
+        m.setattr(gc, "get_referrers", no_scan)
+        assert program._shared([]) == set()
+    assert program._shared([view]) == {storage.id} and holder

@@ -245,6 +245,7 @@ def test_operand_records_from_layout_templates_are_the_plain_records(rng, monkey
     import opennki.legacy as nki
     from opennki.kernels.base import run_kernel
     from opennki.listeners import Recorder
+    from opennki.machine.tensor import forget_layouts
     from opennki.sim import program
     from tests.sim.outcomes import assert_same_outcome, by_first_appearance, event_fields
 
@@ -253,7 +254,7 @@ def test_operand_records_from_layout_templates_are_the_plain_records(rng, monkey
     outcomes, events = [], []
     for templates in (True, False):
         monkeypatch.setattr(program, "RECORD_TEMPLATES", templates)
-        program._RECORDS.clear()
+        forget_layouts()                # the templates live on the layouts: made afresh in each run
         rec = Recorder()
         outcomes.append(run_kernel(kernel.func, args, listeners=[rec]))
         sid = by_first_appearance()

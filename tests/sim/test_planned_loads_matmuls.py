@@ -124,7 +124,8 @@ def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch)
             instr = make(template, values)
             fixed = {k: v for k, v in template.items() if k not in names and not k.startswith("_")}
             plain = type(self)(**dict(zip(names, values)), **fixed)
-            assert set(vars(instr)) == set(vars(plain)) | {"_operands", "_params"}
+            cell = {"_usual"} if "_usual" in template else set()      # a run cell (`Instruction.usual_cells`)
+            assert set(vars(instr)) == set(vars(plain)) | {"_operands", "_params"} | cell
             assert all(getattr(instr, f) is getattr(plain, f) for f in vars(plain)), instr
             assert [(r, id(v), k) for r, v, k in instr._operands] == [(r, id(v), k) for r, v, k in plain.operands()]
             assert instr._params == plain.params()

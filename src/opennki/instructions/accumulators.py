@@ -83,8 +83,9 @@ def check_reduce_cmd(value, allowed: tuple[reduce_cmd, ...], opcode: str, *, red
                      idle_reads_undefined: bool = False) -> reduce_cmd:
     """Normalise and validate a `reduce_cmd=` argument."""
     cmd = reduce_cmd_of(value)
-    expect(cmd in allowed, f"{opcode} does not support reduce_cmd={cmd.name}",
-           expected="/".join(c.name for c in allowed), got=cmd.name, error=KernelError)
+    if cmd not in allowed:          # tested first (runs call this): the message is built for the error only
+        expect(False, f"{opcode} does not support reduce_cmd={cmd.name}",
+               expected="/".join(c.name for c in allowed), got=cmd.name, error=KernelError)
     if idle_reads_undefined and cmd is reduce_cmd.idle:
         expect(reduce_res is None, f"{opcode}: reduce_res with reduce_cmd=idle would read the Vector Engine "
                "accumulators, which are undefined after an idle instruction", got="reduce_cmd=idle",

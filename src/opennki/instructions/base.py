@@ -41,6 +41,9 @@ from opennki.machine.machine import Machine
 from opennki.machine.tensor import TensorView, forget_layouts, holds_view
 
 REGISTRY: dict[str, type["Instruction"]] = {}
+# instructions made from a plan's template share a run cell (`Instruction._usual`); False: none has one, every
+# run takes its class's general steps (the plain path, which tests/sim/test_run_cells.py compares against)
+USUAL_RUN_CELLS = True
 
 
 def instruction(cls):
@@ -144,6 +147,12 @@ class Instruction:
     # `operands()` of an instance once made, in its instance dict (not a field): `instr._operands or
     # instr.operands()` in the issue path's per-instruction loops reads it without a call
     _operands = None
+    # the fields a class's `run` keys its run cell on: an instruction made from a plan's template (`maker`) whose
+    # `names` are among them shares the template's cell (`_usual`), a one-element list holding what the last usual
+    # run of one of them computed with (the class's `run` says what). Every other field of such an instruction is
+    # the template's, and retargets move operand fields only, so `run` tests these fields alone. (): no cells
+    usual_cells: ClassVar[tuple] = ()
+    _usual = None
 
     @classmethod
     def api_name(cls) -> str:
@@ -206,6 +215,8 @@ class Instruction:
         template = {k: (None if k in names else v) for k, v in self.__dict__.items() if not k.startswith("_")}
         if self._param_names.isdisjoint(names):
             template["_params"] = self.params()     # every one built from it has these (`event_params`)
+        if USUAL_RUN_CELLS and self.usual_cells and set(names) <= set(self.usual_cells):
+            template["_usual"] = [None]             # its run cell (`usual_cells`)
         return _maker(type(self), names, pattern), template
 
     def replace(self, **changes) -> "Instruction":
@@ -246,7 +257,6 @@ class Instruction:
         (`_params`) get the new values, or are `params` (what `replace` gave an instruction of the same template
         and changes, shared: never changed); the signature cache is dropped, as `replace` would recompute it."""
         state = self.__dict__
-        old = state["dst"]
         if params is not None:
             state["_params"] = params
         elif len(changes) > 1 and "_params" in state:
@@ -254,26 +264,23 @@ class Instruction:
             for name, value in changes.items():
                 if name != "dst":
                     params[name] = value if type(value) in _PLAIN_TYPES else plain(value)
-        state.update(changes)
-        return self._moved_from(old)
+        for name, value in changes.items():
+            if name != "dst":
+                state[name] = value
+        return self.moved_dst(changes["dst"])
 
     def moved_dst(self, dst) -> "Instruction":
-        """`moved_to({"dst": dst})`: only the destination moves (`buf[...] = nl.add(x, 1.0)`)."""
+        """`moved_to({"dst": dst})`: only the destination moves (`buf[...] = nl.add(x, 1.0)`), and the rest of
+        every move: the signature cache dropped, the operand cache's destination entry replaced."""
         state = self.__dict__
         old = state["dst"]
         state["dst"] = dst
-        return self._moved_from(old)
-
-    def _moved_from(self, old) -> "Instruction":
-        """The rest of a move from the destination `old` (`moved_to`): the signature cache dropped, the operand
-        cache's destination entry replaced."""
-        state = self.__dict__
         state.pop("_signature", None)
         operands = state.get("_operands")
         if operands is not None:
             first = operands[0]
             if first[1] is old and first[0] == "dst" and not old.dynamic:
-                state["_operands"] = (("dst", state["dst"], first[2]),) + operands[1:]
+                state["_operands"] = (("dst", dst, first[2]),) + operands[1:]
             else:
                 del state["_operands"]
         return self
@@ -758,10 +765,15 @@ def check_not_both_psum(a, b, ra: str, rb: str) -> None:
                f"'{ra}' and '{rb}' cannot both be in PSUM", got="PSUM, PSUM", error=MemoryKindError)
 
 
+def first_column(values: np.ndarray, P: int) -> np.ndarray:
+    """The first column of a [P, ...] operand's values, [P, 1] (a view of them when they are [P, F])."""
+    return values.reshape(P, -1)[:, :1]
+
+
 def column(m, x, P: int) -> np.ndarray:
     """An immediate or [P, 1] tile as a [P, 1] fp32 column (broadcasts along the free dims)."""
     if is_tensor(x):
-        return m.read_f32(x).reshape(P, -1)[:, :1]
+        return first_column(m.read_f32(x), P)
     return np.full((P, 1), x, np.float32)
 
 
@@ -771,7 +783,7 @@ def operand_f32(m, x, P: int):
     float's fp32 scalar is made once (`_F32`: equal nonzero floats are the same number; zeros, whose sign an
     equal key would lose, are converted each time)."""
     if isinstance(x, TensorView):
-        return m.read_f32(x).reshape(P, -1)[:, :1]
+        return first_column(m.read_f32(x), P)
     if type(x) is float and x:
         found = _F32.get(x)
         if found is None:
@@ -783,6 +795,12 @@ def operand_f32(m, x, P: int):
 
 
 _F32: dict = {}     # nonzero Python float -> np.float32 of it (operand_f32)
+
+
+def read_whole(view: TensorView, values: np.ndarray) -> bool:
+    """`values`, what `Machine.read_f32(view)` gave, is the view's NumPy array itself, read without a copy, a
+    conversion or a check of written elements: a run cell (`Instruction.usual_cells`) may hold it."""
+    return values is view._np and view.mask is None and view.storage.initialized is None
 
 
 def flat(a: np.ndarray) -> np.ndarray:

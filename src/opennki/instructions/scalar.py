@@ -127,10 +127,11 @@ class Activation(Instruction):
         written = out is not None and evaluate_into(fn, pre, out)
         y = out if written else evaluate(fn, pre)
         cmd = acc.check_reduce_cmd(self.reduce_cmd, self.allowed_cmds, self.opcode)
-        active = Machine.effective_mask(self.dst, self.mask)
-        contribution = acc.partial(alu("add"), y, active) if cmd in acc.FOLDING else None
-        acc.step(m.act_acc, P, cmd, alu("add"), contribution, reset_value=0.0, idle_clobbers=False,
-                 lanes=acc.lanes_of(active))
+        if cmd is not cmds.idle:        # idle (`nl.exp`): the registers are left as they are (`acc.step`)
+            active = Machine.effective_mask(self.dst, self.mask)
+            contribution = acc.partial(alu("add"), y, active) if cmd in acc.FOLDING else None
+            acc.step(m.act_acc, P, cmd, alu("add"), contribution, reset_value=0.0, idle_clobbers=False,
+                     lanes=acc.lanes_of(active))
         # both results are computed before either is written, so reduce_res may alias dst
         if not written:
             m.write(self.dst, y.reshape(self.dst.shape), self.mask)

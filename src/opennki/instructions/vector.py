@@ -18,8 +18,8 @@ from opennki.events import Engine, MemoryKind
 from opennki.hw import first_with
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
                                        check_on_chip, check_partitions, check_same_free, check_same_partitions,
-                                       flat, instruction, is_tensor, operand, operand_f32, read_operand,
-                                       require)
+                                       first_column, flat, instruction, is_tensor, operand, operand_f32,
+                                       read_operand, read_whole, require)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import ARITH, BITVEC, alu
@@ -28,6 +28,7 @@ from opennki.machine.dtypes import PACKED, SCALAR_TYPES, promote, quiet_call, qu
 from opennki.machine.tensor import TensorView
 
 _INT32 = ("int32", "uint32")
+_PSUM = MemoryKind.PSUM
 # binary ALU functions that give an fp32 result for fp32 operands (arrays or fp32 scalars): an instruction
 # computing one for an fp32 destination computes straight into it (Machine.fp32_target). NumPy's ufuncs give
 # the values they would give into a new array, overlapping operands included.
@@ -35,6 +36,8 @@ INTO_FP32 = frozenset((np.add, np.subtract, np.multiply, np.maximum, np.minimum)
 # tensor_scalar's one stage with an immediate and no mask (`nl.add(t, 1.0)`) takes the general path's steps for it
 # without its other tests (`TensorScalar.run`); False: the general path (which tests compare against)
 ONE_STAGE_IMMEDIATES = True
+# immediates a run cell may be keyed on by identity (`TensorScalar.run`): values nothing can change in place
+_IMMUTABLE_IMMEDIATES = frozenset((float, int, np.float32))
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
 _ACT_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
 
@@ -107,6 +110,7 @@ class TensorTensor(Instruction):
     indirect_fields = ("dst", "data1")
     writes_on_chip_only = True              # check_elementwise
     default_engine = Engine.VECTOR
+    usual_cells = ("dst", "data1", "data2")        # `run`: an fp32 operation into an fp32 destination
 
     dst: object = operand(WRITE)
     data1: object = operand(READ)
@@ -149,6 +153,18 @@ class TensorTensor(Instruction):
                        got=t.dtype, error=DtypeError)
 
     def run(self, m) -> None:
+        cell = self._usual
+        if cell is not None and cell[0] is not None:
+            x1, x2, out, psum, fn, a, b = cell[0]
+            data1, data2, dst = self.data1, self.data2, self.dst
+            if (data1._np is x1 and data2._np is x2 and dst._np is out and data1.mask is None
+                    and data2.mask is None and dst.mask is None):
+                # the same arrays as the usual run below that filled the cell: its ufunc call (design notes,
+                # "run cells")
+                if psum:
+                    dst.storage.unwritten = False
+                quiet_into(fn, a, b, out)
+                return
         op = alu(self.op)
         if op.category == BITVEC:
             a, b = (read_operand(m, v, self.dst, self.mask, raw=True) for v in (self.data1, self.data2))
@@ -161,11 +177,18 @@ class TensorTensor(Instruction):
                     raw=True)
             return
         elif self.mask is None:
-            a, b = flat(m.read_f32(self.data1)), flat(m.read_f32(self.data2))
-            if op.fn in INTO_FP32 and tuple.__eq__(a.shape, b.shape) and tuple.__eq__(a.shape, self.dst.shape):
-                out = m.fp32_target(self.dst)
+            data1, data2, dst = self.data1, self.data2, self.dst
+            x1, x2 = m.read_f32(data1), m.read_f32(data2)
+            a, b = flat(x1), flat(x2)
+            if op.fn in INTO_FP32 and tuple.__eq__(a.shape, b.shape) and tuple.__eq__(a.shape, dst.shape):
+                out = m.fp32_target(dst)
                 if out is not None:
                     quiet_into(op.fn, a, b, out)
+                    # a and b are views of x1 and x2 when these are [P, F] already (a reshape of other shapes
+                    # may copy: a cell must not keep values)
+                    if (cell is not None and x1.ndim == 2 and x2.ndim == 2 and read_whole(data1, x1)
+                            and read_whole(data2, x2)):
+                        cell[0] = (x1, x2, out, dst.storage.kind is _PSUM, op.fn, a, b)
                     return
             result = apply(op, a, b, False)
         else:
@@ -191,6 +214,7 @@ class TensorScalar(Instruction):
     writes_on_chip_only = True              # check_elementwise
     default_engine = Engine.VECTOR
     chooses_engine = True
+    usual_cells = ("dst", "data", "operand0")      # `run`: one stage with an immediate into an fp32 destination
 
     dst: object = operand(WRITE)
     data: object = operand(READ)
@@ -235,21 +259,38 @@ class TensorScalar(Instruction):
                    got=pair_names(op0, op1), error=HardwareUnsupportedError)
 
     def run(self, m) -> None:
+        cell = self._usual
+        if cell is not None and cell[0] is not None:
+            operand0, x, out, psum, fn, a, b = cell[0]
+            data, dst, o = self.data, self.dst, self.operand0
+            if (data._np is x and dst._np is out and data.mask is None and dst.mask is None and (o is operand0 or (
+                    type(operand0) is np.ndarray and isinstance(o, TensorView) and o._np is operand0
+                    and o.mask is None))):
+                # the same immediate (or column array) and arrays as the usual run below that filled the cell (the
+                # other fields are the template's): its ufunc call (a view's array is its storage's, shared only
+                # by views of the same elements, so each test below holds again, and the storage is marked
+                # written: design notes, "run cells")
+                if psum:
+                    dst.storage.unwritten = False
+                quiet_into(fn, a, b, out)
+                return
         op0 = alu(self.op0)
         operand0 = self.operand0
         if (self.op1 is None and self.mask is None and op0.fn in INTO_FP32 and op0.category != BITVEC
                 and op0.arity == 2 and not isinstance(operand0, TensorView) and ONE_STAGE_IMMEDIATES):
             # one stage with an immediate, unmasked (`nl.add(t, 1.0)`): the steps the general path below takes
             # for it, without the tests that cannot apply
-            x = m.read_f32(self.data)
-            s0 = operand_f32(m, operand0, self.data.shape[0])
-            if tuple.__eq__(x.shape, self.dst.shape):
-                out = m.fp32_target(self.dst)
+            data, dst = self.data, self.dst
+            x = m.read_f32(data)
+            s0 = operand_f32(m, operand0, data.shape[0])
+            if tuple.__eq__(x.shape, dst.shape):
+                out = m.fp32_target(dst)
                 if out is not None:
-                    if self.reverse0:
-                        quiet_into(op0.fn, s0, x, out)
-                    else:
-                        quiet_into(op0.fn, x, s0, out)
+                    a, b = (s0, x) if self.reverse0 else (x, s0)
+                    quiet_into(op0.fn, a, b, out)
+                    if cell is not None and type(operand0) in _IMMUTABLE_IMMEDIATES and read_whole(data, x):
+                        # (the cell holds no storage: that would keep it from being freed, events show when)
+                        cell[0] = (operand0, x, out, dst.storage.kind is _PSUM, op0.fn, a, b)
                     return
             t = np.asarray(apply(op0, x, s0, self.reverse0))
             m.write(self.dst, t if tuple.__eq__(t.shape, self.dst.shape) else t.reshape(self.dst.shape), None)
@@ -266,23 +307,38 @@ class TensorScalar(Instruction):
                 t = apply(op1, t, col(self.operand1) if op1.arity == 2 else None, self.reverse1)
         else:
             mask = self.mask
+            raw = raw0 = None
             if mask is not None:
                 x = read_operand(m, self.data, self.dst, mask)
             elif isinstance(self.operand0, TensorView) or isinstance(self.operand1, TensorView):
-                x = flat(m.read_f32(self.data))     # [P, F]: a [P, 1] column broadcasts along F
+                raw = m.read_f32(self.data)
+                x = flat(raw)                       # [P, F]: a [P, 1] column broadcasts along F
             else:
                 x = m.read_f32(self.data)           # immediates broadcast to any shape: element-wise the same
-            s0 = operand_f32(m, self.operand0, P) if op0.arity == 2 else None
+            if op0.arity != 2:
+                s0 = None
+            elif isinstance(self.operand0, TensorView):
+                raw0 = m.read_f32(self.operand0)
+                s0 = first_column(raw0, P)
+            else:
+                s0 = operand_f32(m, self.operand0, P)
             s1 = operand_f32(m, self.operand1, P) if op1 is not None and op1.arity == 2 else None
             # two stages into the destination only with an immediate second operand: a column read as a view
             # of the destination would see the first stage's values
             if (mask is None and op0.fn in INTO_FP32 and tuple.__eq__(x.shape, self.dst.shape)
                     and (op1 is None or (op1.fn in INTO_FP32 and not isinstance(self.operand1, TensorView)))):
-                out = m.fp32_target(self.dst)
+                dst = self.dst
+                out = m.fp32_target(dst)
                 if out is not None:
-                    quiet_into(op0.fn, *((s0, x) if self.reverse0 else (x, s0)), out)
+                    a, b = (s0, x) if self.reverse0 else (x, s0)
+                    quiet_into(op0.fn, a, b, out)
                     if op1 is not None:
                         quiet_into(op1.fn, *((s1, out) if self.reverse1 else (out, s1)), out)
+                    elif (cell is not None and raw0 is not None and raw.ndim == 2 and raw0.ndim == 2
+                          and read_whole(self.data, raw) and read_whole(self.operand0, raw0)):
+                        # a [P, 1] column: the cell holds its array, of which s0 is a view (as x is of raw: both
+                        # [P, F] already, never a copy holding values)
+                        cell[0] = (raw0, raw, out, dst.storage.kind is _PSUM, op0.fn, a, b)
                     return
             t = apply(op0, x, s0, self.reverse0)
             if op1 is not None:

@@ -886,13 +886,10 @@ class Program:
             operands = []
             for role, view, access in instr._operands or instr.operands():
                 layout = view._layout
-                template = _RECORDS.get(layout) if layout is not None else None
-                if template is None:
-                    if layout is None:
-                        operands.append(operand_record(role, view, access))
-                        continue
-                    template = _record_template(view)
-                on_chip, p0, b0, b1, region_fields, record_fields = template
+                if layout is None:
+                    operands.append(operand_record(role, view, access))
+                    continue
+                on_chip, p0, b0, b1, region_fields, record_fields = layout.record or _record_template(view)
                 st = view.storage
                 placement = st.placement
                 address = placement.address
@@ -1048,7 +1045,10 @@ def _shared(views: list, boxes: set[int] = frozenset()) -> set[int]:
     """Root storage ids of `views` that something other than a frame's local variables (or the dead lists
     `boxes`, by id) refers to: another view of the same storage, a reinterpreting storage, or any container
     or object holding one of the views. (The garbage collector does not report running frames' local
-    variables as referrers.)"""
+    variables as referrers.) None for no views, without the heap scan (`gc.get_referrers` visits every
+    object the collector tracks even when asked about none: milliseconds in a model-sized estimate)."""
+    if not views:
+        return set()
     view_ids = {id(v): v for v in views}
     roots = [v.storage.base or v.storage for v in views]
     root_ids = {id(st): st for st in roots}
@@ -1116,8 +1116,6 @@ _new = object.__new__
 _new_freed = positional_maker(TensorFreed)
 
 
-# a view layout (machine.tensor._Layout) -> what the event records of its views share (`_record_template`)
-_RECORDS: dict = {}
 # what a layout fixes of an operand record -> its number (`Operand.layout`); a number is never given to others
 _LAYOUT_NUMBERS: dict = {}
 _layout_numbers = itertools.count()
@@ -1141,8 +1139,8 @@ def _record_template(view: TensorView) -> tuple:
     """What `operand_record` gives every view of `view`'s layout, whatever its storage: all but the role, the
     access, the storage's id, name and placement, which `Program._event` adds (a layout fixes the storage's
     shape, region and dtype, the view's shape, map and constants, and so every value derived from them).
-    Kept per layout: a kernel's loops make views of the same layouts again and again, and an estimate builds
-    a record for every operand of every instruction."""
+    Kept on the layout (`_Layout.record`, read without a look-up): a kernel's loops make views of the same
+    layouts again and again, and an estimate builds a record for every operand of every instruction."""
     st = view.storage
     dtype = st.dtype
     shape = tuple(view.shape)
@@ -1160,10 +1158,7 @@ def _record_template(view: TensorView) -> tuple:
                   tensor_name=None, storage_shape=st.shape, offsets=None, gathered=False,
                   layout=_layout_number(st.kind, region["partition_count"], shape, dtype.name, dtype.itemsize,
                                         free, strides, offset, st.shape, b1 - b0))
-    template = (on_chip, p0 if p0 > 0 else 0, b0, b1, region, record)
-    if len(_RECORDS) >= 4096:
-        _RECORDS.clear()
-    _RECORDS[view._layout] = template
+    template = view._layout.record = (on_chip, p0 if p0 > 0 else 0, b0, b1, region, record)
     return template
 
 
