@@ -604,10 +604,13 @@ def copies_reductions_transposes(a, b):
         c[:, 5:6] = nl.sum(acc, axis=[1], keepdims=True)     # a list axis: not memoised
         m = nl.max(acc, axis=1, keepdims=True)
         acc[...] = nl.subtract(acc, m)
+        low[...] = m                                     # a held column copied, broadcast (`copy_into`)
+        acc[...] = nl.add(acc, low)
+        c[...] = kept[:, 0:6]                            # a held tile's slice copied
         for dst in (t_sb, t_ps, t_sb):
             _transpose_into(dst, sq)
         sq[...] = nl.add(t_sb, t_ps)
-        nl.store(cols, value=c)
+        nl.store(cols, value=nl.add(c, m))
     nl.store(out, value=acc)
     nl.store(low_out, value=low)
     nl.store(tout, value=sq)

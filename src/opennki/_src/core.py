@@ -762,7 +762,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
             prog.spare(pending.result, True, True)      # a planned one's fresh root tile (Program.spare)
             return
         changes = _retarget_changes(pending, dst)
-        retargeted = _retargeted(prog, pending, changes)
+        retargeted = _retargeted(prog, pending, changes, dst)
         if retargeted is not None:
             prog.execute(retargeted, pending.location, pending.api, checked=True, moved=changes)
             if dsts is not None and retargeted.signature() in prog.sim.clean:
@@ -791,7 +791,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
     deferred = prog.take_pending(value)
     if deferred is not None:
         changes = _retarget_changes(deferred, dst)
-        retargeted = _retargeted(prog, deferred, changes) if value.shape == dst.shape else None
+        retargeted = _retargeted(prog, deferred, changes, dst) if value.shape == dst.shape else None
         if retargeted is not None and prog.retarget(deferred, changes, retargeted):
             return
         prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
@@ -808,28 +808,32 @@ def _retarget_changes(deferred, dst) -> dict:
     return {name: dst for name, _ in deferred.instr._operand_fields if fields[name] is result}
 
 
-def _retargeted(prog, deferred, changes):
+def _retargeted(prog, deferred, changes, dst):
     """The deferred instruction writing the destination instead, checked; None if that fails its check.
 
-    On the lean path a signature whose check failed here is remembered (`Simulator.unretargetable`) and not
+    On the lean path a retarget whose check failed is remembered (`Simulator.unretargetable`) and not
     checked again: the check reads only what the signature holds (instructions/base.py), so it would fail
     again, and its error, built with the kernel line, is dropped here anyway (`sbuf_tile[...] =
     nl.transpose(x)`: the Tensor Engine writes only PSUM, so every such statement transposes, then copies)."""
-    instr = deferred.instr.replace(**changes)
     if prog.lean:
-        sig = instr.signature()
-        if (instr.mask is None or type(instr.mask) is bool) and sig in prog.sim.clean:
+        # the retargeted signature is a function of the deferred one's, the fields moved and dst's (each moved
+        # field holds dst, without run-time indices): a failure is remembered by these, found without `replace`
+        base, kd = deferred.instr.__dict__.get("_signature"), dst._sig or view_signature(dst)
+        mark = (base, tuple(changes), kd) if base is not None and kd is not None else None
+        failed = prog.sim.unretargetable
+        if mark in failed:
+            return None
+        instr = deferred.instr.replace(**changes)
+        if (instr.mask is None or type(instr.mask) is bool) and instr.signature() in prog.sim.clean:
             return instr                # its check passed for this signature before (Program._check)
-        if sig is not None:
-            failed = prog.sim.unretargetable
-            if sig in failed:
-                return None
-            try:
-                prog.check_instruction(instr)
-            except OpenNKIError:
-                failed.add(sig)
-                return None
-            return instr
+        try:
+            prog.check_instruction(instr)
+        except OpenNKIError:
+            if mark is not None:
+                failed.add(mark)
+            return None
+        return instr
+    instr = deferred.instr.replace(**changes)
     try:
         prog.check_instruction(instr)
     except OpenNKIError:
@@ -847,6 +851,12 @@ def copy_into(dst: TensorView, value: TensorView, api: str) -> None:
         prog.issue(DmaCopy(dst=dst, src=src), api)
         return
     src = materialize_broadcast(value, dst.shape, api)
+    if prog.lean and not prog.options.hardware_strict:
+        # a planned instruction (`_issue_planned`): its signature is a function of the two views' signatures
+        kd, ks = dst._sig or view_signature(dst), src._sig or view_signature(src)
+        if kd is not None and ks is not None:
+            _issue_planned(prog, (copy_into, kd, ks, api), True, _COPY, (dst, src), api)
+            return
     prog.issue(TensorCopy(dst=dst, src=src), api)
 
 
