@@ -338,12 +338,24 @@ def _binary_recipe(form: str, opdef) -> tuple:
     return TensorScalar, ("dst", "data", "operand0"), fixed
 
 
+def _planned_result(prog, shape: tuple, dtype: DataType, frame) -> TensorView:
+    """`alloc(shape, dtype, SBUF, frame=frame, prog=prog)` for a planned front door's new result tile: `shape` a
+    tuple of ints (`normalize_shape`'s), `dtype` a DataType, `frame` the kernel frame or None; the tile is
+    usually the spare one its call site's last statement left (`Program.result_tile`)."""
+    result = prog.result_tile(shape, dtype, frame)
+    loops = prog.loops
+    if loops or result.storage.site is not None:   # (`alloc`)
+        if not loops or result.storage.scope is not loops[-1]:
+            rules.record_scope(prog, result)
+    return result
+
+
 def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     """`binary`'s lean path: the instruction the plain path builds for these arguments (`plan`). `frame`: the
     kernel frame (user_frame) when the result is a new tile (`out` None)."""
     form, opdef, shape, result_dtype, recipe, scalar_left, arith = plan
     if out is None:
-        result = prog.result_tile(shape, result_dtype, frame)
+        result = prog.result_tile(shape, result_dtype, frame)        # `_planned_result`, inline (the hot path)
         loops = prog.loops
         if loops or result.storage.site is not None:   # (`alloc`)
             if not loops or result.storage.scope is not loops[-1]:
@@ -474,11 +486,7 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     if plan is not None:                 # the lean path: what the plain path below decides for this key
         shape, result_dtype, recipe = plan
         frame = user_frame()
-        result = prog.result_tile(shape, result_dtype, frame)
-        loops = prog.loops
-        if loops or result.storage.site is not None:   # (`alloc`)
-            if not loops or result.storage.scope is not loops[-1]:
-                rules.record_scope(prog, result)
+        result = _planned_result(prog, shape, result_dtype, frame)
         return _defer_planned(prog, key, True, recipe, (result, x), result, api, frame)
     require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
@@ -515,13 +523,37 @@ def scale_into(t: TensorView, factor: float, dtype, *, mask=None, api: str):
 # ---------------------------------------------------------------------------------------------- reductions
 
 def reduce(op, x, axis, *, dtype=None, mask=None, keepdims=False, negate=False, api: str):
-    """Reduce free `axis` of a tile with an ALU op (tensor_reduce); on-chip results stay >= 2-D."""
-    prog = current(api)
+    """Reduce free `axis` of a tile with an ALU op (tensor_reduce); on-chip results stay >= 2-D.
+
+    The lean path memoises what this decides (`_PLANS`: the axes, the result's shape and dtype, the
+    instruction's recipe) per operator, operand signature, axis, flags, dtype asked for and API, and defers
+    the instruction as planned (`_defer_planned`), as `unary` does; only for an int or a tuple of ints `axis`
+    and bool flags, whose equal values are the same value (`1.0 == 1`, `1 == True`)."""
+    prog = active() or current(api)     # current() raises outside a kernel
+    key = None
+    if (mask is None and prog.lean and not prog.options.hardware_strict and type(op) is str
+            and isinstance(x, TensorView) and type(keepdims) is bool and type(negate) is bool
+            and (type(axis) is int or type(axis) is tuple and all(type(a) is int for a in axis))):
+        kx = x._sig or view_signature(x)
+        if kx is not None:
+            key = (op, kx, axis, keepdims, negate, dtype, api)
+            try:
+                plan = _PLANS.get(key)
+            except TypeError:           # an unhashable dtype argument: the plain path says what is wrong
+                plan = key = None
+            if plan is not None:        # what the plain path below decides for this key
+                shape, result_dtype, recipe = plan
+                frame = user_frame()
+                result = _planned_result(prog, shape, result_dtype, frame)
+                return _defer_planned(prog, key, True, recipe, (result, x), result, api, frame)
     require_tile(x, "x", api)
     axes = normalize_axes(axis, x.ndim)
     shape = reduced_shape(x.shape, axes, keepdims)
     result = alloc(shape, dtype if dtype is not None else x.dtype, SBUF)
     instr = TensorReduce(dst=result, op=op, data=x, axis=axes, keepdims=keepdims, negate=negate, mask=mask)
+    if key is not None:
+        _remember(key, (normalize_shape(shape), result.dtype, (TensorReduce, ("dst", "data"), {
+            "op": op, "axis": axes, "keepdims": keepdims, "negate": negate, "mask": None})))
     return prog.defer(instr, result, api)
 
 
@@ -624,11 +656,20 @@ def expect_broadcastable(src_shape, dst_shape, api: str) -> None:
 
 
 def copy(x, *, dtype=None, mask=None, engine=None, api: str = "nl.copy"):
-    """A new SBUF tile holding x (tensor_copy; bit-exact when the dtype is kept)."""
-    prog = current(api)
+    """A new SBUF tile holding x (tensor_copy; bit-exact when the dtype is kept). Without `mask=` and
+    `engine=` a planned instruction (`defer_planned`: a function of x's signature and the result dtype)."""
+    prog = active() or current(api)     # current() raises outside a kernel
     require_tile(x, "x", api)
-    result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
-    return prog.defer(TensorCopy(dst=result, src=x, engine=engine, mask=mask), result, api)
+    frame = user_frame()
+    if mask is None and engine is None and prog.lean:
+        result = _planned_result(prog, normalize_shape(x.shape), x.dtype if dtype is None else dtype_of(dtype),
+                                 frame)
+        return defer_planned(prog, _COPY, (result, x), result, api, frame, (x,), (result.storage.dtype.name,))
+    result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF, frame=frame, prog=prog)
+    return prog.defer(TensorCopy(dst=result, src=x, engine=engine, mask=mask), result, api, frame)
+
+
+_COPY = (TensorCopy, ("dst", "src"), {"engine": None, "mask": None})     # `copy`'s instruction of (tile, x)
 
 
 # -------------------------------------------------------------------------------------- Tensor Engine
@@ -768,10 +809,27 @@ def _retarget_changes(deferred, dst) -> dict:
 
 
 def _retargeted(prog, deferred, changes):
-    """The deferred instruction writing the destination instead, checked; None if that fails its check."""
+    """The deferred instruction writing the destination instead, checked; None if that fails its check.
+
+    On the lean path a signature whose check failed here is remembered (`Simulator.unretargetable`) and not
+    checked again: the check reads only what the signature holds (instructions/base.py), so it would fail
+    again, and its error, built with the kernel line, is dropped here anyway (`sbuf_tile[...] =
+    nl.transpose(x)`: the Tensor Engine writes only PSUM, so every such statement transposes, then copies)."""
     instr = deferred.instr.replace(**changes)
-    if prog.lean and (instr.mask is None or type(instr.mask) is bool) and instr.signature() in prog.sim.clean:
-        return instr                    # its check passed for this signature before (Program._check)
+    if prog.lean:
+        sig = instr.signature()
+        if (instr.mask is None or type(instr.mask) is bool) and sig in prog.sim.clean:
+            return instr                # its check passed for this signature before (Program._check)
+        if sig is not None:
+            failed = prog.sim.unretargetable
+            if sig in failed:
+                return None
+            try:
+                prog.check_instruction(instr)
+            except OpenNKIError:
+                failed.add(sig)
+                return None
+            return instr
     try:
         prog.check_instruction(instr)
     except OpenNKIError:
