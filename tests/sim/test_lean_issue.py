@@ -639,21 +639,62 @@ def bad_copy(a):
     return out
 
 
-@pytest.mark.parametrize("kernel", ["copies_reductions_transposes", "bad_reduction", "bad_copy"])
+@nki.jit
+def nl_matmuls(a, b):
+    """nl.matmul planned (`core.matmul`): accumulated into PSUM (the first one starting the group), held and
+    read again, with x transposed first, with a bf16 operand widened, and products of other widths."""
+    out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b[:, 0:128])
+    yb = nl.copy(y, dtype=nl.bfloat16)
+    acc = nl.ndarray((64, 128), nl.float32, buffer=nl.psum)
+    res = nl.ndarray((64, 128), nl.float32, buffer=nl.sbuf)
+    for i in nl.sequential_range(3):
+        acc += nl.matmul(x, y, transpose_x=True)
+        acc += nl.matmul(x, yb, transpose_x=True)
+        p = nl.matmul(x, y, transpose_x=True)
+        res[...] = nl.add(res if i else 0.0, p)
+        res[...] = nl.add(res, nl.multiply(p, 0.5))
+        sq = nl.matmul(nl.copy(x[0:64, :]), y[0:64, 0:64])          # x [M, K]: transposed first
+        res[:, 0:64] = nl.add(res[:, 0:64], sq)
+    res[...] = nl.add(res, acc)
+    for n in (128, 256, 640):
+        wide = nl.matmul(x, nl.load(b[:, 0:n]), transpose_x=True)
+        res[...] = nl.add(res, wide[:, 0:128])
+    nl.store(out, value=res)
+    return out
+
+
+@nki.jit
+def bad_matmul(a, b):
+    out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b)
+    acc = nl.zeros((64, 128), nl.float32, buffer=nl.psum)
+    for k in (128, 128, 64):
+        acc += nl.matmul(x[0:k, :], y, transpose_x=True)                # contraction dims differ at the third
+    nl.store(out, value=acc)
+    return out
+
+
+@pytest.mark.parametrize("kernel", ["copies_reductions_transposes", "bad_reduction", "bad_copy", "nl_matmuls",
+                                    "bad_matmul"])
 def test_planned_copies_reductions_and_failed_retargets_give_the_plain_path_outcome_and_events(rng, kernel):
-    """nl.copy and the reductions are planned, and a retarget whose check failed is not tried again for its
-    signature (`core._retargeted`): the outputs or the error and, with a listener, every event field by field
-    are the plain path's."""
+    """nl.copy, the reductions and nl.matmul are planned, and a retarget whose check failed is not tried again
+    for its signature (`core._retargeted`): the outputs or the error and, with a listener, every event field by
+    field are the plain path's."""
     a = rand(rng, 128, 64)
-    args = {"copies_reductions_transposes": (a, rand(rng, 128, 128)), "bad_reduction": (a,), "bad_copy": (a,)}
+    args = {"copies_reductions_transposes": (a, rand(rng, 128, 128)), "bad_reduction": (a,), "bad_copy": (a,),
+            "nl_matmuls": (a, rand(rng, 128, 640)), "bad_matmul": (a, rand(rng, 128, 128))}
     fn = {"copies_reductions_transposes": copies_reductions_transposes, "bad_reduction": bad_reduction,
-          "bad_copy": bad_copy}[kernel]
+          "bad_copy": bad_copy, "nl_matmuls": nl_matmuls, "bad_matmul": bad_matmul}[kernel]
     outcomes, events = fast_and_plain(fn.func, args[kernel], program, "LEAN_ISSUE", setup=core._PLANS.clear)
     assert_same_outcome(*outcomes)
     assert len(events[0]) > 6 and events[0] == events[1]
-    if kernel == "copies_reductions_transposes":
+    if kernel in ("copies_reductions_transposes", "nl_matmuls"):
         assert not isinstance(outcomes[0], OpenNKIError)
-        assert sum(e[4] == "tensor_reduce" for e in events[0] if e[0] == "InstructionExecuted") >= 4 * 7
+        if kernel == "copies_reductions_transposes":
+            assert sum(e[4] == "tensor_reduce" for e in events[0] if e[0] == "InstructionExecuted") >= 4 * 7
     else:
         assert isinstance(outcomes[0], OpenNKIError)
 

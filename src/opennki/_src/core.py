@@ -715,9 +715,18 @@ def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul", limits
     stationary, moving = _paired_for_pe(stationary, moving, api)
     (M, N), result_dtype = NcMatmul.result(stationary=stationary, moving=moving)
     # nl.matmul keeps the moving operand's free dims (the instruction's rule flattens them to N)
-    result = alloc((M, N) if moving.ndim == 2 else (M,) + moving.shape[1:], result_dtype, PSUM)
+    frame = user_frame()
+    result = alloc((M, N) if moving.ndim == 2 else (M,) + moving.shape[1:], result_dtype, PSUM, frame=frame,
+                   prog=prog)
+    if mask is None:
+        # a planned instruction (`defer_planned`): a function of its operands' signatures (the result tile's
+        # shape and dtype are), retargeted as checked into an accumulator it was clean with (`accumulate`)
+        return defer_planned(prog, _MATMUL, (result, stationary, moving), result, api, frame, (stationary, moving))
     return prog.defer(NcMatmul(dst=result, stationary=stationary, moving=moving, accumulate=False, mask=mask),
-                      result, api)
+                      result, api, frame)
+
+
+_MATMUL = (NcMatmul, ("dst", "stationary", "moving"), {"accumulate": False, "mask": None})   # `matmul`'s (`_built`)
 
 
 _FP32_LIKE = ("float32", "tfloat32")
