@@ -601,7 +601,7 @@ def copies_reductions_transposes(a, b):
         c[:, 2:3] = nl.min(acc, axis=1)
         c[:, 3:4] = nl.mean(acc, axis=1, keepdims=True)
         c[:, 4:5] = nl.prod(nl.multiply(acc, 0.001), axis=1, keepdims=True)
-        c[:, 5:6] = nl.sum(acc, axis=[1], keepdims=True)     # a list axis: not memoised
+        c[:, 5:6] = nl.sum(acc, axis=[1], keepdims=True)     # a list axis
         m = nl.max(acc, axis=1, keepdims=True)
         acc[...] = nl.subtract(acc, m)
         low[...] = m                                     # a held column copied, broadcast (`copy_into`)

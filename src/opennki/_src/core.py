@@ -527,16 +527,18 @@ def reduce(op, x, axis, *, dtype=None, mask=None, keepdims=False, negate=False, 
 
     The lean path memoises what this decides (`_PLANS`: the axes, the result's shape and dtype, the
     instruction's recipe) per operator, operand signature, axis, flags, dtype asked for and API, and defers
-    the instruction as planned (`_defer_planned`), as `unary` does; only for an int or a tuple of ints `axis`
-    and bool flags, whose equal values are the same value (`1.0 == 1`, `1 == True`)."""
+    the instruction as planned (`_defer_planned`), as `unary` does; only for an int or a tuple or list of ints
+    `axis` (a list by its type and items) and bool flags, whose equal values are the same value (`1.0 == 1`,
+    `1 == True`)."""
     prog = active() or current(api)     # current() raises outside a kernel
     key = None
+    kind = type(axis)
     if (mask is None and prog.lean and not prog.options.hardware_strict and type(op) is str
             and isinstance(x, TensorView) and type(keepdims) is bool and type(negate) is bool
-            and (type(axis) is int or type(axis) is tuple and all(type(a) is int for a in axis))):
+            and (kind is int or (kind is tuple or kind is list) and all(type(a) is int for a in axis))):
         kx = x._sig or view_signature(x)
         if kx is not None:
-            key = (op, kx, axis, keepdims, negate, dtype, api)
+            key = (op, kx, axis if kind is not list else (list, *axis), keepdims, negate, dtype, api)
             try:
                 plan = _PLANS.get(key)
             except TypeError:           # an unhashable dtype argument: the plain path says what is wrong
@@ -689,8 +691,14 @@ def transpose(x, *, dtype=None, mask=None, api: str = "nl.transpose"):
                              code="err_size_of_dimension_exceed_arch_limit", instruction=api)
     x = to_sbuf(x, api)
     shape, result_dtype = NcTranspose.result(data=x)
-    result = alloc(shape, dtype if dtype is not None else result_dtype, PSUM)
-    return prog.defer(NcTranspose(dst=result, data=x, engine=Engine.TENSOR, mask=mask), result, api)
+    frame = user_frame()
+    result = alloc(shape, dtype if dtype is not None else result_dtype, PSUM, frame=frame, prog=prog)
+    if mask is None:                    # a planned instruction: a function of x's signature and the result dtype
+        return defer_planned(prog, _TRANSPOSE, (result, x), result, api, frame, (x,), (result.storage.dtype.name,))
+    return prog.defer(NcTranspose(dst=result, data=x, engine=Engine.TENSOR, mask=mask), result, api, frame)
+
+
+_TRANSPOSE = (NcTranspose, ("dst", "data"), {"engine": Engine.TENSOR, "mask": None})     # `transpose`'s (`_built`)
 
 
 def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul", limits: Limits | None = None):
@@ -827,7 +835,7 @@ def _retargeted(prog, deferred, changes, dst):
     if prog.lean:
         # the retargeted signature is a function of the deferred one's, the fields moved and dst's (each moved
         # field holds dst, without run-time indices): a failure is remembered by these, found without `replace`
-        base, kd = deferred.instr.__dict__.get("_signature"), dst._sig or view_signature(dst)
+        base, kd = deferred.instr.signature(), dst._sig or view_signature(dst)     # (a planned one's: made here)
         mark = (base, tuple(changes), kd) if base is not None and kd is not None else None
         failed = prog.sim.unretargetable
         if mark in failed:
