@@ -18,7 +18,8 @@ from opennki._src import core
 from opennki.errors import MemoryKindError, OpenNKIError
 from opennki.instructions.base import REGISTRY
 from opennki.instructions.tensor_engine import NcMatmul
-from opennki.instructions.vector import TensorScalar, TensorTensor
+from opennki.instructions.vector import Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor
+from opennki.instructions.vector_move import TensorCopyDynamicDst, TensorCopyDynamicSrc
 from opennki.kernels.base import run_kernel
 from opennki.listeners import Recorder
 from opennki.sim import program
@@ -409,7 +410,9 @@ def test_the_parameter_rules_give_the_plain_path_errors(rng):
 def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng):
     """`writes_on_chip_only` (the lean path then skips the observers of HBM writes) holds for exactly these
     classes, and their check rejects an HBM destination."""
-    assert {cls for cls in REGISTRY.values() if cls.writes_on_chip_only} == {TensorScalar, TensorTensor, NcMatmul}
+    assert {cls for cls in REGISTRY.values() if cls.writes_on_chip_only} == {
+        TensorScalar, TensorTensor, NcMatmul, TensorCopy, TensorCopyDynamicSrc, TensorCopyDynamicDst, TensorReduce,
+        Memset}                         # (the dynamic copies: TensorCopy's check, and more)
 
     def tensor_scalar_into_hbm(a):
         out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
@@ -432,7 +435,27 @@ def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng)
         nisa2.nc_matmul(dst=out, stationary=x, moving=x)
         return out
 
-    for fn in (tensor_scalar_into_hbm, tensor_tensor_into_hbm, matmul_into_hbm):
+    def tensor_copy_into_hbm(a):
+        out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.tensor_copy(dst=out, src=x)
+        return out
+
+    def tensor_reduce_into_hbm(a):
+        out = nl2.ndarray((128, 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.tensor_reduce(dst=out, op=nl2.add, data=x, axis=1, keepdims=True)
+        return out
+
+    def memset_into_hbm(a):
+        out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        nisa2.memset(dst=out, value=0.0)
+        return out
+
+    for fn in (tensor_scalar_into_hbm, tensor_tensor_into_hbm, matmul_into_hbm, tensor_copy_into_hbm,
+               tensor_reduce_into_hbm, memset_into_hbm):
         lean, plain = _twice(nki2.jit(fn), rand(rng, 128, 64))
         assert_same_outcome(lean, plain)
         assert isinstance(lean, MemoryKindError), lean
