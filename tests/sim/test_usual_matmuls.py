@@ -155,3 +155,20 @@ def test_three_d_operands_and_result_give_the_plain_path_values(rng, dtype):
     got = _both(nki.jit(_three_d).func, (s, m))
     ref = _ref(s.reshape(64, 32), m.reshape(64, 48)).reshape(32, 2, 24)
     np.testing.assert_allclose(got, np.stack([ref, 2 * ref, ref]), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_products_into_scratch_arrays_give_new_arrays_values(rng, dtype):
+    """`tensor_engine.MATMUL_SCRATCH`: accumulating products computed into a reused scratch array per shape give
+    the outputs and events of a new array per product, with tiles of two shapes (the last ones smaller)
+    accumulating in turn, and a group whose products are bound to locals (`groups`)."""
+    lhsT, rhs = rand(rng, 300, 100).astype(dtype), rand(rng, 300, 300).astype(dtype)
+    outcomes, events = fast_and_plain(tiled.func, (lhsT, rhs), tensor_engine, "MATMUL_SCRATCH")
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 5 and events[0] == events[1]
+    rtol, atol = {np.float32: (1e-5, 1e-4), BF16: (2e-2, 5e-2)}[dtype]
+    np.testing.assert_allclose(outcomes[0].astype(np.float64), _ref(lhsT, rhs), rtol=rtol, atol=atol)
+    s, m = rand(rng, 256, 64).astype(dtype), rand(rng, 256, 128).astype(dtype)
+    outcomes, events = fast_and_plain(groups.func, (s, m), tensor_engine, "MATMUL_SCRATCH")
+    assert_same_outcome(*outcomes)
+    assert events[0] == events[1]

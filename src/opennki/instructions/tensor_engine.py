@@ -9,6 +9,8 @@ suggests).
 
 from __future__ import annotations
 
+from threading import get_ident
+
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
@@ -18,7 +20,7 @@ from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, che
                                        flat, instruction, operand, require)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
 from opennki.instructions.indirection import check_indirection, check_untiled, indirection_term
-from opennki.machine.dtypes import PACKED, float32
+from opennki.machine.dtypes import FP32_STORAGE, PACKED, float32
 from opennki.machine.machine import Machine
 
 _FP32_LIKE = ("float32", "tfloat32")
@@ -245,7 +247,7 @@ def _store_usual(m, dst, S: np.ndarray, Mv: np.ndarray, accumulate) -> bool:
     if target is None:
         return False
     if add:
-        product = S.T @ Mv
+        product = _product(S, Mv) if MATMUL_SCRATCH else S.T @ Mv
         np.add(target, product.reshape(target.shape), out=target)
     elif target.ndim == 2 and target.strides == (4 * target.shape[1], 4):   # the layout of NumPy's own result
         np.matmul(S.T, Mv, out=target)
@@ -253,6 +255,30 @@ def _store_usual(m, dst, S: np.ndarray, Mv: np.ndarray, accumulate) -> bool:
         target[...] = (S.T @ Mv).reshape(target.shape)
     st.matmul_written = True
     return True
+
+
+def _product(S: np.ndarray, Mv: np.ndarray) -> np.ndarray:
+    """`S.T @ Mv` of fp32 operands, into a scratch array this thread keeps per result shape (and reuses on its next
+    call). NumPy runs the same sgemm into a given C-contiguous result of the right shape and dtype as into the one it
+    would make, so the bits are the same; what it saves is the [M, N] temporary of every accumulating matmul: freed
+    at the top of the heap, it makes glibc give the memory back and take it again, and the new pages fault in (51
+    minor faults per k-step of the 2048^3 bf16 tiled matmul). The caller adds the product into its tile at once, so
+    the array is never seen after the next call."""
+    if S.dtype is not FP32_STORAGE or Mv.dtype is not FP32_STORAGE:
+        return S.T @ Mv
+    key = (get_ident(), S.shape[1], Mv.shape[1])
+    out = _SCRATCH.get(key)
+    if out is None:
+        if len(_SCRATCH) >= 64:
+            _SCRATCH.clear()
+        out = _SCRATCH[key] = np.empty(key[1:], np.float32)
+    return np.matmul(S.T, Mv, out=out)
+
+
+_SCRATCH: dict = {}      # (thread id, M, N) -> the [M, N] fp32 array `_product` computes into
+# an accumulating matmul's product goes into a scratch array (`_product`); False: a new array per product, as
+# `S.T @ Mv` makes it (tests/sim/test_usual_matmuls.py compares them)
+MATMUL_SCRATCH = True
 
 
 # nc_matmul's product without any mask into a whole fp32 PSUM tile is stored by `_store_usual`, from operands
