@@ -17,6 +17,7 @@ import opennki.legacy.typing as nt
 from opennki._src import core
 from opennki.errors import MemoryKindError, OpenNKIError
 from opennki.instructions.base import REGISTRY
+from opennki.instructions.scalar import Activation, ActivationReduce
 from opennki.instructions.tensor_engine import NcMatmul
 from opennki.instructions.vector import Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor
 from opennki.instructions.vector_move import TensorCopyDynamicDst, TensorCopyDynamicSrc
@@ -412,7 +413,7 @@ def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng)
     classes, and their check rejects an HBM destination."""
     assert {cls for cls in REGISTRY.values() if cls.writes_on_chip_only} == {
         TensorScalar, TensorTensor, NcMatmul, TensorCopy, TensorCopyDynamicSrc, TensorCopyDynamicDst, TensorReduce,
-        Memset}                         # (the dynamic copies: TensorCopy's check, and more)
+        Memset, Activation, ActivationReduce}       # (the subclasses: their base's check, and more)
 
     def tensor_scalar_into_hbm(a):
         out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
@@ -449,13 +450,28 @@ def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng)
         nisa2.tensor_reduce(dst=out, op=nl2.add, data=x, axis=1, keepdims=True)
         return out
 
+    def activation_into_hbm(a):
+        out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.activation(dst=out, op=nl2.exp, data=x)
+        return out
+
+    def activation_reduce_into_hbm(a):
+        out = nl2.ndarray((128, 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        y = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.activation_reduce(dst=y, op=nl2.exp, data=x, reduce_op=nl2.add, reduce_res=out)
+        return out
+
     def memset_into_hbm(a):
         out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
         nisa2.memset(dst=out, value=0.0)
         return out
 
     for fn in (tensor_scalar_into_hbm, tensor_tensor_into_hbm, matmul_into_hbm, tensor_copy_into_hbm,
-               tensor_reduce_into_hbm, memset_into_hbm):
+               tensor_reduce_into_hbm, memset_into_hbm, activation_into_hbm, activation_reduce_into_hbm):
         lean, plain = _twice(nki2.jit(fn), rand(rng, 128, 64))
         assert_same_outcome(lean, plain)
         assert isinstance(lean, MemoryKindError), lean
