@@ -411,6 +411,7 @@ class TensorReduce(Instruction):
     opcode = "tensor_reduce"
     indirect_fields = ("dst", "data")
     default_engine = Engine.VECTOR
+    writes_on_chip_only = True              # check_on_chip(dst)
 
     dst: object = operand(WRITE)
     op: object = None
@@ -474,6 +475,7 @@ class TensorCopy(Instruction):
     indirect_fields = ("dst", "src")
     default_engine = Engine.VECTOR
     chooses_engine = True
+    writes_on_chip_only = True              # check_elementwise
 
     dst: object = operand(WRITE)
     src: object = operand(READ)
@@ -504,6 +506,7 @@ class Memset(Instruction):
     opcode = "memset"
     default_engine = Engine.VECTOR
     chooses_engine = True
+    writes_on_chip_only = True              # check_on_chip(dst)
 
     dst: object = operand(WRITE)
     value: object = 0
