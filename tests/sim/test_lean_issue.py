@@ -17,8 +17,10 @@ import opennki.legacy.typing as nt
 from opennki._src import core
 from opennki.errors import MemoryKindError, OpenNKIError
 from opennki.instructions.base import REGISTRY
+from opennki.instructions.scalar import Activation, ActivationReduce
 from opennki.instructions.tensor_engine import NcMatmul
-from opennki.instructions.vector import TensorScalar, TensorTensor
+from opennki.instructions.vector import Memset, TensorCopy, TensorReduce, TensorScalar, TensorTensor
+from opennki.instructions.vector_move import TensorCopyDynamicDst, TensorCopyDynamicSrc
 from opennki.kernels.base import run_kernel
 from opennki.listeners import Recorder
 from opennki.sim import program
@@ -409,7 +411,9 @@ def test_the_parameter_rules_give_the_plain_path_errors(rng):
 def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng):
     """`writes_on_chip_only` (the lean path then skips the observers of HBM writes) holds for exactly these
     classes, and their check rejects an HBM destination."""
-    assert {cls for cls in REGISTRY.values() if cls.writes_on_chip_only} == {TensorScalar, TensorTensor, NcMatmul}
+    assert {cls for cls in REGISTRY.values() if cls.writes_on_chip_only} == {
+        TensorScalar, TensorTensor, NcMatmul, TensorCopy, TensorCopyDynamicSrc, TensorCopyDynamicDst, TensorReduce,
+        Memset, Activation, ActivationReduce}       # (the subclasses: their base's check, and more)
 
     def tensor_scalar_into_hbm(a):
         out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
@@ -432,7 +436,42 @@ def test_the_instructions_that_write_only_on_chip_reject_an_hbm_destination(rng)
         nisa2.nc_matmul(dst=out, stationary=x, moving=x)
         return out
 
-    for fn in (tensor_scalar_into_hbm, tensor_tensor_into_hbm, matmul_into_hbm):
+    def tensor_copy_into_hbm(a):
+        out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.tensor_copy(dst=out, src=x)
+        return out
+
+    def tensor_reduce_into_hbm(a):
+        out = nl2.ndarray((128, 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.tensor_reduce(dst=out, op=nl2.add, data=x, axis=1, keepdims=True)
+        return out
+
+    def activation_into_hbm(a):
+        out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.activation(dst=out, op=nl2.exp, data=x)
+        return out
+
+    def activation_reduce_into_hbm(a):
+        out = nl2.ndarray((128, 1), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        x = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        y = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.sbuf)
+        nisa2.dma_copy(dst=x, src=a)
+        nisa2.activation_reduce(dst=y, op=nl2.exp, data=x, reduce_op=nl2.add, reduce_res=out)
+        return out
+
+    def memset_into_hbm(a):
+        out = nl2.ndarray((128, 64), dtype=nl2.float32, buffer=nl2.shared_hbm)
+        nisa2.memset(dst=out, value=0.0)
+        return out
+
+    for fn in (tensor_scalar_into_hbm, tensor_tensor_into_hbm, matmul_into_hbm, tensor_copy_into_hbm,
+               tensor_reduce_into_hbm, memset_into_hbm, activation_into_hbm, activation_reduce_into_hbm):
         lean, plain = _twice(nki2.jit(fn), rand(rng, 128, 64))
         assert_same_outcome(lean, plain)
         assert isinstance(lean, MemoryKindError), lean
@@ -568,3 +607,169 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
         np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)
     if case in ("spills", "spills_after_a_loop"):
         assert sum(e[4] == "sbuf_spill" for e in events[0] if e[0] == "InstructionExecuted") > 3
+
+
+def _transpose_into(dst, x):
+    dst[...] = nl.transpose(x)          # one call site: its retarget fails into SBUF, succeeds into PSUM
+
+
+@nki.jit
+def copies_reductions_transposes(a, b):
+    """Planned copies and reductions (`core.copy`, `core.reduce`), retargeted or read again, and transposes
+    into SBUF (whose retarget fails its check: the Tensor Engine writes PSUM) and into PSUM from one call site."""
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    cols = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.shared_hbm)
+    low_out = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    tout = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    sq = nl.load(b)
+    acc = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    low = nl.ndarray((128, 64), dtype=nl.bfloat16, buffer=nl.sbuf)
+    c = nl.ndarray((128, 6), dtype=nl.float32, buffer=nl.sbuf)
+    t_sb = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+    t_ps = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.psum)
+    acc[...] = nl.copy(x)
+    for i in nl.sequential_range(4):
+        acc[...] = nl.add(acc, 0.5)
+        low[...] = nl.copy(acc, dtype=nl.bfloat16)
+        acc[...] = nl.copy(acc)                          # in place
+        kept = nl.copy(acc)                              # a local read again
+        acc[...] = nl.multiply(kept, 0.75)
+        c[:, 0:1] = nl.max(acc, axis=1, keepdims=True)
+        c[:, 1:2] = nl.sum(acc, axis=(1,), keepdims=True)
+        c[:, 2:3] = nl.min(acc, axis=1)
+        c[:, 3:4] = nl.mean(acc, axis=1, keepdims=True)
+        c[:, 4:5] = nl.prod(nl.multiply(acc, 0.001), axis=1, keepdims=True)
+        c[:, 5:6] = nl.sum(acc, axis=[1], keepdims=True)     # a list axis
+        m = nl.max(acc, axis=1, keepdims=True)
+        acc[...] = nl.subtract(acc, m)
+        low[...] = m                                     # a held column copied, broadcast (`copy_into`)
+        acc[...] = nl.add(acc, low)
+        c[...] = kept[:, 0:6]                            # a held tile's slice copied
+        for dst in (t_sb, t_ps, t_sb):
+            _transpose_into(dst, sq)
+        sq[...] = nl.add(t_sb, t_ps)
+        nl.store(cols, value=nl.add(c, m))
+    nl.store(out, value=acc)
+    nl.store(low_out, value=low)
+    nl.store(tout, value=sq)
+    return out, cols, low_out, tout
+
+
+@nki.jit
+def bad_reduction(a):
+    out = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    c = nl.ndarray((128, 1), dtype=nl.float32, buffer=nl.sbuf)
+    for axis in (1, 1, 0):
+        c[...] = nl.max(x, axis=axis, keepdims=True)      # the partition axis at the third
+    nl.store(out, value=c)
+    return out
+
+
+@nki.jit
+def bad_copy(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    c = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.sbuf)
+    for dt in (nl.float32, nl.float32, np.float64):
+        c[...] = nl.copy(x, dtype=dt)                       # no 64-bit dtype on chip at the third
+    nl.store(out, value=c)
+    return out
+
+
+@nki.jit
+def nl_matmuls(a, b):
+    """nl.matmul planned (`core.matmul`): accumulated into PSUM (the first one starting the group), held and
+    read again, with x transposed first, with a bf16 operand widened, and products of other widths."""
+    out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b[:, 0:128])
+    yb = nl.copy(y, dtype=nl.bfloat16)
+    acc = nl.ndarray((64, 128), nl.float32, buffer=nl.psum)
+    res = nl.ndarray((64, 128), nl.float32, buffer=nl.sbuf)
+    for i in nl.sequential_range(3):
+        acc += nl.matmul(x, y, transpose_x=True)
+        acc += nl.matmul(x, yb, transpose_x=True)
+        p = nl.matmul(x, y, transpose_x=True)
+        res[...] = nl.add(res if i else 0.0, p)
+        res[...] = nl.add(res, nl.multiply(p, 0.5))
+        sq = nl.matmul(nl.copy(x[0:64, :]), y[0:64, 0:64])          # x [M, K]: transposed first
+        res[:, 0:64] = nl.add(res[:, 0:64], sq)
+    res[...] = nl.add(res, acc)
+    for n in (128, 256, 640):
+        wide = nl.matmul(x, nl.load(b[:, 0:n]), transpose_x=True)
+        res[...] = nl.add(res, wide[:, 0:128])
+    nl.store(out, value=res)
+    return out
+
+
+@nki.jit
+def bad_matmul(a, b):
+    out = nl.ndarray((64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b)
+    acc = nl.zeros((64, 128), nl.float32, buffer=nl.psum)
+    for k in (128, 128, 64):
+        acc += nl.matmul(x[0:k, :], y, transpose_x=True)                # contraction dims differ at the third
+    nl.store(out, value=acc)
+    return out
+
+
+@pytest.mark.parametrize("kernel", ["copies_reductions_transposes", "bad_reduction", "bad_copy", "nl_matmuls",
+                                    "bad_matmul"])
+def test_planned_copies_reductions_and_failed_retargets_give_the_plain_path_outcome_and_events(rng, kernel):
+    """nl.copy, the reductions and nl.matmul are planned, and a retarget whose check failed is not tried again
+    for its signature (`core._retargeted`): the outputs or the error and, with a listener, every event field by
+    field are the plain path's."""
+    a = rand(rng, 128, 64)
+    args = {"copies_reductions_transposes": (a, rand(rng, 128, 128)), "bad_reduction": (a,), "bad_copy": (a,),
+            "nl_matmuls": (a, rand(rng, 128, 640)), "bad_matmul": (a, rand(rng, 128, 128))}
+    fn = {"copies_reductions_transposes": copies_reductions_transposes, "bad_reduction": bad_reduction,
+          "bad_copy": bad_copy, "nl_matmuls": nl_matmuls, "bad_matmul": bad_matmul}[kernel]
+    outcomes, events = fast_and_plain(fn.func, args[kernel], program, "LEAN_ISSUE", setup=core._PLANS.clear)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 6 and events[0] == events[1]
+    if kernel in ("copies_reductions_transposes", "nl_matmuls"):
+        assert not isinstance(outcomes[0], OpenNKIError)
+        if kernel == "copies_reductions_transposes":
+            assert sum(e[4] == "tensor_reduce" for e in events[0] if e[0] == "InstructionExecuted") >= 4 * 7
+    else:
+        assert isinstance(outcomes[0], OpenNKIError)
+
+
+def test_a_retarget_that_failed_its_check_is_not_checked_again(rng, monkeypatch):
+    """`sbuf[...] = nl.transpose(x)` in a loop: the lean path checks the transpose retargeted into SBUF once
+    (it fails: the result is transposed into PSUM, then copied), the plain path at every statement."""
+    from opennki.instructions.tensor_engine import NcTranspose
+    into_sbuf = []
+    check = NcTranspose.check
+
+    def counted(self, ctx):
+        into_sbuf.append(self.dst.kind.name == "SBUF")
+        return check(self, ctx)
+    monkeypatch.setattr(NcTranspose, "check", counted)
+
+    @nki.jit
+    def transposes(a):
+        out = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+        x = nl.load(a)
+        t = nl.ndarray((128, 128), dtype=nl.float32, buffer=nl.sbuf)
+        for _ in nl.sequential_range(6):
+            t[...] = nl.transpose(x)
+            x[...] = nl.add(t, 1.0)
+        nl.store(out, value=x)
+        return out
+
+    a = rand(rng, 128, 128)
+    lean, plain = _twice(transposes, a)
+    assert sum(into_sbuf) == 1 + 6          # lean: one retarget check; plain: one per statement
+    assert_same_outcome(lean, plain)
+    np.testing.assert_allclose(lean, _transposed_adds(a, 6), rtol=1e-6)
+
+
+def _transposed_adds(a, n):
+    x = a.astype(np.float32)
+    for _ in range(n):
+        x = x.T + np.float32(1.0)
+    return x

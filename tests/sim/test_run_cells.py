@@ -2,14 +2,17 @@
 from a plan's template repeats the last usual run of its template when the immediate and arrays are the same)
 give the plain path's outputs bit for bit, its errors with their kernel lines, its uninitialised-read findings
 and, with a listener, its events field by field: in-place chains, one call site alternating each array, zeros
-of either sign (one template: its memo is keyed by value), PSUM, bf16 and partial destinations, a PSUM
-operand, both operands one tile, tiles made anew in a loop, precise-off storage (a bf16 tile held in an fp32
-array) and uninitialised reads. Random data, results against NumPy."""
+of either sign (one template: its memo is keyed by value), [P, 1] column operands (one a view of the
+destination), PSUM, bf16 and partial destinations, a PSUM operand, both operands one tile, tiles made anew in
+a loop, precise-off storage (a bf16 tile held in an fp32 array) and uninitialised reads. Random data, results
+against NumPy."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 
+import opennki.isa as nisa2
+import opennki.language as nl2
 import opennki.legacy as nki
 import opennki.legacy.language as nl
 from opennki.errors import OpenNKIError
@@ -107,6 +110,35 @@ def tile_repeats(x, y):
     return out, low
 
 
+@nki.jit
+def column_repeats(x, y):
+    out = nl.ndarray((6, 128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(x)
+    other = nl.load(y)
+    c1 = nl.load(y[:, 0:1])
+    c2 = nl.load(x[:, 5:6])
+    for _ in nl.sequential_range(4):
+        acc[...] = nl.multiply(acc, c1)                # a [P, 1] column, in place
+        other[...] = nl.subtract(c2, other)            # reversed
+    nl.store(out[0], value=acc)
+    nl.store(out[1], value=other)
+    r = nl.load(x)
+    for c in (c1, c1, c2, c2, c1):                     # one call site, the column changing
+        r[...] = nl.add(r, c)
+    nl.store(out[2], value=r)
+    for _ in nl.sequential_range(3):
+        r[...] = nl.multiply(r, r[:, 3:4])             # the column a view of the destination
+    nl.store(out[3], value=r)
+    p = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.psum)
+    for _ in nl.sequential_range(3):
+        p[...] = nl.maximum(other, other[:, 1:2])      # a PSUM destination, a column of a bigger tile
+        c2[...] = nl.multiply(c2, 0.5)                 # the column's values change between runs
+        other[...] = nl.minimum(other, c2)
+    nl.store(out[4], value=nl.copy(p))
+    nl.store(out[5], value=other)
+    return out
+
+
 def _both(kernel, args, **launch):
     """With and without run cells: the same outputs or error, and the same events; the outcome."""
     outcomes, events = fast_and_plain(kernel, args, base, "USUAL_RUN_CELLS", **launch)
@@ -175,6 +207,32 @@ def test_tile_operand_run_cells_give_the_plain_path_values_and_events(rng, preci
         np.testing.assert_array_equal(low.view(np.uint16), b.view(np.uint16))
 
 
+@pytest.mark.parametrize("precise", [True, False])
+def test_column_run_cells_give_the_plain_path_values_and_events(rng, precise):
+    x = rng.standard_normal((128, 64), dtype=np.float32)
+    y = rng.standard_normal((128, 64), dtype=np.float32)
+    out = _both(column_repeats.func, (x, y), options=SimOptions(precise_fp=precise))
+    acc, other, c1, c2 = x.copy(), y.copy(), y[:, 0:1].copy(), x[:, 5:6].copy()
+    for _ in range(4):
+        acc = acc * c1
+        other = c2 - other
+    expected = [acc, other]
+    r = x.copy()
+    for c in (c1, c1, c2, c2, c1):
+        r = r + c
+    expected.append(r)
+    for _ in range(3):
+        r = r * r[:, 3:4]
+    expected.append(r)
+    for _ in range(3):
+        p = np.maximum(other, other[:, 1:2])
+        c2 = c2 * F(0.5)
+        other = np.minimum(other, c2)
+    expected += [p, other]
+    assert np.isfinite(np.stack(expected)).mean() > 0.9
+    np.testing.assert_array_equal(out.view(np.uint32), np.stack(expected).view(np.uint32))
+
+
 @nki.jit
 def half_written(x):
     out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -219,3 +277,33 @@ def test_uninitialised_reads_found_on_every_line_as_on_the_plain_path(rng, monke
         lines.append(sorted(loc.source.strip() for f in found for loc in f.lines))
         np.testing.assert_array_equal(out[0][:, 0:32], x[:, 0:32] * (x[:, 0:32] + F(1.0)))
     assert lines[0] == lines[1] and len(lines[0]) == 8, lines
+
+
+def _strided(x):
+    out = nl2.ndarray((4, 128, 32), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    big = nl2.ndarray((128, 4, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    nisa2.dma_copy(dst=big, src=x)
+    v, w = big[:, 1:3, 0:16], big[:, 1:3, 16:32]      # [P, 2, 16]: flattened to [P, 32] by a copy
+    d = nl2.ndarray((128, 32), dtype=nl2.float32, buffer=nl2.sbuf)
+    for i in range(4):
+        nisa2.tensor_tensor(dst=d, data1=v, data2=w, op=nl2.add)
+        nisa2.tensor_scalar(dst=big, data=big, op0=nl2.multiply, operand0=1.5)
+        nisa2.dma_copy(dst=out[i], src=d)
+    return out
+
+
+def test_a_cell_never_keeps_a_flattened_copy(rng, monkeypatch):
+    """Operands that are not [P, F] are flattened by a copy: a cell holding it would add stale values. Every
+    tensor_tensor here shares one cell (as a template's instructions do; the new generation's nisa calls have
+    no templates of their own)."""
+    from opennki.instructions.vector import TensorTensor
+    from opennki.kernels.base import run_kernel
+    x = rng.standard_normal((128, 4, 32), dtype=np.float32)
+    monkeypatch.setattr(TensorTensor, "_usual", [None])
+    out = run_kernel(_strided, (x,), target="trn2")
+    expected = []
+    big = x.copy()
+    for _ in range(4):
+        expected.append((big[:, 1:3, 0:16] + big[:, 1:3, 16:32]).reshape(128, 32))
+        big = big * F(1.5)
+    np.testing.assert_array_equal(out.view(np.uint32), np.stack(expected).view(np.uint32))

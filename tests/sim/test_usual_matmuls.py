@@ -132,3 +132,43 @@ def test_an_uninitialised_operand_gives_the_plain_path_error(rng):
     lhsT, rhs = rand(rng, 128, 64), rand(rng, 128, 128)
     err = _both(unwritten_operand.func, (lhsT, rhs), options=SimOptions(uninitialized="raise"))
     assert isinstance(err, OpenNKIError) and "nc_matmul" in err.location.source
+
+
+def _three_d(s, m):
+    """3-D operands and a 3-D PSUM result: the product overwrites, then adds, then overwrites again (the
+    usual store's computed-into-the-tile and added-in-place cases, through the operands' flattening)."""
+    out = nl2.ndarray((3, 32, 2, 24), dtype=nl2.float32, buffer=nl2.shared_hbm)
+    st = to_sbuf(s, s.dtype)
+    mv = to_sbuf(m, m.dtype)
+    p = nl2.ndarray((32, 2, 24), dtype=nl2.float32, buffer=nl2.psum)
+    r = nl2.ndarray((32, 2, 24), dtype=nl2.float32, buffer=nl2.sbuf)
+    for i, acc in enumerate((None, True, False)):
+        nisa2.nc_matmul(dst=p, stationary=st, moving=mv, accumulate=acc)
+        nisa2.tensor_copy(dst=r, src=p)
+        nisa2.dma_copy(dst=out[i], src=r)
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_three_d_operands_and_result_give_the_plain_path_values(rng, dtype):
+    s, m = rand(rng, 64, 4, 8).astype(dtype), rand(rng, 64, 2, 24).astype(dtype)
+    got = _both(nki.jit(_three_d).func, (s, m))
+    ref = _ref(s.reshape(64, 32), m.reshape(64, 48)).reshape(32, 2, 24)
+    np.testing.assert_allclose(got, np.stack([ref, 2 * ref, ref]), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, BF16])
+def test_products_into_scratch_arrays_give_new_arrays_values(rng, dtype):
+    """`tensor_engine.MATMUL_SCRATCH`: accumulating products computed into a reused scratch array per shape give
+    the outputs and events of a new array per product, with tiles of two shapes (the last ones smaller)
+    accumulating in turn, and a group whose products are bound to locals (`groups`)."""
+    lhsT, rhs = rand(rng, 300, 100).astype(dtype), rand(rng, 300, 300).astype(dtype)
+    outcomes, events = fast_and_plain(tiled.func, (lhsT, rhs), tensor_engine, "MATMUL_SCRATCH")
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 5 and events[0] == events[1]
+    rtol, atol = {np.float32: (1e-5, 1e-4), BF16: (2e-2, 5e-2)}[dtype]
+    np.testing.assert_allclose(outcomes[0].astype(np.float64), _ref(lhsT, rhs), rtol=rtol, atol=atol)
+    s, m = rand(rng, 256, 64).astype(dtype), rand(rng, 256, 128).astype(dtype)
+    outcomes, events = fast_and_plain(groups.func, (s, m), tensor_engine, "MATMUL_SCRATCH")
+    assert_same_outcome(*outcomes)
+    assert events[0] == events[1]

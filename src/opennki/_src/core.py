@@ -338,12 +338,24 @@ def _binary_recipe(form: str, opdef) -> tuple:
     return TensorScalar, ("dst", "data", "operand0"), fixed
 
 
+def _planned_result(prog, shape: tuple, dtype: DataType, frame) -> TensorView:
+    """`alloc(shape, dtype, SBUF, frame=frame, prog=prog)` for a planned front door's new result tile: `shape` a
+    tuple of ints (`normalize_shape`'s), `dtype` a DataType, `frame` the kernel frame or None; the tile is
+    usually the spare one its call site's last statement left (`Program.result_tile`)."""
+    result = prog.result_tile(shape, dtype, frame)
+    loops = prog.loops
+    if loops or result.storage.site is not None:   # (`alloc`)
+        if not loops or result.storage.scope is not loops[-1]:
+            rules.record_scope(prog, result)
+    return result
+
+
 def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     """`binary`'s lean path: the instruction the plain path builds for these arguments (`plan`). `frame`: the
     kernel frame (user_frame) when the result is a new tile (`out` None)."""
     form, opdef, shape, result_dtype, recipe, scalar_left, arith = plan
     if out is None:
-        result = prog.result_tile(shape, result_dtype, frame)
+        result = prog.result_tile(shape, result_dtype, frame)        # `_planned_result`, inline (the hot path)
         loops = prog.loops
         if loops or result.storage.site is not None:   # (`alloc`)
             if not loops or result.storage.scope is not loops[-1]:
@@ -474,11 +486,7 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     if plan is not None:                 # the lean path: what the plain path below decides for this key
         shape, result_dtype, recipe = plan
         frame = user_frame()
-        result = prog.result_tile(shape, result_dtype, frame)
-        loops = prog.loops
-        if loops or result.storage.site is not None:   # (`alloc`)
-            if not loops or result.storage.scope is not loops[-1]:
-                rules.record_scope(prog, result)
+        result = _planned_result(prog, shape, result_dtype, frame)
         return _defer_planned(prog, key, True, recipe, (result, x), result, api, frame)
     require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
@@ -515,13 +523,39 @@ def scale_into(t: TensorView, factor: float, dtype, *, mask=None, api: str):
 # ---------------------------------------------------------------------------------------------- reductions
 
 def reduce(op, x, axis, *, dtype=None, mask=None, keepdims=False, negate=False, api: str):
-    """Reduce free `axis` of a tile with an ALU op (tensor_reduce); on-chip results stay >= 2-D."""
-    prog = current(api)
+    """Reduce free `axis` of a tile with an ALU op (tensor_reduce); on-chip results stay >= 2-D.
+
+    The lean path memoises what this decides (`_PLANS`: the axes, the result's shape and dtype, the
+    instruction's recipe) per operator, operand signature, axis, flags, dtype asked for and API, and defers
+    the instruction as planned (`_defer_planned`), as `unary` does; only for an int or a tuple or list of ints
+    `axis` (a list by its type and items) and bool flags, whose equal values are the same value (`1.0 == 1`,
+    `1 == True`)."""
+    prog = active() or current(api)     # current() raises outside a kernel
+    key = None
+    kind = type(axis)
+    if (mask is None and prog.lean and not prog.options.hardware_strict and type(op) is str
+            and isinstance(x, TensorView) and type(keepdims) is bool and type(negate) is bool
+            and (kind is int or (kind is tuple or kind is list) and all(type(a) is int for a in axis))):
+        kx = x._sig or view_signature(x)
+        if kx is not None:
+            key = (op, kx, axis if kind is not list else (list, *axis), keepdims, negate, dtype, api)
+            try:
+                plan = _PLANS.get(key)
+            except TypeError:           # an unhashable dtype argument: the plain path says what is wrong
+                plan = key = None
+            if plan is not None:        # what the plain path below decides for this key
+                shape, result_dtype, recipe = plan
+                frame = user_frame()
+                result = _planned_result(prog, shape, result_dtype, frame)
+                return _defer_planned(prog, key, True, recipe, (result, x), result, api, frame)
     require_tile(x, "x", api)
     axes = normalize_axes(axis, x.ndim)
     shape = reduced_shape(x.shape, axes, keepdims)
     result = alloc(shape, dtype if dtype is not None else x.dtype, SBUF)
     instr = TensorReduce(dst=result, op=op, data=x, axis=axes, keepdims=keepdims, negate=negate, mask=mask)
+    if key is not None:
+        _remember(key, (normalize_shape(shape), result.dtype, (TensorReduce, ("dst", "data"), {
+            "op": op, "axis": axes, "keepdims": keepdims, "negate": negate, "mask": None})))
     return prog.defer(instr, result, api)
 
 
@@ -624,11 +658,20 @@ def expect_broadcastable(src_shape, dst_shape, api: str) -> None:
 
 
 def copy(x, *, dtype=None, mask=None, engine=None, api: str = "nl.copy"):
-    """A new SBUF tile holding x (tensor_copy; bit-exact when the dtype is kept)."""
-    prog = current(api)
+    """A new SBUF tile holding x (tensor_copy; bit-exact when the dtype is kept). Without `mask=` and
+    `engine=` a planned instruction (`defer_planned`: a function of x's signature and the result dtype)."""
+    prog = active() or current(api)     # current() raises outside a kernel
     require_tile(x, "x", api)
-    result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
-    return prog.defer(TensorCopy(dst=result, src=x, engine=engine, mask=mask), result, api)
+    frame = user_frame()
+    if mask is None and engine is None and prog.lean:
+        result = _planned_result(prog, normalize_shape(x.shape), x.dtype if dtype is None else dtype_of(dtype),
+                                 frame)
+        return defer_planned(prog, _COPY, (result, x), result, api, frame, (x,), (result.storage.dtype.name,))
+    result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF, frame=frame, prog=prog)
+    return prog.defer(TensorCopy(dst=result, src=x, engine=engine, mask=mask), result, api, frame)
+
+
+_COPY = (TensorCopy, ("dst", "src"), {"engine": None, "mask": None})     # `copy`'s instruction of (tile, x)
 
 
 # -------------------------------------------------------------------------------------- Tensor Engine
@@ -648,8 +691,14 @@ def transpose(x, *, dtype=None, mask=None, api: str = "nl.transpose"):
                              code="err_size_of_dimension_exceed_arch_limit", instruction=api)
     x = to_sbuf(x, api)
     shape, result_dtype = NcTranspose.result(data=x)
-    result = alloc(shape, dtype if dtype is not None else result_dtype, PSUM)
-    return prog.defer(NcTranspose(dst=result, data=x, engine=Engine.TENSOR, mask=mask), result, api)
+    frame = user_frame()
+    result = alloc(shape, dtype if dtype is not None else result_dtype, PSUM, frame=frame, prog=prog)
+    if mask is None:                    # a planned instruction: a function of x's signature and the result dtype
+        return defer_planned(prog, _TRANSPOSE, (result, x), result, api, frame, (x,), (result.storage.dtype.name,))
+    return prog.defer(NcTranspose(dst=result, data=x, engine=Engine.TENSOR, mask=mask), result, api, frame)
+
+
+_TRANSPOSE = (NcTranspose, ("dst", "data"), {"engine": Engine.TENSOR, "mask": None})     # `transpose`'s (`_built`)
 
 
 def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul", limits: Limits | None = None):
@@ -674,9 +723,18 @@ def matmul(x, y, *, transpose_x=False, mask=None, api: str = "nl.matmul", limits
     stationary, moving = _paired_for_pe(stationary, moving, api)
     (M, N), result_dtype = NcMatmul.result(stationary=stationary, moving=moving)
     # nl.matmul keeps the moving operand's free dims (the instruction's rule flattens them to N)
-    result = alloc((M, N) if moving.ndim == 2 else (M,) + moving.shape[1:], result_dtype, PSUM)
+    frame = user_frame()
+    result = alloc((M, N) if moving.ndim == 2 else (M,) + moving.shape[1:], result_dtype, PSUM, frame=frame,
+                   prog=prog)
+    if mask is None:
+        # a planned instruction (`defer_planned`): a function of its operands' signatures (the result tile's
+        # shape and dtype are), retargeted as checked into an accumulator it was clean with (`accumulate`)
+        return defer_planned(prog, _MATMUL, (result, stationary, moving), result, api, frame, (stationary, moving))
     return prog.defer(NcMatmul(dst=result, stationary=stationary, moving=moving, accumulate=False, mask=mask),
-                      result, api)
+                      result, api, frame)
+
+
+_MATMUL = (NcMatmul, ("dst", "stationary", "moving"), {"accumulate": False, "mask": None})   # `matmul`'s (`_built`)
 
 
 _FP32_LIKE = ("float32", "tfloat32")
@@ -721,7 +779,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
             prog.spare(pending.result, True, True)      # a planned one's fresh root tile (Program.spare)
             return
         changes = _retarget_changes(pending, dst)
-        retargeted = _retargeted(prog, pending, changes)
+        retargeted = _retargeted(prog, pending, changes, dst)
         if retargeted is not None:
             prog.execute(retargeted, pending.location, pending.api, checked=True, moved=changes)
             if dsts is not None and retargeted.signature() in prog.sim.clean:
@@ -750,7 +808,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
     deferred = prog.take_pending(value)
     if deferred is not None:
         changes = _retarget_changes(deferred, dst)
-        retargeted = _retargeted(prog, deferred, changes) if value.shape == dst.shape else None
+        retargeted = _retargeted(prog, deferred, changes, dst) if value.shape == dst.shape else None
         if retargeted is not None and prog.retarget(deferred, changes, retargeted):
             return
         prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
@@ -767,11 +825,32 @@ def _retarget_changes(deferred, dst) -> dict:
     return {name: dst for name, _ in deferred.instr._operand_fields if fields[name] is result}
 
 
-def _retargeted(prog, deferred, changes):
-    """The deferred instruction writing the destination instead, checked; None if that fails its check."""
+def _retargeted(prog, deferred, changes, dst):
+    """The deferred instruction writing the destination instead, checked; None if that fails its check.
+
+    On the lean path a retarget whose check failed is remembered (`Simulator.unretargetable`) and not
+    checked again: the check reads only what the signature holds (instructions/base.py), so it would fail
+    again, and its error, built with the kernel line, is dropped here anyway (`sbuf_tile[...] =
+    nl.transpose(x)`: the Tensor Engine writes only PSUM, so every such statement transposes, then copies)."""
+    if prog.lean:
+        # the retargeted signature is a function of the deferred one's, the fields moved and dst's (each moved
+        # field holds dst, without run-time indices): a failure is remembered by these, found without `replace`
+        base, kd = deferred.instr.signature(), dst._sig or view_signature(dst)     # (a planned one's: made here)
+        mark = (base, tuple(changes), kd) if base is not None and kd is not None else None
+        failed = prog.sim.unretargetable
+        if mark in failed:
+            return None
+        instr = deferred.instr.replace(**changes)
+        if (instr.mask is None or type(instr.mask) is bool) and instr.signature() in prog.sim.clean:
+            return instr                # its check passed for this signature before (Program._check)
+        try:
+            prog.check_instruction(instr)
+        except OpenNKIError:
+            if mark is not None:
+                failed.add(mark)
+            return None
+        return instr
     instr = deferred.instr.replace(**changes)
-    if prog.lean and (instr.mask is None or type(instr.mask) is bool) and instr.signature() in prog.sim.clean:
-        return instr                    # its check passed for this signature before (Program._check)
     try:
         prog.check_instruction(instr)
     except OpenNKIError:
@@ -789,6 +868,12 @@ def copy_into(dst: TensorView, value: TensorView, api: str) -> None:
         prog.issue(DmaCopy(dst=dst, src=src), api)
         return
     src = materialize_broadcast(value, dst.shape, api)
+    if prog.lean and not prog.options.hardware_strict:
+        # a planned instruction (`_issue_planned`): its signature is a function of the two views' signatures
+        kd, ks = dst._sig or view_signature(dst), src._sig or view_signature(src)
+        if kd is not None and ks is not None:
+            _issue_planned(prog, (copy_into, kd, ks, api), True, _COPY, (dst, src), api)
+            return
     prog.issue(TensorCopy(dst=dst, src=src), api)
 
 

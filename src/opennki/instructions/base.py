@@ -257,7 +257,6 @@ class Instruction:
         (`_params`) get the new values, or are `params` (what `replace` gave an instruction of the same template
         and changes, shared: never changed); the signature cache is dropped, as `replace` would recompute it."""
         state = self.__dict__
-        old = state["dst"]
         if params is not None:
             state["_params"] = params
         elif len(changes) > 1 and "_params" in state:
@@ -265,26 +264,23 @@ class Instruction:
             for name, value in changes.items():
                 if name != "dst":
                     params[name] = value if type(value) in _PLAIN_TYPES else plain(value)
-        state.update(changes)
-        return self._moved_from(old)
+        for name, value in changes.items():
+            if name != "dst":
+                state[name] = value
+        return self.moved_dst(changes["dst"])
 
     def moved_dst(self, dst) -> "Instruction":
-        """`moved_to({"dst": dst})`: only the destination moves (`buf[...] = nl.add(x, 1.0)`)."""
+        """`moved_to({"dst": dst})`: only the destination moves (`buf[...] = nl.add(x, 1.0)`), and the rest of
+        every move: the signature cache dropped, the operand cache's destination entry replaced."""
         state = self.__dict__
         old = state["dst"]
         state["dst"] = dst
-        return self._moved_from(old)
-
-    def _moved_from(self, old) -> "Instruction":
-        """The rest of a move from the destination `old` (`moved_to`): the signature cache dropped, the operand
-        cache's destination entry replaced."""
-        state = self.__dict__
         state.pop("_signature", None)
         operands = state.get("_operands")
         if operands is not None:
             first = operands[0]
             if first[1] is old and first[0] == "dst" and not old.dynamic:
-                state["_operands"] = (("dst", state["dst"], first[2]),) + operands[1:]
+                state["_operands"] = (("dst", dst, first[2]),) + operands[1:]
             else:
                 del state["_operands"]
         return self
@@ -769,10 +765,15 @@ def check_not_both_psum(a, b, ra: str, rb: str) -> None:
                f"'{ra}' and '{rb}' cannot both be in PSUM", got="PSUM, PSUM", error=MemoryKindError)
 
 
+def first_column(values: np.ndarray, P: int) -> np.ndarray:
+    """The first column of a [P, ...] operand's values, [P, 1] (a view of them when they are [P, F])."""
+    return values.reshape(P, -1)[:, :1]
+
+
 def column(m, x, P: int) -> np.ndarray:
     """An immediate or [P, 1] tile as a [P, 1] fp32 column (broadcasts along the free dims)."""
     if is_tensor(x):
-        return m.read_f32(x).reshape(P, -1)[:, :1]
+        return first_column(m.read_f32(x), P)
     return np.full((P, 1), x, np.float32)
 
 
@@ -782,7 +783,7 @@ def operand_f32(m, x, P: int):
     float's fp32 scalar is made once (`_F32`: equal nonzero floats are the same number; zeros, whose sign an
     equal key would lose, are converted each time)."""
     if isinstance(x, TensorView):
-        return m.read_f32(x).reshape(P, -1)[:, :1]
+        return first_column(m.read_f32(x), P)
     if type(x) is float and x:
         found = _F32.get(x)
         if found is None:

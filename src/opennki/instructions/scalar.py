@@ -66,6 +66,7 @@ class Activation(Instruction):
     result_like = "data"
     indirect_fields = ("dst", "data")
     default_engine = Engine.SCALAR
+    writes_on_chip_only = True              # check_elementwise, and _check_reduction's reduce_res
 
     dst: object = operand(WRITE)
     op: object = None

@@ -9,6 +9,8 @@ suggests).
 
 from __future__ import annotations
 
+from threading import get_ident
+
 import numpy as np
 
 from opennki.errors import DtypeError, KernelError, MemoryKindError, ShapeError, expect
@@ -18,7 +20,7 @@ from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, che
                                        flat, instruction, operand, require)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
 from opennki.instructions.indirection import check_indirection, check_untiled, indirection_term
-from opennki.machine.dtypes import PACKED, float32
+from opennki.machine.dtypes import FP32_STORAGE, PACKED, float32
 from opennki.machine.machine import Machine
 
 _FP32_LIKE = ("float32", "tfloat32")
@@ -174,6 +176,10 @@ class NcMatmul(Instruction):
         return Engine.TENSOR
 
     def run(self, m) -> None:
+        if USUAL_MATMULS and self.mask is None and self.perf_mode is None and not self.is_transpose:
+            S, Mv = _plain_f32(m, self.stationary), _plain_f32(m, self.moving)
+            if S is not None and Mv is not None and _store_usual(m, self.dst, S, Mv, self.accumulate):
+                return
         if self.is_transpose and m.hw.capabilities.pe_transpose_moves_bits:
             data = flat(m.read(self.stationary))
             m.write(self.dst, data.T.reshape(self.dst.shape), raw=self.dst.dtype is self.stationary.dtype)
@@ -186,10 +192,10 @@ class NcMatmul(Instruction):
         if self.perf_mode is not None and perf_mode_of(self.perf_mode) is matmul_perf_mode.double_row:
             K = S.shape[0]
             S, Mv = S.reshape(2 * K, -1), Mv.reshape(2 * K, -1)   # contract over (partition, pair)
-        result = S.T @ Mv
-        if smask is None and mmask is None and self.mask is None and USUAL_MATMULS:
-            _store_usual(m, self.dst, result, self.accumulate)
+        if (smask is None and mmask is None and self.mask is None and USUAL_MATMULS
+                and _store_usual(m, self.dst, S, Mv, self.accumulate)):
             return
+        result = S.T @ Mv
         out_mask = None
         if smask is not None or mmask is not None:
             rows = smask.any(axis=0) if smask is not None else np.ones(result.shape[0], bool)
@@ -211,31 +217,73 @@ class NcMatmul(Instruction):
         return all(not v.dynamic and v.in_bounds() for v in (self.dst, self.stationary, self.moving))
 
 
-def _store_usual(m, dst, result: np.ndarray, accumulate) -> None:
-    """`write_psum` without an output mask, for the usual destination: a whole fp32 PSUM tile with one "last
-    written by nc_matmul" state, written through `Machine.fp32_target` (the usual write: in bounds, its own
-    storage, no initialisation flags or physical image; it marks the tile written and not unwritten). The
-    product is added in place (`Machine.accumulate`'s fp32 path; a tile not yet given its memory holds poison,
-    so it is left to the plain path) or stored (fp32 rounding is the identity), and the tile becomes all matmul
-    results. Anything else goes through `write_psum`."""
+def _plain_f32(m, view) -> np.ndarray | None:
+    """`_operand_values` of an operand that `Machine.read`'s usual case reads (in bounds, no mask of its own, no
+    initialisation flags: with no instruction mask, nothing to zero or check), without its mask steps; None
+    otherwise (the caller takes the plain path, which reads it with its checks)."""
+    if not (view._inb and view.mask is None and view.storage.initialized is None):
+        return None
+    return flat(m.read_f32(view))
+
+
+def _store_usual(m, dst, S: np.ndarray, Mv: np.ndarray, accumulate) -> bool:
+    """`write_psum` of the product `S.T @ Mv` without an output mask, for the usual destination: a whole fp32
+    PSUM tile with one "last written by nc_matmul" state, written through `Machine.fp32_target` (the usual
+    write: in bounds, its own storage, no initialisation flags or physical image; it marks the tile written
+    and not unwritten). An added product is computed, then added in place (`Machine.accumulate`'s fp32 path; a
+    tile not yet given its memory holds poison, so it is left to the plain path); one that overwrites is
+    computed straight into the tile (the sgemm NumPy runs for `S.T @ Mv` into a C-contiguous result, into the
+    destination instead of a temporary then copied: the same bits; fp32 rounding on write is the identity).
+    The tile becomes all matmul results. False, with nothing done, for any other destination: the caller
+    computes the product and takes `write_psum`."""
     st = dst.storage
     flags = st.matmul_written
-    if type(flags) is not np.ndarray:
-        add = flags is True if accumulate is None else bool(accumulate)
-        target = m.fp32_target(dst) if st._array is not None or not add else None
-        if target is not None:
-            values = result.reshape(dst.shape)
-            if add:
-                np.add(target, values, out=target)
-            else:
-                target[...] = values
-            st.matmul_written = True
-            return
-    write_psum(m, dst, result, accumulate)
+    if type(flags) is np.ndarray:
+        return False
+    add = flags is True if accumulate is None else bool(accumulate)
+    if add and st._array is None:
+        return False
+    target = m.fp32_target(dst)
+    if target is None:
+        return False
+    if add:
+        product = _product(S, Mv) if MATMUL_SCRATCH else S.T @ Mv
+        np.add(target, product.reshape(target.shape), out=target)
+    elif target.ndim == 2 and target.strides == (4 * target.shape[1], 4):   # the layout of NumPy's own result
+        np.matmul(S.T, Mv, out=target)
+    else:
+        target[...] = (S.T @ Mv).reshape(target.shape)
+    st.matmul_written = True
+    return True
 
 
-# nc_matmul's product without any mask into a whole fp32 PSUM tile is stored by `_store_usual`; False: every
-# matmul takes `write_psum` (tests/sim/test_usual_matmuls.py compares them)
+def _product(S: np.ndarray, Mv: np.ndarray) -> np.ndarray:
+    """`S.T @ Mv` of fp32 operands, into a scratch array this thread keeps per result shape (and reuses on its next
+    call). NumPy runs the same sgemm into a given C-contiguous result of the right shape and dtype as into the one it
+    would make, so the bits are the same; what it saves is the [M, N] temporary of every accumulating matmul: freed
+    at the top of the heap, it makes glibc give the memory back and take it again, and the new pages fault in (51
+    minor faults per k-step of the 2048^3 bf16 tiled matmul). The caller adds the product into its tile at once, so
+    the array is never seen after the next call."""
+    if S.dtype is not FP32_STORAGE or Mv.dtype is not FP32_STORAGE:
+        return S.T @ Mv
+    key = (get_ident(), S.shape[1], Mv.shape[1])
+    out = _SCRATCH.get(key)
+    if out is None:
+        if len(_SCRATCH) >= 64:
+            _SCRATCH.clear()
+        out = _SCRATCH[key] = np.empty(key[1:], np.float32)
+    return np.matmul(S.T, Mv, out=out)
+
+
+_SCRATCH: dict = {}      # (thread id, M, N) -> the [M, N] fp32 array `_product` computes into
+# an accumulating matmul's product goes into a scratch array (`_product`); False: a new array per product, as
+# `S.T @ Mv` makes it (tests/sim/test_usual_matmuls.py compares them)
+MATMUL_SCRATCH = True
+
+
+# nc_matmul's product without any mask into a whole fp32 PSUM tile is stored by `_store_usual`, from operands
+# read as `_plain_f32` reads them when they are in its case; False: every matmul reads its operands with
+# `_operand_values` and takes `write_psum` (tests/sim/test_usual_matmuls.py compares them)
 USUAL_MATMULS = True
 
 

@@ -18,8 +18,8 @@ from opennki.events import Engine, MemoryKind
 from opennki.hw import first_with
 from opennki.instructions.base import (READ, WRITE, Instruction, check_column, check_not_both_psum,
                                        check_on_chip, check_partitions, check_same_free, check_same_partitions,
-                                       flat, instruction, is_tensor, operand, operand_f32, read_operand,
-                                       read_whole, require)
+                                       first_column, flat, instruction, is_tensor, operand, operand_f32,
+                                       read_operand, read_whole, require)
 from opennki.instructions.enums import engine_of
 from opennki.instructions.indirection import check_indirection
 from opennki.instructions.ops import ARITH, BITVEC, alu
@@ -184,7 +184,10 @@ class TensorTensor(Instruction):
                 out = m.fp32_target(dst)
                 if out is not None:
                     quiet_into(op.fn, a, b, out)
-                    if cell is not None and read_whole(data1, x1) and read_whole(data2, x2):
+                    # a and b are views of x1 and x2 when these are [P, F] already (a reshape of other shapes
+                    # may copy: a cell must not keep values)
+                    if (cell is not None and x1.ndim == 2 and x2.ndim == 2 and read_whole(data1, x1)
+                            and read_whole(data2, x2)):
                         cell[0] = (x1, x2, out, dst.storage.kind is _PSUM, op.fn, a, b)
                     return
             result = apply(op, a, b, False)
@@ -259,13 +262,14 @@ class TensorScalar(Instruction):
         cell = self._usual
         if cell is not None and cell[0] is not None:
             operand0, x, out, psum, fn, a, b = cell[0]
-            data, dst = self.data, self.dst
-            if (data._np is x and dst._np is out and self.operand0 is operand0 and data.mask is None
-                    and dst.mask is None):
-                # the same immediate and arrays as the usual run below that filled the cell (the other fields are
-                # the template's): its ufunc call (a view's array is its storage's, shared only by views of the
-                # same elements, so each test below holds again, and the storage is marked written: design
-                # notes, "run cells")
+            data, dst, o = self.data, self.dst, self.operand0
+            if (data._np is x and dst._np is out and data.mask is None and dst.mask is None and (o is operand0 or (
+                    type(operand0) is np.ndarray and isinstance(o, TensorView) and o._np is operand0
+                    and o.mask is None))):
+                # the same immediate (or column array) and arrays as the usual run below that filled the cell (the
+                # other fields are the template's): its ufunc call (a view's array is its storage's, shared only
+                # by views of the same elements, so each test below holds again, and the storage is marked
+                # written: design notes, "run cells")
                 if psum:
                     dst.storage.unwritten = False
                 quiet_into(fn, a, b, out)
@@ -303,23 +307,38 @@ class TensorScalar(Instruction):
                 t = apply(op1, t, col(self.operand1) if op1.arity == 2 else None, self.reverse1)
         else:
             mask = self.mask
+            raw = raw0 = None
             if mask is not None:
                 x = read_operand(m, self.data, self.dst, mask)
             elif isinstance(self.operand0, TensorView) or isinstance(self.operand1, TensorView):
-                x = flat(m.read_f32(self.data))     # [P, F]: a [P, 1] column broadcasts along F
+                raw = m.read_f32(self.data)
+                x = flat(raw)                       # [P, F]: a [P, 1] column broadcasts along F
             else:
                 x = m.read_f32(self.data)           # immediates broadcast to any shape: element-wise the same
-            s0 = operand_f32(m, self.operand0, P) if op0.arity == 2 else None
+            if op0.arity != 2:
+                s0 = None
+            elif isinstance(self.operand0, TensorView):
+                raw0 = m.read_f32(self.operand0)
+                s0 = first_column(raw0, P)
+            else:
+                s0 = operand_f32(m, self.operand0, P)
             s1 = operand_f32(m, self.operand1, P) if op1 is not None and op1.arity == 2 else None
             # two stages into the destination only with an immediate second operand: a column read as a view
             # of the destination would see the first stage's values
             if (mask is None and op0.fn in INTO_FP32 and tuple.__eq__(x.shape, self.dst.shape)
                     and (op1 is None or (op1.fn in INTO_FP32 and not isinstance(self.operand1, TensorView)))):
-                out = m.fp32_target(self.dst)
+                dst = self.dst
+                out = m.fp32_target(dst)
                 if out is not None:
-                    quiet_into(op0.fn, *((s0, x) if self.reverse0 else (x, s0)), out)
+                    a, b = (s0, x) if self.reverse0 else (x, s0)
+                    quiet_into(op0.fn, a, b, out)
                     if op1 is not None:
                         quiet_into(op1.fn, *((s1, out) if self.reverse1 else (out, s1)), out)
+                    elif (cell is not None and raw0 is not None and raw.ndim == 2 and raw0.ndim == 2
+                          and read_whole(self.data, raw) and read_whole(self.operand0, raw0)):
+                        # a [P, 1] column: the cell holds its array, of which s0 is a view (as x is of raw: both
+                        # [P, F] already, never a copy holding values)
+                        cell[0] = (raw0, raw, out, dst.storage.kind is _PSUM, op0.fn, a, b)
                     return
             t = apply(op0, x, s0, self.reverse0)
             if op1 is not None:
@@ -392,6 +411,7 @@ class TensorReduce(Instruction):
     opcode = "tensor_reduce"
     indirect_fields = ("dst", "data")
     default_engine = Engine.VECTOR
+    writes_on_chip_only = True              # check_on_chip(dst)
 
     dst: object = operand(WRITE)
     op: object = None
@@ -455,6 +475,7 @@ class TensorCopy(Instruction):
     indirect_fields = ("dst", "src")
     default_engine = Engine.VECTOR
     chooses_engine = True
+    writes_on_chip_only = True              # check_elementwise
 
     dst: object = operand(WRITE)
     src: object = operand(READ)
@@ -485,6 +506,7 @@ class Memset(Instruction):
     opcode = "memset"
     default_engine = Engine.VECTOR
     chooses_engine = True
+    writes_on_chip_only = True              # check_on_chip(dst)
 
     dst: object = operand(WRITE)
     value: object = 0

@@ -57,6 +57,7 @@ from opennki.machine.dtypes import DataType, poison_value
 from opennki.machine.physical import PhysicalImage, can_alias
 
 _HBM = MemoryKind.HBM      # looking an enum member up on its class is slow in hot paths (Python 3.11)
+_bisect_left, _bisect_right = bisect.bisect_left, bisect.bisect_right     # (every placement and release)
 
 
 class MemoryRegion(enum.Enum):
@@ -123,12 +124,13 @@ class Storage:
         initialized: with `uninitialized="raise"`, a flat bool array: which elements were written (reads of
             the others are recorded by `Machine.read`); None when not tracked (kernel arguments, tensors with
             an initial value, directly placed tensors, which start with the bytes earlier tensors left).
+        arrays: the NumPy arrays of views of a part of it, per layout (`TensorView.np_view`), made when first asked.
     """
 
     __slots__ = ("id", "region", "kind", "dtype", "shape", "_array", "_poison", "placement", "name", "location",
                  "is_kernel_arg", "written", "program", "matmul_written", "unwritten", "base", "release",
                  "declared", "physical", "spilled", "read_only", "initialized", "last_touch", "spill_address", "site",
-                 "direct", "nbytes", "scope", "__weakref__")
+                 "direct", "nbytes", "scope", "arrays", "__weakref__")
 
     def __init__(self, region: MemoryRegion, dtype: DataType, shape: tuple[int, ...], array,
                  placement: Placement, name: str, location: SourceLocation | None, program=None):
@@ -160,6 +162,7 @@ class Storage:
         self.direct = False          # placed by the kernel (`address=`, nki.compiler allocation), not the allocator
         self.nbytes = None           # its footprint (`Memory.footprint`), once new_storage computed it
         self.scope = None            # the language layer's loop the tensor is local to (_src/rules.record_scope)
+        self.arrays = None           # layout -> the NumPy array of its views of part of this storage (np_view)
 
     @property
     def array(self):
@@ -174,6 +177,7 @@ class Storage:
     def array(self, value) -> None:
         self._array = value
         self._poison = None
+        self.arrays = None
 
     def poison_later(self, precise: bool) -> None:
         """Make the poisoned array only when something first reads or partly writes it."""
@@ -241,6 +245,7 @@ class Allocator:
         self.cursor = 0
         self.peak_bytes = 0
         self._used = 0                                # the sum of the live ranges, kept as they change
+        self._aligned: dict[int, int] = {}            # footprint -> its size rounded up to the alignment (`take`)
 
     @property
     def used_bytes(self) -> int:
@@ -336,27 +341,33 @@ class Allocator:
 
     def take(self, nbytes: int, name: str) -> int | None:
         """`allocate` without the error: the start of a new range of `nbytes`, or None when none fits (every
-        placement asks, and most fit at the cursor, so the live-range search is inlined for that case)."""
-        alignment = self.alignment
-        size = -(-(nbytes if nbytes > 0 else 1) // alignment) * alignment
-        candidate = -(-self.cursor // alignment) * alignment
+        placement asks, and most fit at the cursor, so the live-range search is inlined for that case). The
+        cursor is always aligned (a range's start and size are), and a footprint's aligned size is looked up
+        (`_aligned`): a kernel's tiles have few sizes."""
+        size = self._aligned.get(nbytes)
+        if size is None:
+            alignment = self.alignment
+            size = self._aligned[nbytes] = -(-(nbytes if nbytes > 0 else 1) // alignment) * alignment
+        candidate = self.cursor
         if self.bank_bytes:
             candidate = self._fit(candidate, size)
+        end = candidate + size
         starts = self._starts
-        i = bisect.bisect_right(starts, candidate)
-        if candidate + size > self.capacity_bytes or (i and self.live[starts[i - 1]][0] > candidate) or \
-                (i < len(starts) and starts[i] < candidate + size):
+        i = _bisect_right(starts, candidate)
+        if end > self.capacity_bytes or (i and self.live[starts[i - 1]][0] > candidate) or \
+                (i < len(starts) and starts[i] < end):
             start = self._find_live(candidate, size)      # the cursor's range is taken: search from it
             if start is None:
                 start = self._find(0, size)
             if start is None:
                 return None
-            i = bisect.bisect_right(starts, start)
+            i = _bisect_right(starts, start)
+            end = start + size
         else:
             start = candidate
-        self.live[start] = (start + size, name)
+        self.live[start] = (end, name)
         starts.insert(i, start)
-        self.cursor = start + size
+        self.cursor = end
         used = self._used = self._used + size
         if used > self.peak_bytes:
             self.peak_bytes = used
@@ -380,7 +391,8 @@ class Allocator:
         span = self.live.pop(start, None)
         if span is not None:
             self._used -= span[0] - start
-            del self._starts[bisect.bisect_left(self._starts, start)]
+            starts = self._starts
+            del starts[_bisect_left(starts, start)]
 
 
 class Memory:

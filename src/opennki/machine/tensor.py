@@ -29,6 +29,7 @@ from opennki.machine.index import DynamicIndex, Index, NonAffineIndex, Predicate
 from opennki.machine.memory import Storage
 
 _HBM = MemoryKind.HBM   # looking an enum member up on its class is slow in hot paths (Python 3.11)
+VIEW_ARRAYS = True      # a storage keeps the NumPy array of each layout of a part of it (`TensorView.np_view`)
 _ALL = slice(None)
 
 
@@ -814,7 +815,11 @@ class TensorView:
 
     # -- element addressing -------------------------------------------------------------------------------
     def np_view(self) -> np.ndarray:
-        """The NumPy view of an in-bounds, direct view (shares memory with the storage)."""
+        """The NumPy view of an in-bounds, direct view (shares memory with the storage). One of a part of the
+        storage is made once per layout (`_Layout`) and kept by the storage (`Storage.arrays`), since a kernel's
+        loops take the same slices again and again (`rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512]` for every
+        m): views of one layout of one storage address the same elements, and the array is only ever indexed
+        into, never changed itself. `VIEW_ARRAYS = False`: one array per view (tests/sim/test_view_arrays.py)."""
         if self._np is None:
             st = self.storage
             arr = st._array
@@ -823,11 +828,27 @@ class TensorView:
             if self._all:                        # all of the storage in row-major order (covers_all, as known)
                 self._np = arr.reshape(self.shape)
             else:
-                # positional arguments: NumPy parses keywords of its constructor at some three times the cost
-                _, strides, offset = self._geo or self._geometry()
-                it = arr.itemsize
-                self._np = np.ndarray(self.shape, arr.dtype, arr, offset * it, _byte_strides(strides, it))
+                layout = self._layout
+                if layout is None or not VIEW_ARRAYS:
+                    self._np = self._strided(arr)
+                else:
+                    arrays = st.arrays
+                    if arrays is None:
+                        arrays = st.arrays = {}
+                    got = arrays.get(layout)
+                    if got is None:
+                        if len(arrays) >= 4096:
+                            arrays.clear()
+                        got = arrays[layout] = self._strided(arr)
+                    self._np = got
         return self._np
+
+    def _strided(self, arr: np.ndarray) -> np.ndarray:
+        """The NumPy view of this view's elements of its storage's array `arr`."""
+        # positional arguments: NumPy parses keywords of its constructor at some three times the cost
+        _, strides, offset = self._geo or self._geometry()
+        it = arr.itemsize
+        return np.ndarray(self.shape, arr.dtype, arr, offset * it, _byte_strides(strides, it))
 
     def flat_offsets(self, dynamic_values=None) -> np.ndarray:
         """Flat storage offsets of every element (for gathers/scatters and indirect views)."""

@@ -109,6 +109,9 @@ class Simulator:
         # signatures of instructions without `mask=` whose operand rules (check_operand_types, a function of
         # the signature for them) and check both passed: the lean issue path skips both (Program._check)
         self.clean: set = set()
+        # retargets whose check failed (the language layer's `core._retargeted`, lean path), by what gives the
+        # retargeted instruction's signature: the check would fail again, so such a retarget is not tried again
+        self.unretargetable: set = set()
         # the language layer's memo of clean instructions it builds from a plan (opennki._src.core._PLANS):
         # (plan key, value key) -> ({destination key its retargeted instruction is clean with: that instruction's
         # kept params or None}, how to build the instruction: Instruction.maker)
