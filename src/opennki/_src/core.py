@@ -832,28 +832,23 @@ def _retargeted(prog, deferred, changes, dst):
     checked again: the check reads only what the signature holds (instructions/base.py), so it would fail
     again, and its error, built with the kernel line, is dropped here anyway (`sbuf_tile[...] =
     nl.transpose(x)`: the Tensor Engine writes only PSUM, so every such statement transposes, then copies)."""
+    mark = None
     if prog.lean:
         # the retargeted signature is a function of the deferred one's, the fields moved and dst's (each moved
         # field holds dst, without run-time indices): a failure is remembered by these, found without `replace`
         base, kd = deferred.instr.signature(), dst._sig or view_signature(dst)     # (a planned one's: made here)
-        mark = (base, tuple(changes), kd) if base is not None and kd is not None else None
-        failed = prog.sim.unretargetable
-        if mark in failed:
-            return None
-        instr = deferred.instr.replace(**changes)
-        if (instr.mask is None or type(instr.mask) is bool) and instr.signature() in prog.sim.clean:
-            return instr                # its check passed for this signature before (Program._check)
-        try:
-            prog.check_instruction(instr)
-        except OpenNKIError:
-            if mark is not None:
-                failed.add(mark)
-            return None
-        return instr
+        if base is not None and kd is not None:
+            mark = (base, tuple(changes), kd)
+            if mark in prog.sim.unretargetable:
+                return None
     instr = deferred.instr.replace(**changes)
+    if prog.lean and (instr.mask is None or type(instr.mask) is bool) and instr.signature() in prog.sim.clean:
+        return instr                    # its check passed for this signature before (Program._check)
     try:
         prog.check_instruction(instr)
     except OpenNKIError:
+        if mark is not None:
+            prog.sim.unretargetable.add(mark)
         return None
     return instr
 
