@@ -230,6 +230,8 @@ class Program:
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None, self.options.uninitialized)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
+        if launch.cooperation is not None:
+            self.machine.later = None   # programs running as threads share HBM: no data step waits
         self.pending: Deferred | None = None
         self.shared_count = 0
         self.loops: list = []   # language.control.LoopFrame of each loop running, outermost first
@@ -266,7 +268,10 @@ class Program:
         try:
             if exc[0] is None:
                 self.flush()
+                self.machine.catch_up()     # the deferred data steps (`Machine.defer`): the caller reads HBM
         finally:
+            if self.machine.later:
+                self.machine.later = []     # a failed program's waiting steps: their arrays are dropped
             self.pending = None
             _current.reset(self._token)
             # the memory's event sink is this program (with listeners): a reference cycle that would keep the
@@ -594,6 +599,8 @@ class Program:
         try:
             runnable = instr.runnable()
             machine.engine = runnable.executor
+            if machine.later and not runnable.defers_data:
+                machine.catch_up()
             runnable.run(machine)
         except OpenNKIError as e:
             raise _located(e, instr, deferred.location, deferred.api)
@@ -843,6 +850,8 @@ class Program:
                 runnable = instr if instr.mask is None else instr.runnable()
                 executor = runnable.executor
                 machine.instruction_mask, machine.engine = runnable.mask, executor
+                if machine.later and not runnable.defers_data:
+                    machine.catch_up()          # deferred data steps first (`Machine.defer`)
                 runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
