@@ -561,6 +561,37 @@ def test_psum_group_flags_kept_as_one_value_give_the_per_element_flags(rng, monk
         np.testing.assert_array_equal(fast.view(np.uint32), plain.view(np.uint32))
 
 
+def test_group_ends_skipped_until_a_matmul_ran_give_the_plain_path_values_and_events(rng):
+    """`program.SKIP_IDLE_GROUP_ENDS`: until a Tensor Engine instruction has run, no non-matmul instruction looks
+    for accumulation groups to end. Random walks over a PSUM tile's group states, some starting with copies and
+    memsets before the first matmul, give the plain path's values and events (with a listener, field by field);
+    a fixed walk gives NumPy's products: a copy ends the group, so the next matmul overwrites and the one after
+    accumulates."""
+    from opennki.sim import program
+    from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+
+    s, m = rand(rng, 64, 32), rand(rng, 64, 48)
+    kinds = ["matmul", "matmul_part", "copy", "copy_part", "memset", "memset_part"]
+    walks = [[("copy", 0, 48), ("matmul", 0, 48), ("copy", 0, 48), ("matmul", 0, 48), ("matmul", 0, 48),
+              ("copy", 0, 48)]]
+    for _ in range(4):
+        walk = [(kinds[int(rng.integers(2, len(kinds)))], 0, 48) for _ in range(int(rng.integers(1, 4)))]
+        for _ in range(10):
+            lo = int(rng.integers(0, 40))
+            walk.append((kinds[int(rng.integers(len(kinds)))], lo, int(rng.integers(lo + 1, 49))))
+        walks.append(walk)
+    first = None
+    for walk in walks:
+        outcomes, events = fast_and_plain(_psum_group_kernel, (s, m, walk), program, "SKIP_IDLE_GROUP_ENDS",
+                                          target="trn3")
+        assert_same_outcome(*outcomes)
+        assert len(events[0]) > 10 and events[0] == events[1]
+        first = outcomes[0] if first is None else first
+    product = s.T @ m
+    np.testing.assert_allclose(first, np.stack([0 * product, 0 * product, product, product, product, 2 * product]),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_a_legacy_psum_group_starts_where_nothing_was_written_with_flags_as_one_value(rng, monkeypatch):
     import opennki.legacy as nki
     import opennki.legacy.isa as nisa

@@ -65,6 +65,11 @@ MEMO_TILE_SITES = True
 # False: each is made by `operand_record` (the plain path, which tests compare against).
 RECORD_TEMPLATES = True
 
+# A non-matmul instruction ends the accumulation groups of the PSUM tiles it touches (`_run_and_emit`); until a
+# Tensor Engine instruction has run in the program (`Machine.matmul_runs`), no tile has a group to end, so the
+# look at the operands is skipped. False: every non-matmul instruction looks (the plain path).
+SKIP_IDLE_GROUP_ENDS = True
+
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
 NO_REORDER: contextvars.ContextVar[int] = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
@@ -594,6 +599,8 @@ class Program:
         try:
             runnable = instr.runnable()
             machine.engine = runnable.executor
+            if machine.engine is _TENSOR:
+                machine.matmul_runs = True
             runnable.run(machine)
         except OpenNKIError as e:
             raise _located(e, instr, deferred.location, deferred.api)
@@ -843,6 +850,8 @@ class Program:
                 runnable = instr if instr.mask is None else instr.runnable()
                 executor = runnable.executor
                 machine.instruction_mask, machine.engine = runnable.mask, executor
+                if executor is _TENSOR:
+                    machine.matmul_runs = True      # (before the run: a failed one may have set flags)
                 runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
@@ -851,7 +860,8 @@ class Program:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
-            if executor is not _TENSOR:                # a non-matmul access ends an accumulation group
+            # a non-matmul access ends an accumulation group (none before a matmul ran: SKIP_IDLE_GROUP_ENDS)
+            if executor is not _TENSOR and (machine.matmul_runs or not SKIP_IDLE_GROUP_ENDS):
                 for _, view, _access in instr._operands or instr.operands():
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
                         Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
