@@ -917,26 +917,37 @@ class Program:
                 if layout is None:
                     operands.append(operand_record(role, view, access))
                     continue
-                on_chip, p0, b0, b1, region_fields, record_fields = layout.record or _record_template(view)
                 st = view.storage
                 placement = st.placement
                 address = placement.address
-                region = _new(Region)
-                fields = region.__dict__
-                fields.update(region_fields)
-                fields["storage_id"] = st.id
-                if on_chip:
-                    fields["partition_start"] = placement.partition + p0
-                fields["byte_start"] = address + b0
-                fields["byte_end"] = address + b1
+                sid = st.id
+                # the last record of this layout (`_Layout.last`): the same storage at the same placement has the
+                # same region, and with the same role and access the same record (records are frozen values)
+                last = layout.last
+                if last is not None and last[0] == sid and last[1] is placement and last[2] == address:
+                    if last[3] == role and last[4] is access:
+                        operands.append(last[5])
+                        continue
+                    region = last[6]
+                else:
+                    on_chip, p0, b0, b1, region_fields, _ = layout.record or _record_template(view)
+                    region = _new(Region)
+                    fields = region.__dict__
+                    fields.update(region_fields)
+                    fields["storage_id"] = sid
+                    if on_chip:
+                        fields["partition_start"] = placement.partition + p0
+                    fields["byte_start"] = address + b0
+                    fields["byte_end"] = address + b1
                 record = _new(Operand)
                 fields = record.__dict__
-                fields.update(record_fields)
+                fields.update(layout.record[5])
                 fields["role"] = role
                 fields["access"] = access
                 fields["region"] = region
                 fields["tensor_name"] = st.name
                 operands.append(record)
+                layout.last = (sid, placement, address, role, access, record, region)
             operands = tuple(operands)
         # the event's fields, in declaration order, filled in from this program's template (`positional_maker`'s
         # record, made by a dict copy and stores: fewer calls and arguments for every instruction)
