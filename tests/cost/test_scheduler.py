@@ -324,3 +324,50 @@ def test_critical_path_goes_on_through_the_engine_before_an_instruction_placed_a
     assert act_c.pred == -1 and recip.pred == act_c.index
     # C waited for its engine (A), not for a dependence: the path goes on through A to the fill A read
     assert [rec.index for rec in r.critical_path] == [fill.index, act_a.index, act_c.index, recip.index]
+
+
+
+def test_a_matmul_placed_without_trying_the_idle_stretches_fits_none(rng):
+    """`_place_pe` calls `_backfill_pe` only when the last idle stretch, from the dependency's time, has room for
+    the MultiplyMoving (the groups a matmul waits for and its LoadStationary only make `_backfill_pe`'s own test
+    stricter). On random Tensor Engine timelines, dependencies, accumulation groups and costs, every matmul it
+    places without the call is one `_backfill_pe` would have placed in no stretch; matmuls placed without the
+    call, placed in a stretch and tried in vain all occur."""
+    import copy
+
+    from opennki.cost.deps import Dependency
+    from opennki.cost.scheduler import _PE
+    from opennki.cost.timeline import Timeline
+    from opennki.cost.value import Cost
+
+    model = CostModel("trn2")
+    model._start(TRN2)
+    backfill = model._backfill_pe
+    calls = []
+    model._backfill_pe = lambda *args: calls.append(backfill(*args)) or calls[-1]
+    outcomes = set()
+    for i in range(3000):
+        state = copy.deepcopy(model._core(0))
+        line = state.lines[_PE] = Timeline()
+        for k in range(int(rng.integers(1, 12))):
+            line.reserve(float(rng.uniform(0, line.free + 400)), float(rng.uniform(1, 150)), k)
+        state.free[_PE], state.last[_PE] = line.free, line.last
+        dep = Dependency()
+        if rng.random() < 0.8:
+            dep.ready, dep.producer = float(rng.uniform(0, line.free)), int(rng.integers(0, 20))
+        groups = [int(g) for g in rng.choice(4, int(rng.integers(1, 3)), replace=False)]
+        state.groups = {g: (float(rng.uniform(0, line.free + 50)), int(rng.integers(0, 20))) for g in range(4)
+                        if rng.random() < 0.5}
+        operands = tuple(Operand("dst", AccessKind.ACCUMULATE, Region(MemoryKind.PSUM, g, 0, 128, 0, 2048), (128, 512),
+                                 "float32", 4, 128, 512, (512, 1), 0, "acc", (128, 512)) for g in groups)
+        ev = InstructionExecuted(i, (), 0, "nc_matmul", Engine.TENSOR, operands)
+        cost = Cost(Engine.TENSOR, busy_ns=float(rng.uniform(1, 200)),
+                    load_stationary_ns=float(rng.choice([0.0, rng.uniform(1, 60)])), is_transpose=rng.random() < 0.2)
+        calls.clear()
+        row = model._place_pe(ev, cost, copy.deepcopy(state), dep, i, (tuple(range(len(groups))), None))
+        if calls:
+            outcomes.add(("tried", calls[0] is not None))
+        else:
+            assert backfill(ev, cost, copy.deepcopy(state), dep, i, TRN2.cost.tensor, groups) is None
+            outcomes.add("not tried")
+    assert {("tried", True), ("tried", False), "not tried"} <= outcomes

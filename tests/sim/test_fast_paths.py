@@ -265,6 +265,63 @@ def test_operand_records_from_layout_templates_are_the_plain_records(rng, monkey
     assert events[0] == events[1]
 
 
+def _records_again(a, b):
+    """The same operand records again and again (an HBM view loaded in each round, a PSUM tile accumulated into),
+    a tile written then accumulated (the same role, another access: a new record), one view as two operands of an
+    instruction (another role), and a tile moved between two uses: tiles of another layout fill PSUM, so it is
+    spilled, and reloaded elsewhere."""
+    import opennki.legacy.isa as nisa
+    import opennki.legacy.language as nl
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.psum)
+    square = nl.zeros((128, 128), nl.float32, buffer=nl.psum)
+    others = []
+    for _ in range(2):
+        x = nl.load(a[0:128, 0:128])
+        y = nl.load(b[0:128, 0:512])
+        acc[...] = nl.copy(y)
+        acc += nisa.nc_matmul(x, y)
+        acc += nisa.nc_matmul(x, y)
+        square += nisa.nc_matmul(x, x)
+        for _ in range(8):
+            others.append(nl.zeros((128, 384), nl.float32, buffer=nl.psum))
+        acc += nisa.nc_matmul(x, y)
+    total = nl.add(nl.copy(acc[:, 0:384]), others[0])
+    nl.store(out[:, 0:384], value=total)
+    nl.store(out[:, 384:512], value=nl.copy(square))
+    return out
+
+
+def test_operand_records_kept_on_their_layout_are_the_plain_records(rng, monkeypatch):
+    """`Program._event` gives an operand the record it made last of the same layout, storage id and placement
+    (`_Layout.last`), for the same role and access (else a new record, sharing the region): every event, field by
+    field, is the one the plain path (`operand_record`) makes, though spills and reloads move the tiles between
+    their uses, and records are shared."""
+    import opennki.legacy as nki
+    from opennki.kernels.base import run_kernel
+    from opennki.listeners import Recorder
+    from opennki.machine.tensor import forget_layouts
+    from opennki.sim import program
+    from tests.sim.outcomes import assert_same_outcome, by_first_appearance, event_fields
+
+    kernel = nki.jit(_records_again)
+    args = (rand(rng, 128, 128), rand(rng, 128, 512))
+    outcomes, events, records = [], [], []
+    for templates in (True, False):
+        monkeypatch.setattr(program, "RECORD_TEMPLATES", templates)
+        forget_layouts()
+        rec = Recorder()
+        outcomes.append(run_kernel(kernel.func, args, listeners=[rec]))
+        sid = by_first_appearance()
+        events.append([event_fields(e, sid, field_order=True) for e in rec.events])
+        records.append([o for e in rec.events if type(e).__name__ == "InstructionExecuted" for o in e.operands])
+    assert_same_outcome(*outcomes)
+    assert any(e[4] == "psum_spill" for e in events[1] if e[0] == "InstructionExecuted")
+    assert events[0] == events[1]
+    shared = len(records[0]) - len({id(o) for o in records[0]})
+    assert shared >= 10 and len({id(o) for o in records[1]}) == len(records[1])
+
+
 def test_events_filled_in_from_templates_are_the_records_the_dataclasses_make(rng):
     """Instruction events, their operand records and regions, and allocation events, which the issue path
     fills in from templates (`Program._event`, `_record_template`, `Program.allocated`), hold what the
@@ -502,6 +559,37 @@ def test_psum_group_flags_kept_as_one_value_give_the_per_element_flags(rng, monk
             patch.setattr(TensorView, "covers_all", lambda self: False)
             plain = run(_psum_group_kernel, s, m, steps)
         np.testing.assert_array_equal(fast.view(np.uint32), plain.view(np.uint32))
+
+
+def test_group_ends_skipped_until_a_matmul_ran_give_the_plain_path_values_and_events(rng):
+    """`program.SKIP_IDLE_GROUP_ENDS`: until a Tensor Engine instruction has run, no non-matmul instruction looks
+    for accumulation groups to end. Random walks over a PSUM tile's group states, some starting with copies and
+    memsets before the first matmul, give the plain path's values and events (with a listener, field by field);
+    a fixed walk gives NumPy's products: a copy ends the group, so the next matmul overwrites and the one after
+    accumulates."""
+    from opennki.sim import program
+    from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+
+    s, m = rand(rng, 64, 32), rand(rng, 64, 48)
+    kinds = ["matmul", "matmul_part", "copy", "copy_part", "memset", "memset_part"]
+    walks = [[("copy", 0, 48), ("matmul", 0, 48), ("copy", 0, 48), ("matmul", 0, 48), ("matmul", 0, 48),
+              ("copy", 0, 48)]]
+    for _ in range(4):
+        walk = [(kinds[int(rng.integers(2, len(kinds)))], 0, 48) for _ in range(int(rng.integers(1, 4)))]
+        for _ in range(10):
+            lo = int(rng.integers(0, 40))
+            walk.append((kinds[int(rng.integers(len(kinds)))], lo, int(rng.integers(lo + 1, 49))))
+        walks.append(walk)
+    first = None
+    for walk in walks:
+        outcomes, events = fast_and_plain(_psum_group_kernel, (s, m, walk), program, "SKIP_IDLE_GROUP_ENDS",
+                                          target="trn3")
+        assert_same_outcome(*outcomes)
+        assert len(events[0]) > 10 and events[0] == events[1]
+        first = outcomes[0] if first is None else first
+    product = s.T @ m
+    np.testing.assert_allclose(first, np.stack([0 * product, 0 * product, product, product, product, 2 * product]),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_a_legacy_psum_group_starts_where_nothing_was_written_with_flags_as_one_value(rng, monkeypatch):

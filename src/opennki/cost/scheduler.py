@@ -414,7 +414,12 @@ class CostModel:
         operands = ev.operands
         groups = [operands[i].region.storage_id for i in accumulates] if len(accumulates) != 1 else (
             operands[accumulates[0]].region.storage_id,)
-        if not ev.ordered and state.lines[_PE].gaps:
+        gaps = state.lines[_PE].gaps
+        # `_backfill_pe` only when the last idle stretch (which ends latest) has room for the MultiplyMoving from
+        # the dependency's time: its own first test, which the groups it waits for and a LoadStationary only
+        # make harder (most matmuls fail it: no call for them)
+        if gaps and not ev.ordered and gaps[-1][1] - (
+                0.0 if dep.producer == NO_PRODUCER else dep.ready + self._overhead_ns[_PE]) >= cost.busy_ns:
             row = self._backfill_pe(ev, cost, state, dep, index, pe, groups)
             if row is not None:
                 return row

@@ -69,6 +69,8 @@ class Machine:
         self.instruction_mask = None    # the running instruction's mask= (set by the simulator around run)
         self.engine = Engine.UNKNOWN    # the running instruction's engine (likewise; lays out tensor indirection)
         self.later: list | None = [] if DEFER_DATA else None
+        self.matmul_runs = False        # a Tensor Engine instruction has run (set by the simulator before it runs):
+        #                                 until then no PSUM tile holds "last written by nc_matmul" flags
 
     @property
     def rng(self) -> np.random.Generator:

@@ -191,7 +191,7 @@ class _Layout:
     again, and each was worked out afresh. Relies on a storage's shape, region, dtype and base (and the base's
     read-only flag) not changing once it has a view, which nothing does."""
 
-    __slots__ = ("fields", "record")
+    __slots__ = ("fields", "record", "last")
 
     def __init__(self, view: "TensorView"):
         view.extent()
@@ -200,6 +200,7 @@ class _Layout:
         self.fields = (view.shape, view.amap, view.consts, view.coords, view._inb, view._geo, view._extent,
                        view._free, view._sig, view._all)
         self.record = None      # what the event records of its views share (sim.program._record_template)
+        self.last = None        # the last event record made of a view of it (sim.program.Program._event)
         view._layout = self
 
     def view(self, storage: Storage, cls) -> "TensorView":

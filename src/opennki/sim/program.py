@@ -65,6 +65,16 @@ MEMO_TILE_SITES = True
 # False: each is made by `operand_record` (the plain path, which tests compare against).
 RECORD_TEMPLATES = True
 
+# A non-matmul instruction ends the accumulation groups of the PSUM tiles it touches (`_run_and_emit`); until a
+# Tensor Engine instruction has run in the program (`Machine.matmul_runs`), no tile has a group to end, so the
+# look at the operands is skipped. False: every non-matmul instruction looks (the plain path).
+SKIP_IDLE_GROUP_ENDS = True
+
+# A planned instruction deferred at a call site decided before (`Program.defer`) is checked by `_check_clean`
+# only when that check would do something: a lean observer looks at it, or an operand is not known in bounds
+# or not placed (but its result tile). False: every such deferral calls `_check_clean` (the plain path).
+QUIET_DEFERRALS = True
+
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
 NO_REORDER: contextvars.ContextVar[int] = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
@@ -516,7 +526,20 @@ class Program:
             if site is not None and site[0] is code:            # this call site's, decided before
                 _, location, use, name = site
                 if checked:             # a planned instruction (lean path, no `mask=`) clean for its signature
-                    self._check_clean(instr, location, api, result.storage)
+                    observers = self.observers
+                    if QUIET_DEFERRALS and not observers.lean_on_chip and (
+                            instr.writes_on_chip_only or not observers.lean_checking):
+                        # `_check_clean`'s no-op, told inline: no lean observer looks at it, and its operands
+                        # are known in bounds and placed (but the result tile, which it leaves unplaced)
+                        unplaced = result.storage
+                        for _, view, _ in instr._operands or instr.operands():
+                            st = view.storage
+                            if not view._inb or (st is not unplaced and (
+                                    st.placement is None or (st.base or st).placement is None)):
+                                self._check_clean(instr, location, api, unplaced)
+                                break
+                    else:
+                        self._check_clean(instr, location, api, result.storage)
                 else:
                     self._check(instr, location, api, result.storage)
                 self.pending = Deferred(instr, result, location, api, use, frame, name, plan)
@@ -601,6 +624,8 @@ class Program:
             machine.engine = runnable.executor
             if machine.later and not runnable.defers_data:
                 machine.catch_up()
+            if machine.engine is _TENSOR:
+                machine.matmul_runs = True
             runnable.run(machine)
         except OpenNKIError as e:
             raise _located(e, instr, deferred.location, deferred.api)
@@ -852,6 +877,8 @@ class Program:
                 machine.instruction_mask, machine.engine = runnable.mask, executor
                 if machine.later and not runnable.defers_data:
                     machine.catch_up()          # deferred data steps first (`Machine.defer`)
+                if executor is _TENSOR:
+                    machine.matmul_runs = True      # (before the run: a failed one may have set flags)
                 runnable.run(machine)
                 machine.instruction_mask = None
                 if machine.uninitialized_reads:
@@ -860,7 +887,8 @@ class Program:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
-            if executor is not _TENSOR:                # a non-matmul access ends an accumulation group
+            # a non-matmul access ends an accumulation group (none before a matmul ran: SKIP_IDLE_GROUP_ENDS)
+            if executor is not _TENSOR and (machine.matmul_runs or not SKIP_IDLE_GROUP_ENDS):
                 for _, view, _access in instr._operands or instr.operands():
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
                         Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
@@ -898,26 +926,37 @@ class Program:
                 if layout is None:
                     operands.append(operand_record(role, view, access))
                     continue
-                on_chip, p0, b0, b1, region_fields, record_fields = layout.record or _record_template(view)
                 st = view.storage
                 placement = st.placement
                 address = placement.address
-                region = _new(Region)
-                fields = region.__dict__
-                fields.update(region_fields)
-                fields["storage_id"] = st.id
-                if on_chip:
-                    fields["partition_start"] = placement.partition + p0
-                fields["byte_start"] = address + b0
-                fields["byte_end"] = address + b1
+                sid = st.id
+                # the last record of this layout (`_Layout.last`): the same storage at the same placement has the
+                # same region, and with the same role and access the same record (records are frozen values)
+                last = layout.last
+                if last is not None and last[0] == sid and last[1] is placement and last[2] == address:
+                    if last[3] == role and last[4] is access:
+                        operands.append(last[5])
+                        continue
+                    region = last[6]
+                else:
+                    on_chip, p0, b0, b1, region_fields, _ = layout.record or _record_template(view)
+                    region = _new(Region)
+                    fields = region.__dict__
+                    fields.update(region_fields)
+                    fields["storage_id"] = sid
+                    if on_chip:
+                        fields["partition_start"] = placement.partition + p0
+                    fields["byte_start"] = address + b0
+                    fields["byte_end"] = address + b1
                 record = _new(Operand)
                 fields = record.__dict__
-                fields.update(record_fields)
+                fields.update(layout.record[5])
                 fields["role"] = role
                 fields["access"] = access
                 fields["region"] = region
                 fields["tensor_name"] = st.name
                 operands.append(record)
+                layout.last = (sid, placement, address, role, access, record, region)
             operands = tuple(operands)
         # the event's fields, in declaration order, filled in from this program's template (`positional_maker`'s
         # record, made by a dict copy and stores: fewer calls and arguments for every instruction)
