@@ -283,7 +283,8 @@ class Instruction:
         if operands is not None:
             first = operands[0]
             if first[1] is old and first[0] == "dst" and not old.dynamic:
-                state["_operands"] = (("dst", dst, first[2]),) + operands[1:]
+                state["_operands"] = (("dst", dst, first[2]), operands[1]) if len(operands) == 2 else \
+                    (("dst", dst, first[2]),) + operands[1:]
             else:
                 del state["_operands"]
         return self

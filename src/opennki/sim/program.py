@@ -542,7 +542,11 @@ class Program:
                         self._check_clean(instr, location, api, result.storage)
                 else:
                     self._check(instr, location, api, result.storage)
-                self.pending = Deferred(instr, result, location, api, use, frame, name, plan)
+                # `Deferred(instr, result, location, api, use, frame, name, plan)`, its slots set here: calling the
+                # class runs its generated __init__ through the type's call (some 330 ns; this, some 150)
+                pending = self.pending = _new(Deferred)
+                pending.instr, pending.result, pending.location, pending.api = instr, result, location, api
+                pending.use, pending.frame, pending.name, pending.plan = use, frame, name, plan
                 return result
             location = location_of(frame)
         else:
