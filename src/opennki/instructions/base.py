@@ -130,6 +130,9 @@ class Instruction:
     indirect_fields: ClassVar[tuple] = ()    # operand fields that take a tensor-indirection view (indirection.py)
     # its check passes only if every operand it writes is in SBUF or PSUM (Observer.hbm_writes_only)
     writes_on_chip_only: ClassVar[bool] = False
+    # its `run` may leave its data step waiting (`Machine.defer`), and catches up itself before any other
+    # read or write; every other instruction's run is preceded by `Machine.catch_up` (`Program._run_and_emit`)
+    defers_data: ClassVar[bool] = False
 
     mask: object = None
     name: object = None

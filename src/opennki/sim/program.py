@@ -240,6 +240,8 @@ class Program:
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None, self.options.uninitialized)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
+        if launch.cooperation is not None:
+            self.machine.later = None   # programs running as threads share HBM: no data step waits
         self.pending: Deferred | None = None
         self.shared_count = 0
         self.loops: list = []   # language.control.LoopFrame of each loop running, outermost first
@@ -276,7 +278,10 @@ class Program:
         try:
             if exc[0] is None:
                 self.flush()
+                self.machine.catch_up()     # the deferred data steps (`Machine.defer`): the caller reads HBM
         finally:
+            if self.machine.later:
+                self.machine.later = []     # a failed program's waiting steps: their arrays are dropped
             self.pending = None
             _current.reset(self._token)
             # the memory's event sink is this program (with listeners): a reference cycle that would keep the
@@ -621,6 +626,8 @@ class Program:
         try:
             runnable = instr.runnable()
             machine.engine = runnable.executor
+            if machine.later and not runnable.defers_data:
+                machine.catch_up()
             if machine.engine is _TENSOR:
                 machine.matmul_runs = True
             runnable.run(machine)
@@ -872,6 +879,8 @@ class Program:
                 runnable = instr if instr.mask is None else instr.runnable()
                 executor = runnable.executor
                 machine.instruction_mask, machine.engine = runnable.mask, executor
+                if machine.later and not runnable.defers_data:
+                    machine.catch_up()          # deferred data steps first (`Machine.defer`)
                 if executor is _TENSOR:
                     machine.matmul_runs = True      # (before the run: a failed one may have set flags)
                 runnable.run(machine)
