@@ -103,6 +103,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     monkeypatch.setattr(scheduler, "SITE_PLANS", False)
     monkeypatch.setattr(deps, "LAYOUT_BOXES", False)
     monkeypatch.setattr(deps, "LAYOUT_OVERLAPS", False)
+    monkeypatch.setattr(deps, "SEARCHED_READS", False)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)
@@ -393,3 +394,64 @@ def test_the_tally_cases_cover_stalls_small_transfers_and_load_stationary():
     assert any(r.small_dmas for r in results) and any(r.stalls for r in results)
     assert any(rec.ls_start is not None for r in results for rec in r.records)
     assert any(len({c for c, _ in r.busy_ns}) == 2 for r in results)
+
+
+def test_a_read_takes_what_the_last_search_of_its_layout_found_until_a_write(monkeypatch, rng):
+    """With `deps.SEARCHED_READS` a read of an indexed storage takes the latest-ending write slot the last search
+    of its layout number met, until a write of the storage comes: on random writes (ends drawn from a few values,
+    so that slots end together with other producers) and reads of overlapping column ranges of one SBUF tensor,
+    each read after a floor or another operand set the running answer (ready, kind "reuse" or "raw"), the
+    dependency is the search's (the switch off, in a second tracker fed the same accesses); reads take kept
+    answers, and searches meet equally late slots of different producers."""
+    from opennki.events import AccessKind, Engine, MemoryKind, Operand, Region
+
+    base = 1 << 40                  # layout numbers no run of the process gives (`Operand.layout`)
+    ranges = [(0, 128), (64, 192), (128, 256), (0, 256), (32, 96), (192, 256)]
+
+    def operand(sid, address, r, access):
+        c0, c1 = ranges[r]
+        region = Region(MemoryKind.SBUF, sid, 0, 128, address + 4 * c0, address + 4 * c1)
+        return Operand("x", access, region, (128, c1 - c0), "float32", 4, 128, c1 - c0, (256, 1), c0, "t",
+                       (128, 256), layout=base + r)
+
+    other = Operand("y", AccessKind.READ, Region(MemoryKind.SBUF, 2, 0, 128, 0, 64), (128, 16), "float32", 4, 128,
+                    16, (16, 1), 0, "u", (128, 16), layout=base + len(ranges))
+    trackers = deps.AccessTracker(), deps.AccessTracker()
+    kept, ties = [], 0
+    searched = deps.AccessTracker.dependency
+
+    for step in range(3000):
+        if step % 500 == 0:           # a fresh storage every 500 accesses, written first
+            sid, address = 1000 + step, 4096
+            for tracker in trackers:
+                tracker.dependency((operand(sid, address, 3, AccessKind.WRITE),), Engine.DMA, 0, edges=False)
+            first = True
+        r = int(rng.integers(len(ranges)))
+        end, index = float(rng.choice([5.0, 10.0, 10.0, 15.0, 20.0])), step
+        if first or rng.random() < 0.3:
+            operands = (operand(sid, address, r, AccessKind.WRITE),)
+            first = False
+        else:
+            operands = ((other,) if rng.random() < 0.5 else ()) + (operand(sid, address, r, AccessKind.READ),)
+            floor = float(rng.choice([0.0, 5.0, 10.0, 15.0]))
+            for tracker in trackers:
+                tracker.floor[sid] = (floor, 7) if floor else (0.0, -1)
+        answers = []
+        for tracker, on in zip(trackers, (True, False)):
+            monkeypatch.setattr(deps, "SEARCHED_READS", on)
+            acc = tracker.storages.get(sid)
+            before = acc is not None and acc.writes is not None and operands[-1].access is AccessKind.READ and \
+                operands[-1].layout in acc.searched and acc.searched[operands[-1].layout][0] == acc.write_serial
+            dep = searched(tracker, operands, Engine.VECTOR, 0, edges=False)
+            answers.append((dep.ready, dep.producer, dep.kind))
+            tracker.record(dep, end, index, Engine.VECTOR, 0)
+            if on:
+                kept.append(before)
+                slots = [s for s in acc.slots if s is not acc.read] if acc is not None else []
+                box = deps.box_of((128, 256), (256, 1), ranges[r][0], (128, ranges[r][1] - ranges[r][0]))
+                late = [s for s in slots if s[deps._S_BOX] is not None and deps._boxes_overlap(box, s[deps._S_BOX])
+                        and s in acc.write_slots.values()] if acc is not None and acc.writes is not None else []
+                top = max((s[deps._S_END] for s in late), default=None)
+                ties += len({s[deps._S_PRODUCER] for s in late if s[deps._S_END] == top}) > 1
+        assert answers[0] == answers[1], step
+    assert sum(kept) > 500 and ties > 100

@@ -442,3 +442,37 @@ def test_an_index_computed_by_calls_after_the_value_still_retargets(a):
     # the masked exp writes the buffer itself: no copy reading the rows the mask skipped
     assert ops.count("activation") == 4 and "tensor_copy" not in ops
     assert found == []
+
+
+def test_a_deferral_at_a_known_call_site_is_the_record_its_dataclass_makes(rng):
+    """`Program.defer` sets a known call site's `Deferred` slot by slot (cheaper than calling the class): every
+    field is set, to what the class's own __init__ sets from the same values, for a local read again."""
+    import dataclasses
+
+    from opennki.sim.program import Deferred, active
+
+    seen = []
+
+    @nki.jit
+    def kernel(a):
+        out = _hbm()
+        acc = nl.load(a)
+        for _ in nl.sequential_range(3):
+            acc[...] = nl.add(acc, 1.0)
+            t = nl.multiply(acc, 2.0)
+            seen.append(active().pending)
+            acc[...] = nl.add(t, acc)
+        nl.store(out, value=acc)
+        return out
+
+    a = rng.standard_normal((P, F), dtype=np.float32)
+    want = a
+    for _ in range(3):
+        want = want + np.float32(1)
+        want = want * np.float32(2) + want
+    np.testing.assert_array_equal(kernel(a), want)
+    assert len(seen) == 3 and all(d.use == "local" and d.name == "t" for d in seen)
+    names = [f.name for f in dataclasses.fields(Deferred)]
+    for d in seen:
+        made = Deferred(**{name: getattr(d, name) for name in names})
+        assert all(getattr(made, name) is getattr(d, name) for name in names)

@@ -258,6 +258,22 @@ def written_out_of_scope(a):
 
 
 @nki.jit
+def read_out_of_scope(a):
+    """A call site planned and deferred before reads a tile out of its scope (its result kept in a local, so
+    the deferral's own check raises the error: nothing checks it again when it is flushed)."""
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.load(a)
+    for _ in nl.sequential_range(2):
+        t = nl.add(acc, 1.0)
+        acc[...] = nl.add(t, 1.0)
+    for i in range(3):
+        u = nl.multiply(acc if i < 2 else t, 2.0)     # the third reads t, out of its scope
+        acc[...] = nl.add(u, acc)
+    nl.store(out, value=acc)
+    return out
+
+
+@nki.jit
 def spills_after_a_loop(a):
     """`spills` once a scoped loop has finished: the one-pass check touches and places the operands."""
     out = nl.ndarray((128, 4096), dtype=nl.float32, buffer=nl.shared_hbm)
@@ -583,6 +599,35 @@ def _matmul_steps(a, b):
 def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_events(rng, case):
     """With listeners the front doors' plans and the planned deferrals apply too (`Program.lean`): every event,
     field by field, is the plain path's, and so are the outputs or the error."""
+    kernel, args = _listener_case(rng, case)
+    outcomes, events = fast_and_plain(kernel.func, args, program, "LEAN_ISSUE", setup=core._PLANS.clear)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 8 and events[0] == events[1]
+    if case == "matmul_steps":
+        np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)
+    if case in ("spills", "spills_after_a_loop"):
+        assert sum(e[4] == "sbuf_spill" for e in events[0] if e[0] == "InstructionExecuted") > 3
+
+
+@pytest.mark.parametrize("case", ["legacy_elementwise", "new_generation", "matmul_steps", "helper_results",
+                                  "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand", "spills",
+                                  "constant_masks", "masked_out_of_bounds", "out_of_scope_and_bounds",
+                                  "stored_out_of_scope", "written_out_of_scope", "spills_after_a_loop",
+                                  "read_out_of_scope"])
+def test_quiet_deferrals_give_the_checked_deferrals_values_errors_and_events(rng, case):
+    """`program.QUIET_DEFERRALS`: a planned deferral calls `_check_clean` only when a lean observer looks at it
+    or an operand is not known in bounds or not placed (spilled tiles read again, tiles out of their scope,
+    views out of bounds): outputs or errors, and every event field by field, are those of calling it always."""
+    kernel, args = _listener_case(rng, case)
+    outcomes, events = fast_and_plain(kernel.func, args, program, "QUIET_DEFERRALS", setup=core._PLANS.clear)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 8 and events[0] == events[1]
+    if case in ("spills", "spills_after_a_loop"):
+        assert sum(e[4] == "sbuf_reload" for e in events[0] if e[0] == "InstructionExecuted") > 3
+
+
+def _listener_case(rng, case: str) -> tuple:
+    """(kernel, args) of a case of the comparisons with a listener."""
     a, c = rand(rng, 128, 64), rand(rng, 128, 1)
     kernels = {
         "legacy_elementwise": (legacy_elementwise, (a, c, rng.integers(0, 1 << 20, size=(128, 64), dtype=np.int32))),
@@ -598,15 +643,9 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
         "stored_out_of_scope": (stored_out_of_scope, (a,)),
         "written_out_of_scope": (written_out_of_scope, (a,)),
         "spills_after_a_loop": (spills_after_a_loop, (rand(rng, 128, 4096),)),
+        "read_out_of_scope": (read_out_of_scope, (a,)),
     }
-    kernel, args = kernels[case]
-    outcomes, events = fast_and_plain(kernel.func, args, program, "LEAN_ISSUE", setup=core._PLANS.clear)
-    assert_same_outcome(*outcomes)
-    assert len(events[0]) > 8 and events[0] == events[1]
-    if case == "matmul_steps":
-        np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)
-    if case in ("spills", "spills_after_a_loop"):
-        assert sum(e[4] == "sbuf_spill" for e in events[0] if e[0] == "InstructionExecuted") > 3
+    return kernels[case]
 
 
 def _transpose_into(dst, x):

@@ -37,6 +37,10 @@ _LAYOUT_BOXES_LIMIT = 1 << 16
 LAYOUT_OVERLAPS = True
 _OVERLAPS: dict = {}              # Operand.layout -> {a slot's layout number -> whether their boxes overlap}
 _OVERLAPS_LIMIT = 1 << 12
+# a read of an indexed storage takes what the search of its writes found for the last read of the same layout
+# number at the same place, when no write came since (`_StorageAccesses.searched`; only without the dependence
+# edges, which list every slot met); False: every read searches
+SEARCHED_READS = True
 # enum members bound once: looking them up on their class is slow in per-operand loops (Python 3.11)
 _READ, _ACCUMULATE = AccessKind.READ, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
@@ -151,7 +155,7 @@ class _StorageAccesses:
     byte range, first builds the index (`index`) as the slots' creation would have."""
 
     __slots__ = ("shift", "writes", "reads", "write_slots", "read_slots", "slots", "last_end", "write_serial",
-                 "box", "byte_start", "byte_end", "write", "read")
+                 "box", "byte_start", "byte_end", "write", "read", "searched")
 
     def __init__(self, region, box):
         self.slots: list[list] = []
@@ -171,6 +175,11 @@ class _StorageAccesses:
         self.reads: dict[int, list[list]] = {}
         self.write_slots: dict[tuple, list] = {}
         self.read_slots: dict[tuple, list] = {}
+        # layout number of a read -> (write_serial, byte_start, partition_start, end, producer): the first
+        # latest-ending write slot its search met (end -1.0: none), as of that write_serial and for a region at
+        # that place (`SEARCHED_READS`). A read's search meets write slots only, which change only with a write,
+        # and its box is its layout number's
+        self.searched: dict[int, tuple[int, int, int, float, int]] = {}
 
     def index(self) -> None:
         """Leave the one-box form: the indices its slots would have had, filled in their creation order."""
@@ -371,10 +380,24 @@ class AccessTracker:
                     continue
                 acc.index()
             writes = acc.writes
-            if access is _READ and not writes:
-                # nothing to search (a kernel input read again): `record` finds the pages if it makes a slot
-                accesses.append((region, box, access, acc, -1, -1, layout))
-                continue
+            top = None
+            if access is _READ:
+                if not writes:
+                    # nothing to search (a kernel input read again): `record` finds the pages if it makes a slot
+                    accesses.append((region, box, access, acc, -1, -1, layout))
+                    continue
+                if found is None and layout is not None and SEARCHED_READS:
+                    kept = acc.searched.get(layout)
+                    if (kept is not None and kept[0] == acc.write_serial and kept[1] == region.byte_start
+                            and kept[2] == region.partition_start):
+                        # what the search would do: the slots it meets set (end, producer, "raw") from the
+                        # first latest-ending one, if that ends later, or as late while `kind` is not "raw"
+                        end = kept[3]
+                        if end > ready or (end == ready and kind != "raw"):
+                            ready, producer, kind = end, kept[4], "raw"
+                        accesses.append((region, box, access, acc, -1, -1, layout))   # (`record` finds the pages)
+                        continue
+                    top, top_producer = -1.0, NO_PRODUCER
             shift = acc.shift
             first, last = region.byte_start >> shift, (region.byte_end - 1) >> shift
             accesses.append((region, box, access, acc, first, last, layout))
@@ -382,7 +405,7 @@ class AccessTracker:
                 if writes or acc.reads:
                     ready, producer, kind = self._pages(acc, first, last, region, box, layout, access, engine, core,
                                                         i, found, ready, producer, kind)
-            elif writes:
+            else:
                 # a read (the usual case): `_pages` over its writes, inlined; a slot listed on several pages
                 # is taken on the first of them the access spans (the slot's page)
                 page = first
@@ -411,9 +434,14 @@ class AccessTracker:
                             found.setdefault((slot[_S_PRODUCER], "raw"), i)
                         if end > ready or (end == ready and kind != "raw"):
                             ready, producer, kind = end, slot[_S_PRODUCER], "raw"
+                        if top is not None and end > top:
+                            top, top_producer = end, slot[_S_PRODUCER]
                     if page == last:
                         break
                     page += 1
+                if top is not None:
+                    acc.searched[layout] = (acc.write_serial, region.byte_start, region.partition_start, top,
+                                            top_producer)
         dep = _new(Dependency)                  # (its fields set here: no __init__ call per instruction)
         dep.ready, dep.producer, dep.kind, dep.accesses = ready, producer, kind, accesses
         dep.edges = found if found is not None else _NO_EDGES

@@ -133,6 +133,9 @@ class Instruction:
     indirect_fields: ClassVar[tuple] = ()    # operand fields that take a tensor-indirection view (indirection.py)
     # its check passes only if every operand it writes is in SBUF or PSUM (Observer.hbm_writes_only)
     writes_on_chip_only: ClassVar[bool] = False
+    # its `run` may leave its data step waiting (`Machine.defer`), and catches up itself before any other
+    # read or write; every other instruction's run is preceded by `Machine.catch_up` (`Program._run_and_emit`)
+    defers_data: ClassVar[bool] = False
 
     mask: object = None
     name: object = None
@@ -283,7 +286,8 @@ class Instruction:
         if operands is not None:
             first = operands[0]
             if first[1] is old and first[0] == "dst" and not old.dynamic:
-                state["_operands"] = (("dst", dst, first[2]),) + operands[1:]
+                state["_operands"] = (("dst", dst, first[2]), operands[1]) if len(operands) == 2 else \
+                    (("dst", dst, first[2]),) + operands[1:]
             else:
                 del state["_operands"]
         return self

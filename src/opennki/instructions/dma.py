@@ -63,6 +63,7 @@ class DmaCopy(Instruction):
 
     opcode = "dma_copy"
     default_engine = Engine.DMA
+    defers_data = True                  # `run`'s usual copy may wait (`Machine.defer`); its plain path catches up
 
     dst: object = operand(WRITE)
     src: object = operand(READ)
@@ -98,6 +99,8 @@ class DmaCopy(Instruction):
         if (USUAL_DMAS and self.mask is None and self.dst_rmw_op is None and self.src.dtype is self.dst.dtype
                 and tuple.__eq__(self.src.shape, self.dst.shape) and m.copy_plain(self.dst, self.src)):
             return
+        if m.later:
+            m.catch_up()                # the plain path reads and writes at once (`Machine.defer`)
         same_shape = tuple.__eq__(self.src.shape, self.dst.shape)
         read_mask = write_mask = self.mask
         if not same_shape:

@@ -20,7 +20,7 @@ from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, che
                                        flat, instruction, operand, require)
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
 from opennki.instructions.indirection import check_indirection, check_untiled, indirection_term
-from opennki.machine.dtypes import FP32_STORAGE, PACKED, float32
+from opennki.machine.dtypes import FP32_STORAGE, PACKED, float32, to_float32
 from opennki.machine.machine import Machine
 
 _FP32_LIKE = ("float32", "tfloat32")
@@ -62,6 +62,7 @@ class NcMatmul(Instruction):
     indirect_fields = ("dst", "stationary", "moving")
     default_engine = Engine.TENSOR
     writes_on_chip_only = True              # check: dst in PSUM
+    defers_data = True                      # `run`'s usual product may wait (`Machine.defer`)
 
     dst: object = operand(ACCUMULATE)
     stationary: object = operand(READ)
@@ -173,9 +174,12 @@ class NcMatmul(Instruction):
 
     def run(self, m) -> None:
         if USUAL_MATMULS and self.mask is None and self.perf_mode is None and not self.is_transpose:
-            S, Mv = _plain_f32(m, self.stationary), _plain_f32(m, self.moving)
-            if S is not None and Mv is not None and _store_usual(m, self.dst, S, Mv, self.accumulate):
+            S, Mv = _plain_stored(self.stationary), _plain_stored(self.moving)
+            if S is not None and Mv is not None and _store_usual(m, self.dst, S, Mv, self.accumulate,
+                                                                 self.stationary.dtype, self.moving.dtype):
                 return
+        if m.later:
+            m.catch_up()                # the plain path reads and writes at once (`Machine.defer`)
         if self.is_transpose and m.hw.capabilities.pe_transpose_moves_bits:
             data = flat(m.read(self.stationary))
             m.write(self.dst, data.T.reshape(self.dst.shape), raw=self.dst.dtype is self.stationary.dtype)
@@ -213,16 +217,17 @@ class NcMatmul(Instruction):
         return all(not v.dynamic and v.in_bounds() for v in (self.dst, self.stationary, self.moving))
 
 
-def _plain_f32(m, view) -> np.ndarray | None:
-    """`_operand_values` of an operand that `Machine.read`'s usual case reads (in bounds, no mask of its own, no
-    initialisation flags: with no instruction mask, nothing to zero or check), without its mask steps; None
-    otherwise (the caller takes the plain path, which reads it with its checks)."""
+def _plain_stored(view) -> np.ndarray | None:
+    """The stored elements of an operand that `Machine.read`'s usual case reads (in bounds, no mask of its own, no
+    initialisation flags: with no instruction mask, nothing to zero or check), as that case gives them;
+    `_usual_product` makes `_operand_values`' fp32 values of them, without its mask steps. None otherwise (the
+    caller takes the plain path, which reads it with its checks)."""
     if not (view._inb and view.mask is None and view.storage.initialized is None):
         return None
-    return flat(m.read_f32(view))
+    return view._np if view._np is not None else view.np_view()
 
 
-def _store_usual(m, dst, S: np.ndarray, Mv: np.ndarray, accumulate) -> bool:
+def _store_usual(m, dst, S: np.ndarray, Mv: np.ndarray, accumulate, s_dtype=None, m_dtype=None) -> bool:
     """`write_psum` of the product `S.T @ Mv` without an output mask, for the usual destination: a whole fp32
     PSUM tile with one "last written by nc_matmul" state, written through `Machine.fp32_target` (the usual
     write: in bounds, its own storage, no initialisation flags or physical image; it marks the tile written
@@ -231,7 +236,9 @@ def _store_usual(m, dst, S: np.ndarray, Mv: np.ndarray, accumulate) -> bool:
     computed straight into the tile (the sgemm NumPy runs for `S.T @ Mv` into a C-contiguous result, into the
     destination instead of a temporary then copied: the same bits; fp32 rounding on write is the identity).
     The tile becomes all matmul results. False, with nothing done, for any other destination: the caller
-    computes the product and takes `write_psum`."""
+    computes the product and takes `write_psum`. `S` and `Mv` are fp32 values, or, with their dtypes `s_dtype`
+    and `m_dtype`, stored elements (`_plain_stored`) that the data step converts as `Machine.read_f32` does; the
+    data step (`_usual_product`) may wait (`Machine.defer`)."""
     st = dst.storage
     flags = st.matmul_written
     if type(flags) is np.ndarray:
@@ -242,6 +249,19 @@ def _store_usual(m, dst, S: np.ndarray, Mv: np.ndarray, accumulate) -> bool:
     target = m.fp32_target(dst)
     if target is None:
         return False
+    m.defer(_usual_product, (S, s_dtype, Mv, m_dtype, target, add))
+    st.matmul_written = True
+    return True
+
+
+def _usual_product(S: np.ndarray, s_dtype, Mv: np.ndarray, m_dtype, target: np.ndarray, add: bool) -> None:
+    """`_store_usual`'s data step: the operands' fp32 values (`Machine.read_f32`'s conversion of stored elements
+    of dtype `s_dtype` / `m_dtype`; None: fp32 values already), their product added into or stored straight
+    into `target`."""
+    if s_dtype is not None:
+        S = flat(S if S.dtype is FP32_STORAGE else to_float32(S, s_dtype))
+    if m_dtype is not None:
+        Mv = flat(Mv if Mv.dtype is FP32_STORAGE else to_float32(Mv, m_dtype))
     if add:
         product = _product(S, Mv) if MATMUL_SCRATCH else S.T @ Mv
         np.add(target, product.reshape(target.shape), out=target)
@@ -249,8 +269,6 @@ def _store_usual(m, dst, S: np.ndarray, Mv: np.ndarray, accumulate) -> bool:
         np.matmul(S.T, Mv, out=target)
     else:
         target[...] = (S.T @ Mv).reshape(target.shape)
-    st.matmul_written = True
-    return True
 
 
 def _product(S: np.ndarray, Mv: np.ndarray) -> np.ndarray:

@@ -26,6 +26,11 @@ _PSUM = MemoryKind.PSUM
 # Engines compute fp32 results straight into fp32 destinations (`Machine.fp32_target`); False: the plain path,
 # every result computed into a new array and then written (tests/sim/test_into_destination.py compares them)
 COMPUTE_INTO_FP32_TARGETS = True
+# The data steps of the usual DMAs and matmuls wait in `Machine.later` until something else needs the data
+# (`Machine.catch_up`); False: every step runs when its instruction runs (tests/sim/test_deferred_data.py
+# compares them)
+DEFER_DATA = True
+LATER_STEPS = 64            # at most this many steps wait: the arrays they hold stay alive until they run
 
 
 class Machine:
@@ -44,6 +49,8 @@ class Machine:
             for storages whose elements are tracked (`Storage.initialized`, `uninitialized="raise"`).
         options: the program's SimOptions (None outside a launch): register-driven control flow asks them which
             API release's rules apply (`while reg:`, opennki.releases).
+        later: the data steps issued but not run yet (`defer`, `catch_up`), in issue order; None: each runs at
+            once (`DEFER_DATA` off, or programs running as cooperating threads, which share HBM).
     """
 
     def __init__(self, hw, memory: Memory, precise: bool, seed: int = 0, options=None):
@@ -61,6 +68,7 @@ class Machine:
         self.uninitialized_reads: list[tuple[TensorView, np.ndarray]] = []
         self.instruction_mask = None    # the running instruction's mask= (set by the simulator around run)
         self.engine = Engine.UNKNOWN    # the running instruction's engine (likewise; lays out tensor indirection)
+        self.later: list | None = [] if DEFER_DATA else None
         self.matmul_runs = False        # a Tensor Engine instruction has run (set by the simulator before it runs):
         #                                 until then no PSUM tile holds "last written by nc_matmul" flags
 
@@ -146,10 +154,47 @@ class Machine:
                 hint="keep every offset of the index below the data view's free size")
         return offsets
 
+    # -- deferred data steps ------------------------------------------------------------------------------
+    def defer(self, step, args: tuple) -> None:
+        """Run `step(*args)`, the data step of a usual DMA or matmul (`Machine.copy_plain`,
+        `tensor_engine._store_usual`), now or, while `later` is a list, when something needs the data
+        (`catch_up`). The step reads and writes only NumPy arrays of storages, fixed when it was issued, and
+        cannot fail; everything else the instruction does (checks, flags, placement, events) is done at once.
+
+        Why: a tiled matmul's k-loop is two loads and a matmul per step, and running their data steps in a row
+        (some 50 of them before the copy-out reads the PSUM tile) keeps the simulator's Python and the tiles'
+        NumPy work from evicting each other from the CPU's caches at every instruction. No value changes: the
+        steps run in the order they were issued, and everything that may read or write their arrays runs them
+        first: every other instruction (`Program._run_and_emit`, `defers_data`), `Machine.read` (run-time
+        indices, host-side reads of values), the end of the program, and the start of cooperation (programs of
+        one launch running as threads share HBM, so they do not defer)."""
+        later = self.later
+        if later is None:
+            step(*args)
+            return
+        later.append((step, args))
+        if len(later) >= LATER_STEPS:
+            self.catch_up()
+
+    def catch_up(self) -> None:
+        """Run the deferred data steps (`defer`), in the order they were issued."""
+        later = self.later
+        if later:
+            self.later = []
+            for step, args in later:
+                step(*args)
+
+    def stop_deferring(self) -> None:
+        """Run the deferred data steps, and from now on run each at once (programs now run as threads)."""
+        self.catch_up()
+        self.later = None
+
     # -- reads -------------------------------------------------------------------------------------------
     def read(self, view: TensorView, mask=None) -> np.ndarray:
         """The stored elements of `view` (storage dtype). Masked-off elements of an out-of-bounds or
         indirect view are not read; they come back as poison. The result may share memory: don't mutate."""
+        if self.later:
+            self.catch_up()             # deferred steps may write it (`defer`)
         if view._inb and mask is None and view.mask is None and view.storage.initialized is None:
             return view._np if view._np is not None else view.np_view()    # the usual case, as below gives it
         m = self.effective_mask(view, mask) if mask is not None or view.mask is not None else None
@@ -279,16 +324,16 @@ class Machine:
 
     def copy_plain(self, dst: TensorView, src: TensorView) -> bool:
         """A raw copy of all of `src` into all of `dst` (same shape and dtype: the caller knows) when both are
-        the usual case (`read`'s first one, `_plain_target`), as `read` then `write(raw=True)` make it; False,
-        with nothing done, otherwise (the usual read has no side effect, so the caller's plain path may read
-        again)."""
+        the usual case (`read`'s first one, `_plain_target`), as `read` then `write(raw=True)` make it (the
+        copy itself may wait: `defer`); False, with nothing done, otherwise (the usual read has no side effect,
+        so the caller's plain path may read again)."""
         if not (src._inb and src.mask is None and src.storage.initialized is None):
             return False
         values = src._np if src._np is not None else src.np_view()
         target = self._plain_target(dst)
         if target is None:
             return False
-        target[...] = values
+        self.defer(_assign, (target, values))
         return True
 
     @staticmethod
@@ -442,3 +487,8 @@ class Machine:
 def _flag_view(view: TensorView, flags: np.ndarray) -> np.ndarray:
     """The elements of a per-element flag array of the view's storage that the view covers."""
     return np.ndarray(view.shape, bool, buffer=flags, offset=view.offset, strides=view.strides)
+
+
+def _assign(target: np.ndarray, values: np.ndarray) -> None:
+    """`Machine.copy_plain`'s data step."""
+    target[...] = values

@@ -78,6 +78,7 @@ class Cooperation:
         """The launch's cooperation, created (adopting the programs not started yet) on first use."""
         launch = prog.launch
         if launch.cooperation is None:
+            prog.machine.stop_deferring()   # threads share HBM: no data step waits (`Machine.defer`)
             launch.cooperation = cls(prog.sim, launch, prog.ids)
         return launch.cooperation
 

@@ -72,6 +72,11 @@ RECORD_TEMPLATES = True
 # look at the operands is skipped. False: every non-matmul instruction looks (the plain path).
 SKIP_IDLE_GROUP_ENDS = True
 
+# A planned instruction deferred at a call site decided before (`Program.defer`) is checked by `_check_clean`
+# only when that check would do something: a lean observer looks at it, or an operand is not known in bounds
+# or not placed (but its result tile). False: every such deferral calls `_check_clean` (the plain path).
+QUIET_DEFERRALS = True
+
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
 NO_REORDER: contextvars.ContextVar[int] = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
@@ -237,6 +242,8 @@ class Program:
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None, self.options.uninitialized)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
+        if launch.cooperation is not None:
+            self.machine.later = None   # programs running as threads share HBM: no data step waits
         self.pending: Deferred | None = None
         self.shared_count = 0
         self.loops: list = []   # language.control.LoopFrame of each loop running, outermost first
@@ -273,7 +280,10 @@ class Program:
         try:
             if exc[0] is None:
                 self.flush()
+                self.machine.catch_up()     # the deferred data steps (`Machine.defer`): the caller reads HBM
         finally:
+            if self.machine.later:
+                self.machine.later = []     # a failed program's waiting steps: their arrays are dropped
             self.pending = None
             _current.reset(self._token)
             # the memory's event sink is this program (with listeners): a reference cycle that would keep the
@@ -518,10 +528,27 @@ class Program:
             if site is not None and site[0] is code:            # this call site's, decided before
                 _, location, use, name = site
                 if checked:             # a planned instruction (lean path, no `mask=`) clean for its signature
-                    self._check_clean(instr, location, api, result.storage)
+                    observers = self.observers
+                    if QUIET_DEFERRALS and not observers.lean_on_chip and (
+                            instr.writes_on_chip_only or not observers.lean_checking):
+                        # `_check_clean`'s no-op, told inline: no lean observer looks at it, and its operands
+                        # are known in bounds and placed (but the result tile, which it leaves unplaced)
+                        unplaced = result.storage
+                        for _, view, _ in instr._operands or instr.operands():
+                            st = view.storage
+                            if not view._inb or (st is not unplaced and (
+                                    st.placement is None or (st.base or st).placement is None)):
+                                self._check_clean(instr, location, api, unplaced)
+                                break
+                    else:
+                        self._check_clean(instr, location, api, result.storage)
                 else:
                     self._check(instr, location, api, result.storage)
-                self.pending = Deferred(instr, result, location, api, use, frame, name, plan)
+                # `Deferred(instr, result, location, api, use, frame, name, plan)`, its slots set here: calling the
+                # class runs its generated __init__ through the type's call (some 330 ns; this, some 150)
+                pending = self.pending = _new(Deferred)
+                pending.instr, pending.result, pending.location, pending.api = instr, result, location, api
+                pending.use, pending.frame, pending.name, pending.plan = use, frame, name, plan
                 return result
             location = location_of(frame)
         else:
@@ -601,6 +628,8 @@ class Program:
         try:
             runnable = instr.runnable()
             machine.engine = runnable.executor
+            if machine.later and not runnable.defers_data:
+                machine.catch_up()
             if machine.engine is _TENSOR:
                 machine.matmul_runs = True
             runnable.run(machine)
@@ -852,6 +881,8 @@ class Program:
                 runnable = instr if instr.mask is None else instr.runnable()
                 executor = runnable.executor
                 machine.instruction_mask, machine.engine = runnable.mask, executor
+                if machine.later and not runnable.defers_data:
+                    machine.catch_up()          # deferred data steps first (`Machine.defer`)
                 if executor is _TENSOR:
                     machine.matmul_runs = True      # (before the run: a failed one may have set flags)
                 runnable.run(machine)
