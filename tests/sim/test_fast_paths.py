@@ -322,6 +322,40 @@ def test_operand_records_kept_on_their_layout_are_the_plain_records(rng, monkeyp
     assert shared >= 10 and len({id(o) for o in records[1]}) == len(records[1])
 
 
+def _engines(a, b):
+    """Instructions on other engines than their class's default: a transpose on the Vector Engine, copies on
+    GpSimd, and matmuls, loads and stores on theirs."""
+    import opennki.legacy.isa as nisa
+    import opennki.legacy.language as nl
+    out = nl.ndarray((32, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+    x = nl.load(a)
+    y = nl.load(b)
+    t = nisa.nc_transpose(x, engine=nisa.vector_engine)
+    c = nisa.tensor_copy(t, engine=nisa.gpsimd_engine)
+    acc = nl.zeros((32, 32), nl.float32, buffer=nl.psum)
+    acc += nisa.nc_matmul(c, y)
+    nl.store(out, value=nl.copy(acc))
+    return out
+
+
+def test_event_engines_and_params_are_the_instructions_own(rng, monkeypatch):
+    """`Program._event` reads an event's engine from the instruction's class where `executor` is the base rule
+    without `chooses_engine` (`Instruction._engine`), and copies a template's params inline; the plain path
+    (`RECORD_TEMPLATES = False`) asks `executor` and `event_params`: the same events, field by field, with
+    instructions whose engine is not their class's default among them."""
+    from opennki.events import Engine
+    from opennki.sim import program
+    from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+
+    outcomes, events = fast_and_plain(_engines, (rand(rng, 32, 32), rand(rng, 32, 32)), program,
+                                      "RECORD_TEMPLATES")
+    assert_same_outcome(*outcomes)
+    engines = {(e[4], e[5]) for e in events[1] if e[0] == "InstructionExecuted"}
+    assert engines == {("dma_copy", Engine.DMA), ("nc_transpose", Engine.VECTOR), ("tensor_copy", Engine.GPSIMD),
+                       ("memset", Engine.VECTOR), ("nc_matmul", Engine.TENSOR), ("tensor_copy", Engine.VECTOR)}
+    assert events[0] == events[1]
+
+
 def test_events_filled_in_from_templates_are_the_records_the_dataclasses_make(rng):
     """Instruction events, their operand records and regions, and allocation events, which the issue path
     fills in from templates (`Program._event`, `_record_template`, `Program.allocated`), hold what the

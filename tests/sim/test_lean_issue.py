@@ -626,6 +626,22 @@ def test_quiet_deferrals_give_the_checked_deferrals_values_errors_and_events(rng
         assert sum(e[4] == "sbuf_reload" for e in events[0] if e[0] == "InstructionExecuted") > 3
 
 
+@pytest.mark.parametrize("case", ["legacy_elementwise", "helper_results", "out_of_scope", "out_of_bounds",
+                                  "bad_operand", "spills", "out_of_scope_and_bounds", "read_out_of_scope"])
+def test_kernel_frame_hints_give_the_stack_walks_values_errors_and_events(rng, case):
+    """`legacy.language.KERNEL_FRAME_HINTS`: a binary front door called from the kernel (or from a helper in a
+    kernel file) hands its caller's frame to `core.binary` instead of `user_frame` walking the stack: outputs
+    or errors (their kernel lines too), and every event with its kernel line, are those of the walk."""
+    import opennki.legacy.language as legacy_language
+
+    kernel, args = _listener_case(rng, case)
+    outcomes, events = fast_and_plain(kernel.func, args, legacy_language, "KERNEL_FRAME_HINTS",
+                                      setup=core._PLANS.clear)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 8 and events[0] == events[1]
+    assert all(e[-3] is not None for e in events[0] if e[0] == "InstructionExecuted")     # kernel lines
+
+
 def _listener_case(rng, case: str) -> tuple:
     """(kernel, args) of a case of the comparisons with a listener."""
     a, c = rand(rng, 128, 64), rand(rng, 128, 1)

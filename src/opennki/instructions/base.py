@@ -61,6 +61,9 @@ def instruction(cls):
     cls._operand_rules = tuple((f.name, f.metadata["access"] is not AccessKind.READ, bool(f.metadata["optional"]),
                                 bool(f.metadata["immediate"]), f.type in ("tuple", tuple))
                                for f in cls._operand_field_list)      # what check_operand_types reads
+    # its `executor` when that is its class's alone (the base rule, without `chooses_engine`), else None: an
+    # event reads it for every instruction, without the property call (`Program._event`)
+    cls._engine = None if cls.chooses_engine or cls.executor is not Instruction.executor else cls.default_engine
     cls.__init__ = _dict_init(cls)
     if cls.opcode in REGISTRY:
         raise RuntimeError(f"instruction {cls.opcode} defined twice")

@@ -172,10 +172,6 @@ class NcMatmul(Instruction):
         expect(K <= rows and M <= cols, "the matmul must fit its PE tile (K <= rows, M <= columns)",
                expected=(rows, cols), got=(K, M))
 
-    @property
-    def executor(self) -> Engine:
-        return Engine.TENSOR
-
     def run(self, m) -> None:
         if USUAL_MATMULS and self.mask is None and self.perf_mode is None and not self.is_transpose:
             S, Mv = _plain_stored(self.stationary), _plain_stored(self.moving)

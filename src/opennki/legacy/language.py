@@ -9,6 +9,8 @@ All 125 public names of the SDK 2.26 stub are here (spec/language.md §1).
 
 from __future__ import annotations
 
+import sys
+
 import ml_dtypes
 import numpy as np
 
@@ -18,6 +20,7 @@ from opennki._src.constants import fp32, tile_size  # noqa: F401
 from opennki._src.control import LoopRange, loop_reduce, num_programs, program_id, program_ndim
 from opennki._src.spmd import nc, spmd_dim
 from opennki._src.tokens import NlOp
+from opennki.errors import INTERNAL_FILES as _INTERNAL_FILES
 from opennki.instructions import ops as _ops
 from opennki.legacy import typing as _typing  # noqa: F401  (registers the parameter rules)
 from opennki.machine import dtypes as _dt
@@ -26,6 +29,10 @@ from opennki.machine.memory import MemoryRegion
 from opennki.releases import Generation, added_in
 
 LIMITS = core.Limits.LEGACY   # hardware-strict rules of this generation (core.hardware_limits)
+# A binary front door called from the kernel itself (its caller's file known not to be opennki's,
+# `errors.INTERNAL_FILES`) hands that frame to `core.binary`, which then does not walk the stack for it
+# (`frames.user_frame`, whose answer it is). False: `core.binary` walks the stack (the plain path).
+KERNEL_FRAME_HINTS = True
 
 # ------------------------------------------------------------------------------------------------ dtypes
 bool_ = np.bool_
@@ -203,8 +210,10 @@ def _binary(name: str) -> NlOp:
     api, default_dtype = f"nl.{name}", _dt.bool_ if op.predicate else None
 
     def impl(x, y, *, dtype=None, mask=None, **kwargs):
-        return core.binary(name, x, y, dtype=dtype, mask=mask, api=api, default_dtype=default_dtype,
-                           limits=LIMITS)
+        frame = sys._getframe(1)
+        return core.binary(name, x, y, api, dtype, mask, default_dtype, LIMITS,       # (positional: hot calls)
+                           frame if KERNEL_FRAME_HINTS and _INTERNAL_FILES.get(frame.f_code.co_filename) is False
+                           else None)
     impl.__doc__ = op.doc + (" as a bool tile." if op.predicate else ".")
     return NlOp(name, impl)
 

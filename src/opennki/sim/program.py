@@ -61,8 +61,10 @@ LEAN_ISSUE = True
 # before is made from what that call decided (`Program._made_again`); False: every tensor takes the whole
 # path (which tests compare against).
 MEMO_TILE_SITES = True
-# An event's operand records are filled in from what all views of their view layout share (`_record_template`);
-# False: each is made by `operand_record` (the plain path, which tests compare against).
+# An event's operand records are filled in from what all views of their view layout share (`_record_template`),
+# its engine is its class's (`Instruction._engine`) where that is fixed, and a template's params are copied inline;
+# False: each record is made by `operand_record`, the engine is `executor`'s and the params `event_params`' (the
+# plain path, which tests compare against).
 RECORD_TEMPLATES = True
 
 # A non-matmul instruction ends the accumulation groups of the PSUM tiles it touches (`_run_and_emit`); until a
@@ -969,9 +971,17 @@ class Program:
         fields.update(self._event_fields)
         fields["seq"] = next(self.launch.seq)
         fields["opcode"] = instr.opcode
-        fields["engine"] = instr.executor
-        fields["operands"] = operands
-        fields["params"] = event_params(instr)
+        if RECORD_TEMPLATES:
+            # the class's engine (`Instruction._engine`; None: its `executor` decides), and `event_params`'s first
+            # case inline: a template's params
+            engine, params = instr._engine, instr.__dict__.get("_params")
+            fields["engine"] = engine if engine is not None else instr.executor
+            fields["operands"] = operands
+            fields["params"] = dict(params) if params is not None else event_params(instr)
+        else:
+            fields["engine"] = instr.executor
+            fields["operands"] = operands
+            fields["params"] = event_params(instr)
         if instr.mask is not None and instr.output is not None:
             fields["mask"] = Machine.effective_mask(instr.output, instr.mask)
         fields["location"] = location
