@@ -627,19 +627,61 @@ def test_quiet_deferrals_give_the_checked_deferrals_values_errors_and_events(rng
 
 
 @pytest.mark.parametrize("case", ["legacy_elementwise", "helper_results", "out_of_scope", "out_of_bounds",
-                                  "bad_operand", "spills", "out_of_scope_and_bounds", "read_out_of_scope"])
+                                  "bad_operand", "spills", "out_of_scope_and_bounds", "read_out_of_scope",
+                                  "blocked_sums", "accumulate_out_of_scope", "new_generation"])
 def test_kernel_frame_hints_give_the_stack_walks_values_errors_and_events(rng, case):
-    """`legacy.language.KERNEL_FRAME_HINTS`: a binary front door called from the kernel (or from a helper in a
-    kernel file) hands its caller's frame to `core.binary` instead of `user_frame` walking the stack: outputs
-    or errors (their kernel lines too), and every event with its kernel line, are those of the walk."""
-    import opennki.legacy.language as legacy_language
+    """`frames.KERNEL_FRAME_HINTS`: a legacy binary front door, `nl.zeros` or `acc += x` called from the kernel
+    (or from a helper in a kernel file) hands its caller's frame on instead of `user_frame` / `Program.issue`
+    walking the stack: outputs or errors (their kernel lines too), and every event with its kernel line, are
+    those of the walk."""
+    from opennki.sim import frames
 
     kernel, args = _listener_case(rng, case)
-    outcomes, events = fast_and_plain(kernel.func, args, legacy_language, "KERNEL_FRAME_HINTS",
-                                      setup=core._PLANS.clear)
+    outcomes, events = fast_and_plain(kernel.func, args, frames, "KERNEL_FRAME_HINTS", setup=core._PLANS.clear)
     assert_same_outcome(*outcomes)
     assert len(events[0]) > 8 and events[0] == events[1]
     assert all(e[-3] is not None for e in events[0] if e[0] == "InstructionExecuted")     # kernel lines
+    if case == "blocked_sums":
+        lhsT, rhs = args
+        np.testing.assert_allclose(outcomes[0], lhsT.T.astype(np.float64) @ rhs * 2, rtol=1e-4, atol=1e-3)
+    if case == "accumulate_out_of_scope":
+        assert isinstance(outcomes[0], OpenNKIError) and outcomes[0].location.source.startswith("acc += t")
+
+
+def _accumulate_into(acc, x):
+    acc += x                                        # `+=` in a helper in the kernel's file: the kernel line is here
+
+
+@nki.jit
+def blocked_sums(lhsT, rhs):
+    """`nl.zeros` (tiles, SBUF and PSUM block tensors) and `acc[m] += part`, as the blocked matmul example
+    writes them, and `acc += part` through a helper: result = 2 * lhsT.T @ rhs."""
+    out = nl.ndarray((256, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((2, nl.par_dim(128), 512), nl.float32, buffer=nl.sbuf)
+    again = nl.zeros((2, nl.par_dim(128), 512), nl.float32, buffer=nl.sbuf)
+    spare = nl.zeros((2, nl.par_dim(128), 512), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(2):
+        rhs_tile = nl.load(rhs[k * 128:(k + 1) * 128, :])
+        for m in nl.affine_range(2):
+            part = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+            part += nisa.nc_matmul(nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128]), rhs_tile)
+            acc[m] += part
+            _accumulate_into(again[m], part)
+    for m in nl.affine_range(2):
+        nl.store(out[m * 128:(m + 1) * 128, :], value=nl.add(nl.add(acc[m], again[m]), spare[m]))
+    return out
+
+
+@nki.jit
+def accumulate_out_of_scope(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 64), nl.float32, buffer=nl.sbuf)
+    for _ in nl.sequential_range(3):
+        t = nl.add(nl.load(a), 1.0)
+        acc += t
+    acc += t                                        # t belongs to the finished loop
+    nl.store(out, value=acc)
+    return out
 
 
 def _listener_case(rng, case: str) -> tuple:
@@ -660,6 +702,8 @@ def _listener_case(rng, case: str) -> tuple:
         "written_out_of_scope": (written_out_of_scope, (a,)),
         "spills_after_a_loop": (spills_after_a_loop, (rand(rng, 128, 4096),)),
         "read_out_of_scope": (read_out_of_scope, (a,)),
+        "blocked_sums": (blocked_sums, (rand(rng, 256, 256), rand(rng, 256, 512))),
+        "accumulate_out_of_scope": (accumulate_out_of_scope, (a,)),
     }
     return kernels[case]
 

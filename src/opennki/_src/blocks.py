@@ -31,6 +31,7 @@ from opennki.instructions.vector import Memset
 from opennki._src import core, dependencies
 from opennki.machine.arguments import as_shape
 from opennki.machine.memory import MemoryRegion
+from opennki.sim import frames
 from opennki.sim.frames import user_frame
 from opennki.sim.program import active
 
@@ -281,7 +282,7 @@ def split_shape(shape) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return dims[:k], dims[k:]
 
 
-def create(shape, dtype, buffer, name, *, fill=None, api: str):
+def create(shape, dtype, buffer, name, *, fill=None, api: str, kernel_frame=None):
     """A new legacy tensor: a plain tensor, or a BlockTensor when the shape has block dims. `buffer` is a
     memory region or a direct-allocation object (`nki.compiler.sbuf.mod_alloc(...)`); `fill` initialises it
     (zeros / ones / full).
@@ -289,7 +290,8 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
     What an on-chip tensor's arguments decide (its block dims, tile shape, dtype and region) is remembered per
     (shape, its element types, dtype, region) (`_SHAPES`; `MEMO_SHAPES = False` is the plain path): a kernel's
     loop declares the same tensors again and again, and reading a shape took a fifth of an `nl.zeros`. What
-    depends on the program (the hardware-strict rule, the allocation mode) is checked on every call."""
+    depends on the program (the hardware-strict rule, the allocation mode) is checked on every call.
+    `kernel_frame`: the kernel frame `user_frame()` would find, when the caller knows it (`frames.as_kernel_frame`)."""
     prog = active() or core.current(api)
     key = plan = None
     if MEMO_SHAPES and type(shape) is tuple and (buffer is None or type(buffer) is MemoryRegion):
@@ -302,7 +304,7 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
         blocks, tile_shape, dt, region, labels = plan
         _check_strict(prog, blocks, tile_shape, api)
         _check_allocation_mode(prog, False, api)
-        return _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api)
+        return _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api, kernel_frame)
     region = core.region_of(buffer)
     blocks, tile_shape = split_shape(shape)
     if not region.kind.is_on_chip:
@@ -340,7 +342,7 @@ def create(shape, dtype, buffer, name, *, fill=None, api: str):
         if len(_SHAPES) >= 1024:
             _SHAPES.clear()
         _SHAPES[key] = (blocks, tile_shape, dt, region, labels)
-    return _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api)
+    return _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api, kernel_frame)
 
 
 MEMO_SHAPES = True      # False: every legacy tensor declaration reads its arguments again (the plain path)
@@ -356,15 +358,17 @@ def _check_strict(prog, blocks, tile_shape, api: str) -> None:
                           hint="use a list of tiles, or fold the block dims into the free dims")
 
 
-def _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api: str):
+def _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api: str, kernel_frame=None):
     """An on-chip tensor the compiler places (`create`); `labels`: the default names of a block tensor's
     storage and of the tensor. Every tile is made and filled (`fill`: None for none) where the kernel line
-    is found once (`user_frame`)."""
-    frame = user_frame()
+    is found once (`user_frame`, unless the caller knows it: `kernel_frame`), and its fills are issued there
+    (with `frames.KERNEL_FRAME_HINTS` off, `Program.issue` walks the stack for each)."""
+    frame = kernel_frame or user_frame()
+    at = frame if frames.KERNEL_FRAME_HINTS else None
     if not blocks:
         t = declared(core.alloc(tile_shape, dt, region, name, frame=frame, prog=prog, normal=True))
         if fill is not None:
-            prog.issue(Memset(dst=t, value=fill), api)
+            prog.issue(Memset(dst=t, value=fill), api, False, at)
         return t
     if region.kind is MemoryKind.PSUM:
         # one storage per block: each bank-sized tile is placed (and spilled, Memory.place) on its own, so a
@@ -385,7 +389,7 @@ def _on_chip(prog, blocks, tile_shape, dt, region, labels, name, fill, api: str)
         tiles = None if fill is None else [root.plain_subscript((_ALL, b)) for b in range(n)]   # `_tile`'s views
     if fill is not None:
         for tile in tiles:
-            prog.issue(Memset(dst=tile, value=fill), api)
+            prog.issue(Memset(dst=tile, value=fill), api, False, at)
     return tensor
 
 

@@ -33,7 +33,7 @@ from opennki.machine.dtypes import SCALAR_TYPES, DataType, bool_, dtype_of, floa
 from opennki.machine.machine import Machine
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import Shape, TensorView
-from opennki.sim.frames import user_frame
+from opennki.sim.frames import as_kernel_frame, user_frame
 from opennki.sim.program import active, current
 
 SBUF, PSUM = MemoryRegion.sbuf, MemoryRegion.psum
@@ -352,7 +352,8 @@ def _planned_result(prog, shape: tuple, dtype: DataType, frame) -> TensorView:
 
 def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     """`binary`'s lean path: the instruction the plain path builds for these arguments (`plan`). `frame`: the
-    kernel frame (user_frame) when the result is a new tile (`out` None)."""
+    kernel frame (user_frame) when the result is a new tile (`out` None); into `out`, the one the caller
+    knows (`kernel_frame`), else None (`Program.issue` walks the stack)."""
     form, opdef, shape, result_dtype, recipe, scalar_left, arith = plan
     if out is None:
         result = prog.result_tile(shape, result_dtype, frame)        # `_planned_result`, inline (the hot path)
@@ -365,7 +366,7 @@ def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     if scalar_left is None:             # tile (+) tile, or a [P, 1] column on either side
         values = (result, y, x) if form == "column_left" else (result, x, y)
         if out is not None:
-            _issue_planned(prog, key, True, recipe, values, api)
+            _issue_planned(prog, key, True, recipe, values, api, frame)
             return out
         return _defer_planned(prog, key, True, recipe, values, result, api, frame)
     data, scalar = (y, x) if scalar_left else (x, y)
@@ -375,32 +376,32 @@ def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     kind = type(scalar)
     vkey = (kind, scalar) if kind in _VALUE_KEYED else None
     if out is not None:
-        _issue_planned(prog, key, vkey, recipe, values, api)
+        _issue_planned(prog, key, vkey, recipe, values, api, frame)
         return out
     return _defer_planned(prog, key, vkey, recipe, values, result, api, frame)
 
 
-def _issue_planned(prog, key, vkey, recipe: tuple, values: tuple, api: str) -> None:
+def _issue_planned(prog, key, vkey, recipe: tuple, values: tuple, api: str, frame=None) -> None:
     """Issue (not defer: an in-place `acc += x` writes its destination) the instruction `recipe` makes of
     `values`, built from a plan: once its signature was clean it is issued as checked and built from the memo's
     template, as `_defer_planned` defers one (the memo is keyed apart from deferred ones' by its destination
-    signature, which the plan's key holds)."""
+    signature, which the plan's key holds). `frame`: the kernel frame, if the caller knows it (`Program.issue`)."""
     if vkey is None:
-        prog.issue(_built(recipe, values), api)
+        prog.issue(_built(recipe, values), api, False, frame)
         return
     memo = (key, vkey)
     planned = prog.sim.planned
     entry = planned.get(memo)
     if entry is None:
         instr = _built(recipe, values)
-        prog.issue(instr, api)
+        prog.issue(instr, api, False, frame)
         if instr.__dict__.get("_signature") in prog.sim.clean:
             if len(planned) >= 4096:
                 planned.clear()
             planned[memo] = ({}, instr.maker(recipe[1]))
         return
     made = entry[1]
-    prog.issue(made[0](made[1], values) if made is not None else _built(recipe, values), api, True)
+    prog.issue(made[0](made[1], values) if made is not None else _built(recipe, values), api, True, frame)
 
 
 def binary(op, x, y, api: str, dtype=None, mask=None, default_dtype=None, limits: Limits | None = None,
@@ -409,7 +410,8 @@ def binary(op, x, y, api: str, dtype=None, mask=None, default_dtype=None, limits
     `dtype`, the result dtype follows the promotion rules, except that `divide` of integers gives float32.
     (The legacy `nl` front doors pass `api` to `kernel_frame` positionally: a call with keywords costs a
     small instruction more, some 50-80 ns.) `kernel_frame`: the kernel frame `user_frame()` would find, when
-    the caller knows it (the legacy front doors called from the kernel itself), else None.
+    the caller knows it (`frames.as_kernel_frame`: the legacy front doors and `acc += x` called from the kernel
+    itself), else None.
 
     tile (+) tile -> tensor_tensor; tile (+) scalar or [P, 1] column -> tensor_scalar.
     `default_dtype` overrides promotion when `dtype` is None (comparisons in the legacy generation);
@@ -421,7 +423,7 @@ def binary(op, x, y, api: str, dtype=None, mask=None, default_dtype=None, limits
         key, plan = _plan(prog, op, x, y, out, dtype, default_dtype, api)
         if plan is not None:
             return _planned_binary(prog, key, plan, x, y, out, api,
-                                   (kernel_frame or user_frame()) if out is None else None)
+                                   (kernel_frame or user_frame()) if out is None else kernel_frame)
     opdef = alu(op)
     tx, ty = not isinstance(x, SCALAR_TYPES), not isinstance(y, SCALAR_TYPES)
     if not tx and not ty:
@@ -876,14 +878,16 @@ def copy_into(dst: TensorView, value: TensorView, api: str) -> None:
     prog.issue(TensorCopy(dst=dst, src=src), api)
 
 
-def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
+def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> None:
     """`dst op= value` in place: a pending matmul accumulates straight into a PSUM destination (one matmul
     accumulation group); anything else is an element-wise op reading and writing dst.
 
     A matmul `+=` into PSUM that nothing wrote since its tensor was declared starts the accumulation group
     (it overwrites, `accumulate=False`), as the legacy compiler does for `psum_tile += nisa.nc_matmul(...)`:
     the direct-allocation kernels cannot zero-initialise their PSUM tiles and rely on it (for a zero-filled
-    tile both readings agree)."""
+    tile both readings agree). `caller`: the frame of the `dst op= value` statement (`__iadd__`'s caller), if
+    known: the element-wise op hands it to `binary` when it is a kernel file's (`frames.as_kernel_frame`); looked
+    at only there, as the `+=` of a matmul into PSUM (most of them) has the kernel line of its deferred matmul."""
     prog = active() or current(api)     # current() raises outside a kernel
     if op == "add" and dst.storage.kind is _PSUM and isinstance(value, TensorView):
         deferred = prog.take_pending(value)
@@ -915,7 +919,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str) -> None:
             prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     if is_tensor(value) and value.shape != dst.shape:
         expect_broadcastable(value.shape, dst.shape, api)
-    binary(op, dst, value, api=api, out=dst)
+    binary(op, dst, value, api, kernel_frame=as_kernel_frame(caller) if caller is not None else None, out=dst)
 
 
 __all__ = ["alloc", "defer_planned", "binary", "unary", "unary_alu", "reduce", "mean", "load", "store", "copy",

@@ -14,6 +14,7 @@ where every dense view stays affine.
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
@@ -83,7 +84,8 @@ class NkiTensor(TensorView):
         return self
 
     def __iadd__(self, v):
-        core.accumulate(self, v, "add", api="tensor add=")      # `_inplace`, without its frame (`acc += ...`)
+        # `_inplace`, without its frame (`acc += ...`); its caller, the kernel's line if it is a kernel file's
+        core.accumulate(self, v, "add", api="tensor add=", caller=sys._getframe(1))
         return self
 
     def __isub__(self, v):

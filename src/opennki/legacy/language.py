@@ -27,12 +27,9 @@ from opennki.machine import dtypes as _dt
 from opennki.machine.index import arange, ds, mgrid
 from opennki.machine.memory import MemoryRegion
 from opennki.releases import Generation, added_in
+from opennki.sim import frames as _frames
 
 LIMITS = core.Limits.LEGACY   # hardware-strict rules of this generation (core.hardware_limits)
-# A binary front door called from the kernel itself (its caller's file known not to be opennki's,
-# `errors.INTERNAL_FILES`) hands that frame to `core.binary`, which then does not walk the stack for it
-# (`frames.user_frame`, whose answer it is). False: `core.binary` walks the stack (the plain path).
-KERNEL_FRAME_HINTS = True
 
 # ------------------------------------------------------------------------------------------------ dtypes
 bool_ = np.bool_
@@ -83,7 +80,8 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
 
 def zeros(shape, dtype, *, buffer=None, name="", **kwargs):
     """A new tensor filled with 0 (memset); on-chip only (err_hbm_tensor_with_init_value_not_supported)."""
-    return create(shape, dtype, buffer, name or None, fill=0, api="nl.zeros")
+    return create(shape, dtype, buffer, name or None, fill=0, api="nl.zeros",
+                  kernel_frame=_frames.as_kernel_frame(sys._getframe(1)))
 
 
 def ones(shape, dtype, *, buffer=None, name="", **kwargs):
@@ -212,8 +210,8 @@ def _binary(name: str) -> NlOp:
     def impl(x, y, *, dtype=None, mask=None, **kwargs):
         frame = sys._getframe(1)
         return core.binary(name, x, y, api, dtype, mask, default_dtype, LIMITS,       # (positional: hot calls)
-                           frame if KERNEL_FRAME_HINTS and _INTERNAL_FILES.get(frame.f_code.co_filename) is False
-                           else None)
+                           frame if _frames.KERNEL_FRAME_HINTS             # (`frames.as_kernel_frame`, inline)
+                           and _INTERNAL_FILES.get(frame.f_code.co_filename) is False else None)
     impl.__doc__ = op.doc + (" as a bool tile." if op.predicate else ".")
     return NlOp(name, impl)
 

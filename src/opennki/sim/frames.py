@@ -130,6 +130,19 @@ def read_later(frame, name: str) -> bool:
     return _read_later(frame.f_code, frame.f_lasti, name)
 
 
+# A front door called from the kernel itself (its caller's file known not to be opennki's, `errors.INTERNAL_FILES`)
+# hands that frame on (`as_kernel_frame`: the legacy `nl` binary front doors, `nl.zeros`, `acc[...] += x`), so the
+# instruction's kernel line is not found by walking the stack (`user_frame`, whose answer it is). False: every
+# one walks the stack (the plain path).
+KERNEL_FRAME_HINTS = True
+
+
+def as_kernel_frame(caller):
+    """`caller` (a front door's caller's frame) when KERNEL_FRAME_HINTS and its file is known not to be opennki's:
+    then it is the frame `user_frame` would find from the front door. Else None (the stack is walked)."""
+    return caller if KERNEL_FRAME_HINTS and INTERNAL_FILES.get(caller.f_code.co_filename) is False else None
+
+
 def user_frame():
     """The innermost frame outside the opennki package (`errors.is_internal`, tested inline: this runs for
     every instruction). Only opennki's own functions call it, so the search starts at their caller."""

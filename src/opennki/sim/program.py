@@ -503,12 +503,13 @@ class Program:
                                           (operand,), {"tensor": storage.name}, None, user_location()))
 
     # -- issuing ----------------------------------------------------------------------------------------
-    def issue(self, instr, api: str | None = None, checked: bool = False) -> None:
+    def issue(self, instr, api: str | None = None, checked: bool = False, frame=None) -> None:
         """Check, run and report one instruction now. `checked`: its operand rules and check passed for its
-        signature before (the caller knows the signature without computing it, as `defer` takes it)."""
+        signature before (the caller knows the signature without computing it, as `defer` takes it); `frame`:
+        the kernel frame, if the caller found it already (`user_frame`, `frames.as_kernel_frame`)."""
         if self.pending is not None:
             self.flush()
-        self.execute(instr, user_location(), api, checked, checked)
+        self.execute(instr, user_location() if frame is None else location_of(frame), api, checked, checked)
 
     def defer(self, instr, result: TensorView, api: str | None = None, frame=None,
               checked: bool = False, plan=None) -> TensorView:
