@@ -118,7 +118,7 @@ def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch)
         made = maker(self, names)
         if made is None:
             return None
-        make, template = made
+        make, template, cls, positions = made
 
         def make_checked(template, values):
             instr = make(template, values)
@@ -131,7 +131,7 @@ def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch)
             assert instr._params == plain.params()
             compared.append(instr.opcode)
             return instr
-        return make_checked, template
+        return make_checked, template, cls, positions
     monkeypatch.setattr(Instruction, "maker", checked_maker)
     core._PLANS.clear()
     tiled(*_inputs(rng, (384, 128), (384, 512), np.float32))
@@ -173,7 +173,7 @@ def test_parameters_kept_with_a_template_are_the_instructions_params(rng):
              (REGISTRY["nc_matmul"](dst=p, stationary=s, moving=b, accumulate=False), ("dst", "stationary", "moving"),
               (p, b, s), {"accumulate": True, "tile_position": (32, 0)})]
     for first, names, values, changes in cases:
-        make, template = first.maker(names)
+        make, template, _, _ = first.maker(names)
         made = make(template, values)
         assert event_params(made) == made.params() == first.params()
         assert event_params(made) is not event_params(made)

@@ -205,14 +205,14 @@ class Instruction:
         return tuple(pattern)
 
     def maker(self, names: tuple):
-        """(make, template): `make(template, values)` builds the instruction of this class whose fields `names`
-        hold `values` and whose other fields are this one's, with the operand cache `operands()` would give it
-        (and its `params()`, which its events copy: `_params`, when no field of `names` is a parameter), for
-        values that are what this one's fields `names` hold (views without run-time indices where it has
-        them, scalars where it has scalars: a front door's plan fixes that). None when an operand of this one is
-        not one of the fields `names` holding a view (`operand_pattern`): the template would hold a view (and
-        keep its storage alive), or the pattern does not say the operands. Building from the template fills
-        the instance dict in one copy, instead of the keyword call and its checks (a plan builds one for
+        """(make, template, class, positions): `make(template, values)` builds the instruction of this class whose
+        fields `names` hold `values` and whose other fields are this one's, with the operand cache `operands()`
+        would give it (and its `params()`, which its events copy: `_params`, when no field of `names` is a
+        parameter), for values that are what this one's fields `names` hold (views without run-time indices
+        where it has them, scalars where it has scalars: a front door's plan fixes that). None when an operand of
+        this one is not one of the fields `names` holding a view (`operand_pattern`): the template would hold a
+        view (and keep its storage alive), or the pattern does not say the operands. Building from the template
+        fills the instance dict in one copy, instead of the keyword call and its checks (a plan builds one for
         every instruction a kernel's loop issues from it)."""
         pattern = self.operand_pattern()
         if pattern is None or any(role not in names for role, _ in pattern) or any(
@@ -223,7 +223,8 @@ class Instruction:
             template["_params"] = self.params()     # every one built from it has these (`event_params`)
         if USUAL_RUN_CELLS and self.usual_cells and set(names) <= set(self.usual_cells):
             template["_usual"] = [None]             # its run cell (`usual_cells`)
-        return _maker(type(self), names, pattern), template
+        # `positions`: where its operands are among the values (`Program.defer` reads them before it is built)
+        return _maker(type(self), names, pattern), template, type(self), tuple(names.index(r) for r, _ in pattern)
 
     def replace(self, **changes) -> "Instruction":
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
