@@ -75,6 +75,12 @@ def test_the_tiled_matmul_gives_the_plain_path_values_and_events(rng, dtype, mon
     np.testing.assert_array_equal(out.view(np.uint8), tiled_reference(lhsT, rhs).view(np.uint8))
     # the steps did wait: a run of a k-loop's loads and matmuls (3 k-steps) caught up at once
     assert max(waited) >= 9
+    # at most LATER_BYTES of tiles wait: with a bound below one tile, every step runs when it is issued
+    waited.clear()
+    monkeypatch.setattr(machine, "LATER_BYTES", 1)
+    out = _both(tiled, (lhsT, rhs))
+    np.testing.assert_array_equal(out.view(np.uint8), tiled_reference(lhsT, rhs).view(np.uint8))
+    assert waited and max(waited) <= 1
 
 
 @nki.jit

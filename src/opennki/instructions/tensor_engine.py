@@ -249,7 +249,7 @@ def _store_usual(m, dst, S: np.ndarray, Mv: np.ndarray, accumulate, s_dtype=None
     target = m.fp32_target(dst)
     if target is None:
         return False
-    m.defer(_usual_product, (S, s_dtype, Mv, m_dtype, target, add))
+    m.defer(_usual_product, (S, s_dtype, Mv, m_dtype, target, add), S.nbytes + Mv.nbytes)
     st.matmul_written = True
     return True
 

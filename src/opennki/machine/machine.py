@@ -30,7 +30,10 @@ COMPUTE_INTO_FP32_TARGETS = True
 # (`Machine.catch_up`); False: every step runs when its instruction runs (tests/sim/test_deferred_data.py
 # compares them)
 DEFER_DATA = True
-LATER_STEPS = 64            # at most this many steps wait: the arrays they hold stay alive until they run
+# at most this many steps, holding at most this many bytes of arrays, wait: the arrays (a load's tile, a matmul's
+# operands) stay alive until their steps run, when the tiles themselves may be gone
+LATER_STEPS = 64
+LATER_BYTES = 16 << 20
 
 
 class Machine:
@@ -69,6 +72,7 @@ class Machine:
         self.instruction_mask = None    # the running instruction's mask= (set by the simulator around run)
         self.engine = Engine.UNKNOWN    # the running instruction's engine (likewise; lays out tensor indirection)
         self.later: list | None = [] if DEFER_DATA else None
+        self.later_bytes = 0            # the bytes of the arrays `later`'s steps hold (`defer`)
         self.matmul_runs = False        # a Tensor Engine instruction has run (set by the simulator before it runs):
         #                                 until then no PSUM tile holds "last written by nc_matmul" flags
 
@@ -155,7 +159,7 @@ class Machine:
         return offsets
 
     # -- deferred data steps ------------------------------------------------------------------------------
-    def defer(self, step, args: tuple) -> None:
+    def defer(self, step, args: tuple, nbytes: int) -> None:
         """Run `step(*args)`, the data step of a usual DMA or matmul (`Machine.copy_plain`,
         `tensor_engine._store_usual`), now or, while `later` is a list, when something needs the data
         (`catch_up`). The step reads and writes only NumPy arrays of storages, fixed when it was issued, and
@@ -167,13 +171,15 @@ class Machine:
         steps run in the order they were issued, and everything that may read or write their arrays runs them
         first: every other instruction (`Program._run_and_emit`, `defers_data`), `Machine.read` (run-time
         indices, host-side reads of values), the end of the program, and the start of cooperation (programs of
-        one launch running as threads share HBM, so they do not defer)."""
+        one launch running as threads share HBM, so they do not defer). `nbytes`: the bytes of the arrays the
+        step holds (its tiles), which wait with it (`LATER_BYTES`)."""
         later = self.later
         if later is None:
             step(*args)
             return
         later.append((step, args))
-        if len(later) >= LATER_STEPS:
+        self.later_bytes += nbytes
+        if len(later) >= LATER_STEPS or self.later_bytes >= LATER_BYTES:
             self.catch_up()
 
     def catch_up(self) -> None:
@@ -181,6 +187,7 @@ class Machine:
         later = self.later
         if later:
             self.later = []
+            self.later_bytes = 0
             for step, args in later:
                 step(*args)
 
@@ -333,7 +340,7 @@ class Machine:
         target = self._plain_target(dst)
         if target is None:
             return False
-        self.defer(_assign, (target, values))
+        self.defer(_assign, (target, values), target.nbytes)
         return True
 
     @staticmethod
