@@ -377,7 +377,7 @@ def test_a_claimed_matmul_moved_with_its_accumulate_flag_equals_its_replace(rng)
 
     p, q = _root(MemoryRegion.psum, (8, 8)), _root(MemoryRegion.psum, (8, 8))
     s, m = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
-    make, template, _, _ = NcMatmul(dst=p, stationary=s, moving=m, accumulate=False).maker(
+    make, template, *_ = NcMatmul(dst=p, stationary=s, moving=m, accumulate=False).maker(
         ("dst", "stationary", "moving"))
     for flag in (True, False):
         instr = make(template, (p, s, m))

@@ -308,7 +308,7 @@ def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: s
     made = entry[1]
     if made is None:
         return prog.defer(_built(recipe, values), result, api, frame, True, entry[0])
-    if BUILD_WHEN_CLAIMED and values[0] is result and recipe[1][0] == "dst":
+    if BUILD_WHEN_CLAIMED and made[4] is not None and values[0] is result:
         # built when first read (`Deferred.instr`): `assign` builds it with its destination in `dst`
         return prog.defer(None, result, api, frame, True, entry[0], made, values)
     return prog.defer(made[0](made[1], values), result, api, frame,
@@ -790,7 +790,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
             instr = pending._instr
             if instr is None:           # not built yet (BUILD_WHEN_CLAIMED): built now, writing `dst`
                 made = pending.made
-                instr = made[0](made[1], (dst,) + pending.values[1:])
+                instr = made[4](made[1], dst, pending.values)
             else:
                 instr = instr.moved_dst(dst)
             location, api = pending.location, pending.api
