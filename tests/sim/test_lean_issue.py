@@ -377,7 +377,8 @@ def test_a_claimed_matmul_moved_with_its_accumulate_flag_equals_its_replace(rng)
 
     p, q = _root(MemoryRegion.psum, (8, 8)), _root(MemoryRegion.psum, (8, 8))
     s, m = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
-    make, template = NcMatmul(dst=p, stationary=s, moving=m, accumulate=False).maker(("dst", "stationary", "moving"))
+    make, template, *_ = NcMatmul(dst=p, stationary=s, moving=m, accumulate=False).maker(
+        ("dst", "stationary", "moving"))
     for flag in (True, False):
         instr = make(template, (p, s, m))
         instr.signature()
@@ -682,6 +683,60 @@ def accumulate_out_of_scope(a):
     acc += t                                        # t belongs to the finished loop
     nl.store(out, value=acc)
     return out
+
+
+@pytest.mark.parametrize("case", ["legacy_elementwise", "new_generation", "matmul_steps", "helper_results",
+                                  "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand", "spills",
+                                  "constant_masks", "masked_out_of_bounds", "out_of_scope_and_bounds",
+                                  "stored_out_of_scope", "written_out_of_scope", "spills_after_a_loop",
+                                  "read_out_of_scope"])
+def test_instructions_built_when_claimed_give_the_built_ones_values_errors_and_events(rng, case):
+    """`core.BUILD_WHEN_CLAIMED`: a planned deferral from a template is kept unbuilt (`Deferred.instr` builds it
+    when read), and the lean retarget of a temporary builds it with its destination: outputs or errors (their
+    kernel lines too), and every event field by field, are those of building it at once and moving `dst`."""
+    kernel, args = _listener_case(rng, case)
+    outcomes, events = fast_and_plain(kernel.func, args, core, "BUILD_WHEN_CLAIMED", setup=core._PLANS.clear)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 8 and events[0] == events[1]
+
+
+def test_a_deferral_built_when_claimed_is_unbuilt_until_read(rng):
+    """The fast path above is taken: a planned temporary bound to a local is pending unbuilt, and reading it
+    (`Deferred.instr`, here by the retarget that the local's later read refuses) builds the instruction the
+    plain path built, once; the kernel's values are NumPy's."""
+    import dataclasses
+
+    from opennki.sim.program import active
+
+    seen = []
+
+    @nki.jit
+    def kernel(a):
+        out = nl.ndarray(a.shape, dtype=a.dtype, buffer=nl.shared_hbm)
+        acc = nl.load(a)
+        for _ in nl.sequential_range(4):
+            t = nl.multiply(acc, 3.0)
+            pending = active().pending
+            seen.append((pending, pending._instr))
+            acc[...] = nl.add(t, acc)
+        nl.store(out, value=acc)
+        return out
+
+    a = rand(rng, 128, 64)
+    want = a
+    for _ in range(4):
+        want = want * np.float32(3) + want
+    core._PLANS.clear()
+    np.testing.assert_array_equal(kernel(a), want)
+    # the first two are built at once (no plan yet, then its memo's first), the others when read
+    assert seen[1][1] is not None and all(built is None for _, built in seen[2:])
+    plain = seen[1][1]
+    for pending, _ in seen[2:]:
+        instr = pending.instr
+        assert pending.instr is instr and instr.dst is pending.result and type(instr) is type(plain)
+        assert all(getattr(instr, f.name) == getattr(plain, f.name) for f in dataclasses.fields(plain)
+                   if f.name not in ("dst", "data"))
+        assert [(r, k) for r, _, k in instr._operands] == [(r, k) for r, _, k in plain.operands()]
 
 
 def _listener_case(rng, case: str) -> tuple:

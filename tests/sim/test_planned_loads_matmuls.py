@@ -106,7 +106,8 @@ def test_planned_instructions_give_the_plain_path_errors(rng, kernel):
 def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch):
     """A planned instruction is built from its memo's template (`Instruction.maker`): on the loads, matmuls and
     element-wise ops of these kernels every field, the operand cache and the parameters kept for its events are
-    what the keyword call, `operands()` and `params()` give."""
+    what the keyword call, `operands()` and `params()` give; and one built for a claim by its destination
+    (`maker`'s `claim`, `core.assign`) is, identically, the one built with that destination first."""
     from opennki._src import core
     from opennki.instructions.base import Instruction
     from tests.sim.test_lean_issue import legacy_elementwise
@@ -118,7 +119,7 @@ def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch)
         made = maker(self, names)
         if made is None:
             return None
-        make, template = made
+        make, template, cls, positions, claim = made
 
         def make_checked(template, values):
             instr = make(template, values)
@@ -131,12 +132,19 @@ def test_planned_instructions_are_the_ones_their_recipe_builds(rng, monkeypatch)
             assert instr._params == plain.params()
             compared.append(instr.opcode)
             return instr
-        return make_checked, template
+        def claim_checked(template, dst, values):      # `make_checked` of the same values but `dst` first
+            instr, plain = claim(template, dst, values), make_checked(template, (dst,) + values[1:])
+            assert vars(instr).keys() == vars(plain).keys()
+            assert all(v is vars(plain)[k] for k, v in vars(instr).items() if k != "_operands")
+            assert [(r, id(v), k) for r, v, k in instr._operands] == [(r, id(v), k) for r, v, k in plain._operands]
+            compared.append("claimed")
+            return instr
+        return make_checked, template, cls, positions, claim_checked if claim is not None else None
     monkeypatch.setattr(Instruction, "maker", checked_maker)
     core._PLANS.clear()
     tiled(*_inputs(rng, (384, 128), (384, 512), np.float32))
     legacy_elementwise(rand(rng, 128, 64), rand(rng, 128, 1), rng.integers(0, 1 << 20, size=(128, 64), dtype=np.int32))
-    assert {"dma_copy", "nc_matmul", "tensor_scalar", "tensor_tensor", "activation"} <= set(compared)
+    assert {"dma_copy", "nc_matmul", "tensor_scalar", "tensor_tensor", "activation", "claimed"} <= set(compared)
 
 
 def test_an_operand_pattern_is_only_of_fields_holding_views():
@@ -173,7 +181,7 @@ def test_parameters_kept_with_a_template_are_the_instructions_params(rng):
              (REGISTRY["nc_matmul"](dst=p, stationary=s, moving=b, accumulate=False), ("dst", "stationary", "moving"),
               (p, b, s), {"accumulate": True, "tile_position": (32, 0)})]
     for first, names, values, changes in cases:
-        make, template = first.maker(names)
+        make, template, *_ = first.maker(names)
         made = make(template, values)
         assert event_params(made) == made.params() == first.params()
         assert event_params(made) is not event_params(made)

@@ -270,6 +270,11 @@ def _remember(key, plan) -> None:
 
 
 _VALUE_KEYED = frozenset((float, int, bool))
+# A planned instruction built from its template with its result tile in `dst` is deferred unbuilt
+# (`Program.defer`'s `made` and `values`), and the lean retarget of a temporary (`assign`) builds it with its
+# destination in `dst`, instead of building it and then moving `dst` (`Instruction.moved_dst`): the same
+# instruction, built once. Any other reader builds it as it was (`Deferred.instr`). False: always built at once.
+BUILD_WHEN_CLAIMED = True
 
 
 def _built(recipe: tuple, values: tuple):
@@ -301,7 +306,12 @@ def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: s
         prog.pending.plan = entry[0]
         return result
     made = entry[1]
-    return prog.defer(made[0](made[1], values) if made is not None else _built(recipe, values), result, api, frame,
+    if made is None:
+        return prog.defer(_built(recipe, values), result, api, frame, True, entry[0])
+    if BUILD_WHEN_CLAIMED and made[4] is not None and values[0] is result:
+        # built when first read (`Deferred.instr`): `assign` builds it with its destination in `dst`
+        return prog.defer(None, result, api, frame, True, entry[0], made, values)
+    return prog.defer(made[0](made[1], values), result, api, frame,
                       True, entry[0])           # checked, with its plan (positional: every planned instruction)
 
 
@@ -779,7 +789,13 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
         if dsts is not None and (dst._sig or view_signature(dst)) in dsts:
             # the claimed instruction (nothing else holds it; a planned one holds its result tile in `dst` only),
             # as checked and deferred: `Program.execute`, inline
-            instr, location, api = pending.instr.moved_dst(dst), pending.location, pending.api
+            instr = pending._instr
+            if instr is None:           # not built yet (BUILD_WHEN_CLAIMED): built now, writing `dst`
+                made = pending.made
+                instr = made[4](made[1], dst, pending.values)
+            else:
+                instr = instr.moved_dst(dst)
+            location, api = pending.location, pending.api
             prog._check_clean(instr, location, api, None, _DST)               # (positional: hot calls)
             prog._run_and_emit(instr, location, api, True)
             prog.spare(pending.result, True, True)      # a planned one's fresh root tile (Program.spare)

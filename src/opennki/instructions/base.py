@@ -205,14 +205,14 @@ class Instruction:
         return tuple(pattern)
 
     def maker(self, names: tuple):
-        """(make, template): `make(template, values)` builds the instruction of this class whose fields `names`
-        hold `values` and whose other fields are this one's, with the operand cache `operands()` would give it
-        (and its `params()`, which its events copy: `_params`, when no field of `names` is a parameter), for
-        values that are what this one's fields `names` hold (views without run-time indices where it has
-        them, scalars where it has scalars: a front door's plan fixes that). None when an operand of this one is
-        not one of the fields `names` holding a view (`operand_pattern`): the template would hold a view (and
-        keep its storage alive), or the pattern does not say the operands. Building from the template fills
-        the instance dict in one copy, instead of the keyword call and its checks (a plan builds one for
+        """(make, template, class, positions, claim): `make(template, values)` builds the instruction of this
+        class whose fields `names` hold `values` and whose other fields are this one's, with the operand cache
+        `operands()` would give it (and its `params()`, which its events copy: `_params`, when no field of `names`
+        is a parameter), for values that are what this one's fields `names` hold (views without run-time indices
+        where it has them, scalars where it has scalars: a front door's plan fixes that). None when an operand of
+        this one is not one of the fields `names` holding a view (`operand_pattern`): the template would hold a
+        view (and keep its storage alive), or the pattern does not say the operands. Building from the template
+        fills the instance dict in one copy, instead of the keyword call and its checks (a plan builds one for
         every instruction a kernel's loop issues from it)."""
         pattern = self.operand_pattern()
         if pattern is None or any(role not in names for role, _ in pattern) or any(
@@ -223,7 +223,10 @@ class Instruction:
             template["_params"] = self.params()     # every one built from it has these (`event_params`)
         if USUAL_RUN_CELLS and self.usual_cells and set(names) <= set(self.usual_cells):
             template["_usual"] = [None]             # its run cell (`usual_cells`)
-        return _maker(type(self), names, pattern), template
+        # `positions`: where its operands are among the values (`Program.defer` reads them before it is built);
+        # `claim`: with `dst` first, the function building it with another `dst` (`_maker`), else None
+        return (_maker(type(self), names, pattern), template, type(self), tuple(names.index(r) for r, _ in pattern),
+                _maker(type(self), names, pattern, True) if names[0] == "dst" else None)
 
     def replace(self, **changes) -> "Instruction":
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
@@ -457,15 +460,18 @@ _VIEW_TYPES: set = set()        # TensorView and its subclasses met so far (`_ke
 
 
 @functools.lru_cache(maxsize=256)
-def _maker(cls, names: tuple, pattern: tuple):
+def _maker(cls, names: tuple, pattern: tuple, claim: bool = False):
     """The function `Instruction.maker` returns: its parameters are the template and the tuple of the fields
     `names` (unpacked as `v0, v1...`: a call with a tuple, not `*values`, which builds a new one); it copies the
     template into a new instance's dict, sets those fields and the operand cache (`pattern`'s entries, each one
-    of those fields). Generated once per class, names and pattern."""
+    of those fields). Generated once per class, names and pattern. `claim`: the function taking the first
+    field's value apart, `make(template, v0, values)`, which ignores `values[0]` (a deferral claimed by its
+    destination: `Deferred.made`)."""
     params = [f"v{i}" for i in range(len(names))]
     slot = dict(zip(names, params))
-    lines = ["def make(_template, _values):",
-             "    " + ", ".join(params) + ("," if len(params) == 1 else "") + " = _values",
+    unpacked = ["_"] + params[1:] if claim else params
+    lines = ["def make(_template, v0, _values):" if claim else "def make(_template, _values):",
+             "    " + ", ".join(unpacked) + ("," if len(params) == 1 else "") + " = _values",
              "    _instr = _new(_cls)",
              "    _state = _instr.__dict__",
              "    _state.update(_template)"]

@@ -181,8 +181,12 @@ class Observers(list):
 @dataclasses.dataclass(slots=True)
 class Deferred:
     """A checked instruction waiting for its result tile to be consumed. `use`: what the kernel statement
-    does with the result (`frames.result_use`: "temporary", "local" with `frame` and `name`, or "held")."""
-    instr: object
+    does with the result (`frames.result_use`: "temporary", "local" with `frame` and `name`, or "held").
+    `instr` is built when first read if `_instr` is None: `made[0](made[1], values)` (`Instruction.maker`: a
+    planned instruction from its template, whose `values` start with its result tile in `dst`); the lean
+    retarget of a temporary (`core.assign`) builds it with its destination there instead of moving it (one
+    instruction built, not built and then changed: `core.BUILD_WHEN_CLAIMED`)."""
+    _instr: object
     result: TensorView
     location: SourceLocation | None
     api: str | None
@@ -190,6 +194,16 @@ class Deferred:
     frame: object = None
     name: str | None = None
     plan: object = None     # the language layer's memo entry of a planned instruction (core._planned_binary)
+    made: object = None     # `Instruction.maker`'s (make, template, ...) of one not built yet (`_instr` None)
+    values: tuple = ()      # the values `made` builds it of
+
+    @property
+    def instr(self):
+        instr = self._instr
+        if instr is None:
+            made = self.made
+            instr = self._instr = made[0](made[1], self.values)
+        return instr
 
 
 class LaunchState:
@@ -512,11 +526,13 @@ class Program:
         self.execute(instr, user_location() if frame is None else location_of(frame), api, checked, checked)
 
     def defer(self, instr, result: TensorView, api: str | None = None, frame=None,
-              checked: bool = False, plan=None) -> TensorView:
+              checked: bool = False, plan=None, made=None, values: tuple = ()) -> TensorView:
         """Check an instruction now and keep it pending until its result is consumed (module docstring).
         `frame`: the kernel frame, if the caller found it already (user_frame); `checked`: its operand rules
         and check passed for its signature before (the caller knows the signature without computing it);
-        `plan`: the language layer's memo entry of a planned instruction (`Deferred.plan`)."""
+        `plan`: the language layer's memo entry of a planned instruction (`Deferred.plan`). `instr` None (a
+        checked one): `made[0](made[1], values)` is the instruction (of class `made[2]`: `Instruction.maker`),
+        built here only if its check needs it, else when read (`Deferred.instr`)."""
         p = self.pending
         if p is not None:               # `flush`, inline: most deferrals flush the one before
             self.pending = None
@@ -531,29 +547,40 @@ class Program:
                 if checked:             # a planned instruction (lean path, no `mask=`) clean for its signature
                     observers = self.observers
                     if QUIET_DEFERRALS and not observers.lean_on_chip and (
-                            instr.writes_on_chip_only or not observers.lean_checking):
+                            (made[2] if instr is None else instr).writes_on_chip_only
+                            or not observers.lean_checking):
                         # `_check_clean`'s no-op, told inline: no lean observer looks at it, and its operands
-                        # are known in bounds and placed (but the result tile, which it leaves unplaced)
+                        # are known in bounds and placed (but the result tile, which it leaves unplaced); those
+                        # of one not built yet are its values at `made[3]` (`Instruction.maker`)
                         unplaced = result.storage
-                        for _, view, _ in instr._operands or instr.operands():
+                        for entry in made[3] if instr is None else instr._operands or instr.operands():
+                            view = values[entry] if instr is None else entry[1]
                             st = view.storage
                             if not view._inb or (st is not unplaced and (
                                     st.placement is None or (st.base or st).placement is None)):
+                                if instr is None:
+                                    instr = made[0](made[1], values)
                                 self._check_clean(instr, location, api, unplaced)
                                 break
                     else:
+                        if instr is None:
+                            instr = made[0](made[1], values)
                         self._check_clean(instr, location, api, result.storage)
                 else:
                     self._check(instr, location, api, result.storage)
-                # `Deferred(instr, result, location, api, use, frame, name, plan)`, its slots set here: calling the
-                # class runs its generated __init__ through the type's call (some 330 ns; this, some 150)
+                # `Deferred(instr, result, location, api, use, frame, name, plan, made, values)`, its slots set
+                # here: calling the class runs its generated __init__ through the type's call (some 330 ns; this,
+                # some 150)
                 pending = self.pending = _new(Deferred)
-                pending.instr, pending.result, pending.location, pending.api = instr, result, location, api
+                pending._instr, pending.result, pending.location, pending.api = instr, result, location, api
                 pending.use, pending.frame, pending.name, pending.plan = use, frame, name, plan
+                pending.made, pending.values = made, values
                 return result
             location = location_of(frame)
         else:
             location = None
+        if instr is None:
+            instr = made[0](made[1], values)
         if checked:
             self._check_clean(instr, location, api, result.storage)
         else:
