@@ -915,7 +915,8 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
     if op == "add" and dst.storage.kind is _PSUM and isinstance(value, TensorView):
         deferred = prog.take_pending(value)
         if deferred is not None:
-            if isinstance(deferred.instr, NcMatmul) and tuple.__eq__(value.shape, dst.shape):     # Shapes
+            instr = deferred.instr
+            if isinstance(instr, NcMatmul) and tuple.__eq__(value.shape, dst.shape):     # Shapes
                 changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
                 dsts = deferred.plan if deferred.use == "temporary" else None
                 mark = None
@@ -925,21 +926,25 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
                     # as Program.retarget issues a temporary's instruction otherwise
                     mark = (dst._sig or view_signature(dst), changes["accumulate"])
                     if mark in dsts:        # the claimed instruction: nothing else holds it (`assign`)
-                        instr = deferred.instr.moved_to(changes, dsts[mark])       # with the params kept for it
-                        prog.execute(instr, deferred.location, deferred.api, True, True, changes)   # (positional)
-                        prog.spare(deferred.result, True)          # a root view: made by new_tensor (nc_matmul's)
+                        instr = instr.moved_to(changes, dsts[mark])       # with the params kept for it
+                        # as checked and deferred, moving `changes` (a planned one: no `mask=`, or a bool one):
+                        # `Program.execute`, inline, as `assign` issues its claimed instruction
+                        location, api = deferred.location, deferred.api
+                        prog._check_clean(instr, location, api, None, changes)         # (positional: hot calls)
+                        prog._run_and_emit(instr, location, api, True)
+                        prog.spare(deferred.result, True, True)    # a planned one's fresh root tile (`assign`)
                         return
                 if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates
                     # (adding one PSUM tile into another is no engine's operation)
-                    prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
-                    prog.execute(deferred.instr.replace(**changes), deferred.location, deferred.api)
+                    prog.execute(instr, deferred.location, deferred.api, deferred=True)
+                    prog.execute(instr.replace(**changes), deferred.location, deferred.api)
                 elif mark is not None:
-                    retargeted = deferred.instr.replace(**changes)
+                    retargeted = instr.replace(**changes)
                     if retargeted.signature() in prog.sim.clean:
                         dsts[mark] = retargeted.__dict__.get("_params")    # its parameters, for the next ones
                 return
-            prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
+            prog.execute(instr, deferred.location, deferred.api, deferred=True)
     if is_tensor(value) and value.shape != dst.shape:
         expect_broadcastable(value.shape, dst.shape, api)
     binary(op, dst, value, api, kernel_frame=as_kernel_frame(caller) if caller is not None else None, out=dst)

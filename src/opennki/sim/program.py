@@ -448,7 +448,8 @@ class Program:
         poison and scope, and the storage id a new tile would get, which it takes when reused: events show storage
         ids). Making the tensor objects of a temporary was about a tenth of the cost of a small instruction. `root`:
         the caller knows `result` is its storage's root view (`new_tensor` made it); `planned`: it is the result
-        tile of a planned instruction (`Deferred.plan`), claimed by its retarget at once (`assign`): a root tile
+        tile of a planned instruction (`Deferred.plan`), claimed by its retarget at once (`assign`, a matmul's
+        `accumulate`): a root tile
         `new_tensor` or `result_tile` made for it, which nothing has placed (it was the deferral's `unplaced`),
         read or written (its instruction, the only one that could, never ran), so the tests of that are known."""
         st = result.storage
