@@ -149,6 +149,39 @@ def test_events_placed_in_batches_give_the_figures_of_events_placed_one_by_one(m
         assert _summary(result) == _summary(one_by_one)
 
 
+def test_a_model_alone_takes_the_programs_events_by_its_program_sink_with_the_figures_of_on_event(monkeypatch):
+    """As a launch's only listener, the cost model takes the events a running program emits by
+    `on_program_event` (sim/program.py: no test for a LaunchStarted there), and the rest by `on_event`; beside
+    another listener, every event reaches it by `on_event` (`Simulator.emit`): the same records and summary,
+    with values computed as usual."""
+    sunk, told = [], set()
+    sink, on_event = scheduler.CostModel.on_program_event, scheduler.CostModel.on_event
+
+    def kept(model, ev):
+        if id(ev) not in told:      # (not by way of `on_event`)
+            sunk.append(type(ev))
+        sink(model, ev)
+
+    def heard(model, ev):
+        told.add(id(ev))
+        on_event(model, ev)
+    launch = trace_kernel(_halves[2])
+    a = np.random.default_rng(1).standard_normal((4096, 256), dtype=np.float32)
+    beside, events = scheduler.CostModel(), _Events()
+    out = launch.launch((a,), {}, options=launch.options(target="trn2"), listeners=[beside, events])
+    np.testing.assert_array_equal(out, 2 * a)
+    monkeypatch.setattr(scheduler.CostModel, "on_program_event", kept)
+    monkeypatch.setattr(scheduler.CostModel, "on_event", heard)
+    alone = scheduler.CostModel()
+    out = launch.launch((a,), {}, options=launch.options(target="trn2"), listeners=[alone])
+    np.testing.assert_array_equal(out, 2 * a)
+    assert {"InstructionExecuted", "TensorAllocated", "TensorFreed"} <= {k.__name__ for k in sunk}
+    assert len(sunk) < len(events.events) and "LaunchStarted" not in {k.__name__ for k in sunk}
+    assert _records(alone.result()) == _records(beside.result())
+    assert _summary(alone.result()) == _summary(beside.result())
+    assert len(alone.result().records) > 100
+
+
 def test_the_cases_cover_engine_choices_two_cores_and_cross_engine_dependences():
     rows = {r.row for k, a, t in CASES[:9] for r in estimate(k, a, target=t).records}
     lnc2 = estimate(*CASES[8][:2], target="trn2")

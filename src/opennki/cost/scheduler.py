@@ -129,9 +129,17 @@ class CostModel:
     def on_event(self, ev) -> None:
         """Keep the event; the kept ones are placed together every BATCH_EVENTS events (`place_events`), and
         when a launch starts (so that a target the model cannot estimate is reported there)."""
+        self.on_program_event(ev)
+        if type(ev) is LaunchStarted:
+            self.place_events()
+
+    def on_program_event(self, ev) -> None:
+        """`on_event` for the events a running program emits (its instructions, allocations, frees and loop
+        iterations: sim/program.py calls this when the model is the only listener), never a LaunchStarted: only
+        the batch's size places them (one test less per event: ~3 events per instruction)."""
         pending = self._pending
         pending.append(ev)
-        if len(pending) >= BATCH_EVENTS or type(ev) is LaunchStarted:
+        if len(pending) >= BATCH_EVENTS:
             self.place_events()
 
     def place_events(self) -> None:

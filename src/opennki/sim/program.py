@@ -250,9 +250,11 @@ class Program:
         self._allocated_fields = dict(storage_id=None, program=ids, kind=None, name=None, shape=None, dtype=None,
                                       partitions=None, byte_start=None, size_bytes=None, location=None, direct=False)
         listening = bool(sim.listeners)
-        # emit(event): `sim.emit`, or the one listener's `on_event` itself (the listeners do not change while a
-        # launch runs; every instruction and every placement emits, and the loop over one listener cost a call)
-        self.emit = sim.listeners[0].on_event if len(sim.listeners) == 1 else sim.emit
+        # emit(event): `sim.emit`, or the one listener's `on_program_event` (else `on_event`) itself (the listeners
+        # do not change while a launch runs; every instruction and every placement emits, and the loop over one
+        # listener cost a call)
+        self.emit = (getattr(sim.listeners[0], "on_program_event", sim.listeners[0].on_event)
+                     if len(sim.listeners) == 1 else sim.emit)
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None, self.options.uninitialized)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
