@@ -9,7 +9,9 @@ and for `keep_instructions=False` no events kept and no edges listed. Every reco
 when, why it waited, its dependences, its event) and the summary are the same, on kernels in the tutorials'
 style (matmul steps, layernorm, Mamba, attention), the bundled examples, an LNC=2 launch and instructions
 left to the compiler's engine choice. The summary's aggregates, tallied with C loops when a result is
-finished, equal adding the records one at a time (values, and the order of every dict)."""
+finished, equal adding the records one at a time (values, and the order of every dict). (A record reads its
+cost and kernel line through `CostResult.held`, which rows placed by a kernel line's remembered plan do not
+store again: `SITE_PLANS` off, every row stores them.)"""
 
 import gc
 import operator

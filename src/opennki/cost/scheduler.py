@@ -237,7 +237,9 @@ class CostModel:
     def _place(self, ev: InstructionExecuted) -> None:
         result = self.result_
         plan = self._site_plan(ev) if SITE_PLANS else None
-        if plan is None:
+        # a plan its kernel line placed before: the result holds its cost and the line already (`add_row`)
+        held = plan is not None
+        if not held:
             plan = self._plan(ev)
         cost, engine, queue, choices, uncosted, engine_plan, rate = plan
         if uncosted:
@@ -249,6 +251,7 @@ class CostModel:
         if choices is not None:
             ev, cost, engine = self._choose_engine(ev, choices, state, dep)
             queue = engine
+            held = False
         if cost.dma is not None:
             row = self._place_dma(ev, cost, state, dep, index, engine_plan)
         elif engine is _TENSOR:
@@ -257,7 +260,7 @@ class CostModel:
             row = self._place_engine(ev, cost, state, dep, index, engine)
         self.deps.record(dep, row[7], index, queue, core)
         result.add_row(row, ev, cost, rate, tuple((p, kind, i) for (p, kind), i in dep.edges.items())
-                       if self.keep_instructions and dep.edges else ())
+                       if self.keep_instructions and dep.edges else (), held)
 
     def _plan(self, ev) -> tuple:
         """What placing `ev` derives from the event alone: (cost, engine, queue, the engines to choose from
