@@ -218,11 +218,15 @@ def test_a_plan_remembered_per_kernel_line_is_the_plan_of_the_events_signature(m
 def test_operands_of_equal_layout_numbers_hold_equal_values():
     """Operands of equal `Operand.layout` numbers (which key their boxes: `deps.LAYOUT_BOXES`) hold equal
     values in every field but their role, access, tensor name and placement, over every case (several
-    launches, so numbers meet across launches too); most operands have one, and a loop repeats them."""
-    layouts, numbered, unnumbered = {}, 0, 0
+    launches, so numbers meet across launches too); most operands have one, and a loop repeats them. Those of
+    equal `Operand.form` numbers (which `CostModel._site_plan` compares) hold equal memories, shapes, dtypes,
+    item sizes and strides, and have no run-time offsets; an operand has a form number when it has a layout
+    number, and a form number covers several layouts (a loop's accesses at other offsets)."""
+    layouts, forms, numbered, unnumbered = {}, {}, 0, 0
     for kernel, args, target in TALLY_CASES:
         for ev in (r.event for r in estimate(kernel, args, target=target).records):
             for o in ev.operands:
+                assert (o.form is None) == (o.layout is None), o
                 if o.layout is None:
                     unnumbered += 1
                     continue
@@ -231,7 +235,10 @@ def test_operands_of_equal_layout_numbers_hold_equal_values():
                           o.storage_shape, o.offsets, o.gathered, o.region.kind, o.region.partition_count,
                           o.region.byte_end - o.region.byte_start)
                 assert layouts.setdefault(o.layout, fields) == fields, o
+                form = (o.region.kind, o.shape, o.dtype, o.itemsize, o.strides, o.offsets)
+                assert forms.setdefault(o.form, form) == form and o.offsets is None, o
     assert numbered > 5 * len(layouts) and numbered > 20 * unnumbered, (numbered, len(layouts), unnumbered)
+    assert len(forms) < len(layouts) and not set(forms) & set(layouts)
 
 
 def test_overlaps_kept_per_pair_of_layout_numbers_give_the_dependences_of_boxes_compared(monkeypatch):

@@ -1208,7 +1208,8 @@ _new = object.__new__
 _new_freed = positional_maker(TensorFreed)
 
 
-# what a layout fixes of an operand record -> its number (`Operand.layout`); a number is never given to others
+# what a layout fixes of an operand record -> its number (`Operand.layout`, and `Operand.form` for the fields a
+# signature holds); a number is never given to others
 _LAYOUT_NUMBERS: dict = {}
 _layout_numbers = itertools.count()
 
@@ -1218,7 +1219,17 @@ def _layout_number(kind, partition_count, shape, dtype, itemsize, free, strides,
     """The number of an operand record's layout fields (`Operand.layout`): by value, so views of different
     layout objects with the same fields (made by different paths) get the same number. The templates hold it
     (`_record_template`): a record filled in from one gets it for nothing."""
-    contents = (kind, partition_count, shape, dtype, itemsize, free, strides, offset, storage_shape, width)
+    return _number((kind, partition_count, shape, dtype, itemsize, free, strides, offset, storage_shape, width))
+
+
+def _form_number(kind, shape, dtype, itemsize, strides) -> int:
+    """The number of what an event signature holds of an operand record but its first partition
+    (`Operand.form`), by value, from the count layout numbers take (its contents are shorter than a layout's,
+    so never equal to one); the templates hold it, as they hold the layout number."""
+    return _number((kind, shape, dtype, itemsize, strides))
+
+
+def _number(contents: tuple) -> int:
     number = _LAYOUT_NUMBERS.get(contents)
     if number is None:
         if len(_LAYOUT_NUMBERS) >= 1 << 16:
@@ -1249,7 +1260,8 @@ def _record_template(view: TensorView) -> tuple:
                   partitions=shape[0] if on_chip else 1, free_elems=free, strides=strides, offset=offset,
                   tensor_name=None, storage_shape=st.shape, offsets=None, gathered=False,
                   layout=_layout_number(st.kind, region["partition_count"], shape, dtype.name, dtype.itemsize,
-                                        free, strides, offset, st.shape, b1 - b0))
+                                        free, strides, offset, st.shape, b1 - b0),
+                  form=_form_number(st.kind, shape, dtype.name, dtype.itemsize, strides))
     template = view._layout.record = (on_chip, p0 if p0 > 0 else 0, b0, b1, region, record)
     return template
 
@@ -1264,7 +1276,7 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     dtype = st.dtype
     shape = tuple(view.shape)
     gathered = False
-    layout = None
+    layout = form = None
     if view.dynamic:
         strides = offset = None
         gathered = any(term.columns is not None for term in view.dynamic)
@@ -1287,5 +1299,6 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     if offsets is None and not view.dynamic:
         layout = _layout_number(kind, region.partition_count, shape, dtype.name, dtype.itemsize, free, strides,
                                 offset, st.shape, b1 - b0)
+        form = _form_number(kind, shape, dtype.name, dtype.itemsize, strides)
     return _new_operand(role, access, region, shape, dtype.name, dtype.itemsize, partitions, free, strides,
-                        offset, st.name, st.shape, offsets, gathered, layout)
+                        offset, st.name, st.shape, offsets, gathered, layout, form)
