@@ -334,6 +334,13 @@ def defer_planned(prog, recipe: tuple, values: tuple, result, api: str, frame, o
     return prog.defer(_built(recipe, values), result, api, frame)
 
 
+def defer_planned_as(prog, key, recipe: tuple, values: tuple, result, api: str, frame):
+    """`defer_planned` with the key it makes known already (on the lean path without hardware-strict rules, of
+    operands without run-time indices): `(recipe[0], api, their signatures, params)`, which a front door may
+    memoise with what else it decides of the same signatures (legacy `nc_matmul`'s `_MATMUL_PLANS`)."""
+    return _defer_planned(prog, key, True, recipe, values, result, api, frame)
+
+
 def _binary_recipe(form: str, opdef) -> tuple:
     """The recipe (`_built`) of the instruction `binary` builds in form `form` (tile (+) tile, or a [P, 1]
     column or a scalar on either side) without `mask=`: its values are (result, left, right) as the form puts
