@@ -13,6 +13,7 @@ import pytest
 import opennki.legacy as nki
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
+from examples.tiled_matmul import tiled_matmul
 from opennki.errors import OpenNKIError
 from opennki.machine import machine
 from opennki.sim.options import SimOptions
@@ -30,24 +31,8 @@ def _both(kernel, args, **launch):
     return outcomes[0]
 
 
-def tiled(lhsT, rhs):
-    """The tiled matmul (examples/tiled_matmul.py's loops): two loads and an accumulating matmul per k-step."""
-    K, M = lhsT.shape
-    N = rhs.shape[1]
-    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
-    for m in nl.affine_range(M // 128):
-        for n in nl.affine_range(N // 512):
-            acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
-            for k in nl.affine_range(K // 128):
-                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
-                b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
-                acc += nisa.nc_matmul(a, b)
-            nl.store(result[m * 128:(m + 1) * 128, n * 512:(n + 1) * 512], value=nl.copy(acc, dtype=result.dtype))
-    return result
-
-
 def tiled_reference(lhsT, rhs):
-    """The tiled kernel's math in NumPy: per output tile an fp32 sum of the k-steps' fp32 products, in k order."""
+    """tiled_matmul's math in NumPy: per output tile an fp32 sum of the k-steps' fp32 products, in k order."""
     K, M = lhsT.shape
     out = np.empty((M, rhs.shape[1]), lhsT.dtype)
     for m in range(M // 128):
@@ -71,14 +56,14 @@ def test_the_tiled_matmul_gives_the_plain_path_values_and_events(rng, dtype, mon
         catch_up(self)
 
     monkeypatch.setattr(machine.Machine, "catch_up", counting)
-    out = _both(tiled, (lhsT, rhs))
+    out = _both(tiled_matmul, (lhsT, rhs))
     np.testing.assert_array_equal(out.view(np.uint8), tiled_reference(lhsT, rhs).view(np.uint8))
     # the steps did wait: a run of a k-loop's loads and matmuls (3 k-steps) caught up at once
     assert max(waited) >= 9
     # at most LATER_BYTES of tiles wait: with a bound below one tile, every step runs when it is issued
     waited.clear()
     monkeypatch.setattr(machine, "LATER_BYTES", 1)
-    out = _both(tiled, (lhsT, rhs))
+    out = _both(tiled_matmul, (lhsT, rhs))
     np.testing.assert_array_equal(out.view(np.uint8), tiled_reference(lhsT, rhs).view(np.uint8))
     assert waited and max(waited) <= 1
 

@@ -188,3 +188,52 @@ def test_parameters_kept_with_a_template_are_the_instructions_params(rng):
         changed = made.replace(**changes)
         assert event_params(changed) == changed.params() != made.params()
         assert event_params(made) == first.params()                    # the original keeps its own
+
+
+@nki.jit
+def flagged(lhsT, rhs):
+    """Matmuls of one call site with other flags and a constant mask (other keys of `_MATMUL_PLANS`), a
+    transpose, and at the end a contraction that does not match (an error on the last line)."""
+    out = nl.ndarray((3, 64, 128), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((64, 128), nl.float32, buffer=nl.psum)
+    for i in nl.affine_range(3):
+        a = nl.load(lhsT[i * 128:(i + 1) * 128, 0:64])
+        b = nl.load(rhs[i * 128:(i + 1) * 128, :])
+        acc += nisa.nc_matmul(a, b, mask=i * 128 >= 0)
+        acc += nisa.nc_matmul(a, b, is_stationary_onezero=i >= 1)
+        t = nisa.nc_matmul(b[0:128, 0:64], a, is_transpose=False)
+        nl.store(out[i], value=nl.copy(acc))
+        nl.store(out[i, :, 0:64], value=nl.copy(t))
+    acc += nisa.nc_matmul(nl.load(lhsT[0:64, 0:64]), nl.load(rhs[0:128, :]))
+    return out
+
+
+@pytest.mark.parametrize("case", ["tiled_fp32", "tiled_bf16_odd", "groups_bf16", "flagged", "load_out_of_bounds",
+                                  "mixed_dtypes"])
+def test_matmul_plans_give_the_plain_path_values_errors_and_events(rng, case):
+    """`legacy.isa.MATMUL_PLANS`: a usual `nc_matmul` takes its result tile's shape and dtype, its plan key and
+    recipe from one memo of its operands' signatures and flags: outputs or errors (with their kernel lines), and
+    every event field by field, are those of `_MATMUL_RESULTS` and `core.defer_planned`."""
+    import opennki.legacy.isa as isa_module
+    from tests.sim.outcomes import fast_and_plain
+
+    kernel, args = {
+        "tiled_fp32": (tiled, _inputs(rng, (384, 128), (384, 512), np.float32)),
+        "tiled_bf16_odd": (tiled, _inputs(rng, (200, 100), (200, 300), nl.bfloat16)),
+        "groups_bf16": (groups, _inputs(rng, (256, 64), (256, 128), nl.bfloat16)),
+        "flagged": (flagged, _inputs(rng, (384, 64), (384, 128), np.float32)),
+        "load_out_of_bounds": (load_out_of_bounds, _inputs(rng, (256, 64), (128, 128), np.float32)),
+        "mixed_dtypes": (mixed_dtypes, _inputs(rng, (256, 64), (128, 128), np.float32)),
+    }[case]
+
+    def forget():
+        isa_module._MATMUL_PLANS.clear()
+        isa_module._MATMUL_RESULTS.clear()
+
+    outcomes, events = fast_and_plain(kernel.func, args, isa_module, "MATMUL_PLANS", setup=forget)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 8 and events[0] == events[1]
+    if case in ("flagged", "load_out_of_bounds", "mixed_dtypes"):
+        assert isinstance(outcomes[1], Exception)
+    if case == "tiled_fp32":
+        np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)

@@ -358,7 +358,7 @@ class Program:
                 code = frame.f_code
                 key = (id(code), frame.f_lasti, region._value_, tuple(shape), id(dtype))
                 spares = self._spares
-                if spares is not None:
+                if spares is not None and key in spares:    # (`_take_spare` finds no spare tile otherwise)
                     view = self._take_spare(key, code)
                     if view is not None:
                         return view
@@ -480,7 +480,11 @@ class Program:
         self.emit(event)
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
-        self.emit(_new_freed(storage_id, kind))
+        event = _new(TensorFreed)           # TensorFreed(storage_id, kind): its two fields set in its dict, in order
+        fields = event.__dict__
+        fields["storage_id"] = storage_id
+        fields["kind"] = kind
+        self.emit(event)
 
     def spilled(self, storage) -> None:
         """An on-chip tensor gives its range back under pressure (Memory.place): the copy out a compiler
@@ -1205,7 +1209,6 @@ _touches = itertools.count(1)    # instruction order for Storage.last_touch (lea
 # change no order between touches.
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new = object.__new__
-_new_freed = positional_maker(TensorFreed)
 
 
 # what a layout fixes of an operand record -> its number (`Operand.layout`, and `Operand.form` for the fields a

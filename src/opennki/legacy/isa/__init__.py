@@ -18,6 +18,7 @@ GpSimd library call whose semantics are undocumented) raises UnsupportedError; t
 from __future__ import annotations
 
 import functools
+import sys
 
 import numpy as np
 
@@ -43,7 +44,7 @@ from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index, Predicate
 from opennki.machine.tensor import TensorView
-from opennki.sim.frames import user_frame
+from opennki.sim.frames import as_kernel_frame, user_frame
 from opennki.sim.program import active, current
 
 
@@ -351,9 +352,32 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     """stationary.T @ moving on the Tensor Engine into a new fp32 PSUM tile; accumulate with
     `psum_tile += nisa.nc_matmul(...)`. `perf_mode='double_row_gen3'` (kwargs) selects fp8 double-row."""
     perf_mode = kwargs.get("perf_mode")
-    frame = user_frame()
+    # called by its `takes_operands` facade: the facade's caller, if a kernel file's, is the kernel frame
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()
     prog = active()                     # None outside a kernel: the tile's allocation raises, as it did
     stationary, moving = _pe_input(stationary, frame, prog), _pe_input(moving, frame, prog)
+    if MATMUL_PLANS and perf_mode is None and (mask is None or type(mask) is bool) and not tile_position \
+            and not tile_size and type(is_stationary_onezero) is bool and type(is_moving_onezero) is bool \
+            and type(is_transpose) is bool and prog is not None and prog.lean and not prog.options.hardware_strict:
+        ks, km = stationary._sig or view_signature(stationary), moving._sig or view_signature(moving)
+        if ks and km:
+            # the usual matmul, planned (below): one memo look-up gives its result tile's shape and dtype, its
+            # plan's key and recipe, instead of one for the result and a key built again for the plan
+            flags = (is_stationary_onezero, is_moving_onezero, is_transpose)
+            plan = _MATMUL_PLANS.get((ks, km, flags, mask))
+            if plan is None:
+                out = _result(_pe.NcMatmul, None, core.PSUM, frame, prog, stationary=stationary, moving=moving,
+                              is_transpose=is_transpose, perf_mode=None)
+                if len(_MATMUL_PLANS) >= 4096:
+                    _MATMUL_PLANS.clear()
+                api = _pe.NcMatmul.api_name()
+                _MATMUL_PLANS[(ks, km, flags, mask)] = (out.storage.shape, out.storage.dtype, api, (
+                    _pe.NcMatmul, api, (ks, km), (flags, mask)), _matmul_recipe(flags, mask))
+                return core.defer_planned(prog, _matmul_recipe(flags, mask), (out, stationary, moving), out, api,
+                                          frame, (stationary, moving), (flags, mask))
+            shape, dtype, api, key, recipe = plan
+            out = core.alloc(shape, dtype, core.PSUM, frame=frame, prog=prog, normal=True)
+            return core.defer_planned_as(prog, key, recipe, (out, stationary, moving), out, api, frame)
     key = None
     if perf_mode is None and type(is_transpose) is bool and prog is not None and prog.lean:
         # the result's shape and dtype are a function of the operands' signatures and the transpose flag
@@ -389,6 +413,12 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
 # (stationary's view signature, moving's, is_transpose) -> (shape, dtype) of nc_matmul's result tile (`_result`:
 # NcMatmul.result, the shape normalised), for the usual matmul (no perf mode)
 _MATMUL_RESULTS: dict = {}
+# The usual matmul on the lean path (no perf mode, tiling or hardware-strict rules, bool flags, no `mask=` or a
+# bool one): (stationary's view signature, moving's, the three flags, mask) -> (shape, dtype of its result tile,
+# api, the key `core.defer_planned` makes of its operands and params, its recipe), all functions of that key, so
+# each statement looks up one memo. False: `_MATMUL_RESULTS` and `core.defer_planned` (the plain path).
+MATMUL_PLANS = True
+_MATMUL_PLANS: dict = {}
 
 
 @functools.lru_cache(maxsize=16)
