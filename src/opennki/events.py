@@ -92,6 +92,10 @@ class Operand:
             field but the role, the access, the tensor name and the region's storage id and placement
             (`partition_start`, `byte_start`, `byte_end`), so a listener may keep what it derives from those
             per number. A number is never given to other values in a process.
+        form: a number of what a cost rule's signature holds of the access but its first partition (its memory,
+            shape, dtype, item size and strides), or None (run-time indices): operands of one process with equal
+            numbers have equal values in those fields, so a listener may compare operands by it. A number is
+            never given to other values in a process (nor is a `layout` number).
     """
 
     role: str
@@ -109,6 +113,7 @@ class Operand:
     offsets: np.ndarray | None = None
     gathered: bool = False
     layout: int | None = None
+    form: int | None = None
 
     @property
     def kind(self) -> MemoryKind:

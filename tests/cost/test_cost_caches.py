@@ -9,7 +9,9 @@ and for `keep_instructions=False` no events kept and no edges listed. Every reco
 when, why it waited, its dependences, its event) and the summary are the same, on kernels in the tutorials'
 style (matmul steps, layernorm, Mamba, attention), the bundled examples, an LNC=2 launch and instructions
 left to the compiler's engine choice. The summary's aggregates, tallied with C loops when a result is
-finished, equal adding the records one at a time (values, and the order of every dict)."""
+finished, equal adding the records one at a time (values, and the order of every dict). (A record reads its
+cost and kernel line through `CostResult.held`, which rows placed by a kernel line's remembered plan do not
+store again: `SITE_PLANS` off, every row stores them.)"""
 
 import gc
 import operator
@@ -149,6 +151,39 @@ def test_events_placed_in_batches_give_the_figures_of_events_placed_one_by_one(m
         assert _summary(result) == _summary(one_by_one)
 
 
+def test_a_model_alone_takes_the_programs_events_by_its_program_sink_with_the_figures_of_on_event(monkeypatch):
+    """As a launch's only listener, the cost model takes the events a running program emits by
+    `on_program_event` (sim/program.py: no test for a LaunchStarted there), and the rest by `on_event`; beside
+    another listener, every event reaches it by `on_event` (`Simulator.emit`): the same records and summary,
+    with values computed as usual."""
+    sunk, told = [], set()
+    sink, on_event = scheduler.CostModel.on_program_event, scheduler.CostModel.on_event
+
+    def kept(model, ev):
+        if id(ev) not in told:      # (not by way of `on_event`)
+            sunk.append(type(ev))
+        sink(model, ev)
+
+    def heard(model, ev):
+        told.add(id(ev))
+        on_event(model, ev)
+    launch = trace_kernel(_halves[2])
+    a = np.random.default_rng(1).standard_normal((4096, 256), dtype=np.float32)
+    beside, events = scheduler.CostModel(), _Events()
+    out = launch.launch((a,), {}, options=launch.options(target="trn2"), listeners=[beside, events])
+    np.testing.assert_array_equal(out, 2 * a)
+    monkeypatch.setattr(scheduler.CostModel, "on_program_event", kept)
+    monkeypatch.setattr(scheduler.CostModel, "on_event", heard)
+    alone = scheduler.CostModel()
+    out = launch.launch((a,), {}, options=launch.options(target="trn2"), listeners=[alone])
+    np.testing.assert_array_equal(out, 2 * a)
+    assert {"InstructionExecuted", "TensorAllocated", "TensorFreed"} <= {k.__name__ for k in sunk}
+    assert len(sunk) < len(events.events) and "LaunchStarted" not in {k.__name__ for k in sunk}
+    assert _records(alone.result()) == _records(beside.result())
+    assert _summary(alone.result()) == _summary(beside.result())
+    assert len(alone.result().records) > 100
+
+
 def test_the_cases_cover_engine_choices_two_cores_and_cross_engine_dependences():
     rows = {r.row for k, a, t in CASES[:9] for r in estimate(k, a, target=t).records}
     lnc2 = estimate(*CASES[8][:2], target="trn2")
@@ -183,11 +218,15 @@ def test_a_plan_remembered_per_kernel_line_is_the_plan_of_the_events_signature(m
 def test_operands_of_equal_layout_numbers_hold_equal_values():
     """Operands of equal `Operand.layout` numbers (which key their boxes: `deps.LAYOUT_BOXES`) hold equal
     values in every field but their role, access, tensor name and placement, over every case (several
-    launches, so numbers meet across launches too); most operands have one, and a loop repeats them."""
-    layouts, numbered, unnumbered = {}, 0, 0
+    launches, so numbers meet across launches too); most operands have one, and a loop repeats them. Those of
+    equal `Operand.form` numbers (which `CostModel._site_plan` compares) hold equal memories, shapes, dtypes,
+    item sizes and strides, and have no run-time offsets; an operand has a form number when it has a layout
+    number, and a form number covers several layouts (a loop's accesses at other offsets)."""
+    layouts, forms, numbered, unnumbered = {}, {}, 0, 0
     for kernel, args, target in TALLY_CASES:
         for ev in (r.event for r in estimate(kernel, args, target=target).records):
             for o in ev.operands:
+                assert (o.form is None) == (o.layout is None), o
                 if o.layout is None:
                     unnumbered += 1
                     continue
@@ -196,7 +235,10 @@ def test_operands_of_equal_layout_numbers_hold_equal_values():
                           o.storage_shape, o.offsets, o.gathered, o.region.kind, o.region.partition_count,
                           o.region.byte_end - o.region.byte_start)
                 assert layouts.setdefault(o.layout, fields) == fields, o
+                form = (o.region.kind, o.shape, o.dtype, o.itemsize, o.strides, o.offsets)
+                assert forms.setdefault(o.form, form) == form and o.offsets is None, o
     assert numbered > 5 * len(layouts) and numbered > 20 * unnumbered, (numbered, len(layouts), unnumbered)
+    assert len(forms) < len(layouts) and not set(forms) & set(layouts)
 
 
 def test_overlaps_kept_per_pair_of_layout_numbers_give_the_dependences_of_boxes_compared(monkeypatch):

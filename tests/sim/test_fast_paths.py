@@ -204,7 +204,7 @@ def test_events_made_positionally_are_the_records_the_dataclass_makes():
     fast, plain = positional_maker(Region)(*region_args), Region(*region_args)
     assert fast == plain and hash(fast) == hash(plain) and fast.size_bytes == plain.size_bytes
     operand_args = ("dst", AccessKind.WRITE, plain, (128, 256), "float32", 4, 128, 256, (256, 1), 0, "t",
-                    (128, 256), None, False, 1)
+                    (128, 256), None, False, 1, 2)
     made, init = positional_maker(Operand)(*operand_args), Operand(*operand_args)
     assert dataclasses.asdict(made) == dataclasses.asdict(init)
     event_args = (3, (0,), 0, "tensor_copy", None, (made,), {"engine": None}, None, None, None, True)
@@ -212,7 +212,7 @@ def test_events_made_positionally_are_the_records_the_dataclass_makes():
         dataclasses.asdict(InstructionExecuted(*event_args))
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.role = "src"
-    with pytest.raises(TypeError, match="missing 1 required positional argument: .layout."):
+    with pytest.raises(TypeError, match="missing 1 required positional argument: .form."):
         positional_maker(Operand)(*operand_args[:-1])
 
 

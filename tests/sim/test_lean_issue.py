@@ -629,16 +629,21 @@ def test_quiet_deferrals_give_the_checked_deferrals_values_errors_and_events(rng
 
 @pytest.mark.parametrize("case", ["legacy_elementwise", "helper_results", "out_of_scope", "out_of_bounds",
                                   "bad_operand", "spills", "out_of_scope_and_bounds", "read_out_of_scope",
-                                  "blocked_sums", "accumulate_out_of_scope", "new_generation"])
+                                  "blocked_sums", "accumulate_out_of_scope", "new_generation", "matmul_steps",
+                                  "front_doors_in_helpers", "load_unwritten", "stored_in_parallel",
+                                  "matmul_out_of_scope"])
 def test_kernel_frame_hints_give_the_stack_walks_values_errors_and_events(rng, case):
-    """`frames.KERNEL_FRAME_HINTS`: a legacy binary front door, `nl.zeros` or `acc += x` called from the kernel
-    (or from a helper in a kernel file) hands its caller's frame on instead of `user_frame` / `Program.issue`
-    walking the stack: outputs or errors (their kernel lines too), and every event with its kernel line, are
-    those of the walk."""
-    from opennki.sim import frames
+    """`frames.KERNEL_FRAME_HINTS`: a legacy binary front door, `nl.zeros` / `nl.ndarray`, `nl.load`, `nl.store`,
+    `nl.copy`, `nisa.nc_matmul`, `nl.affine_range` or `acc += x` called from the kernel (or from a helper in a
+    kernel file) hands its caller's frame on instead of `user_frame` / `user_location` / `Program.issue` walking
+    the stack: outputs or errors (their kernel lines too), and every event with its kernel line, are those of the
+    walk."""
+    from opennki.sim import SimOptions, frames
 
     kernel, args = _listener_case(rng, case)
-    outcomes, events = fast_and_plain(kernel.func, args, frames, "KERNEL_FRAME_HINTS", setup=core._PLANS.clear)
+    launch = {"options": SimOptions(uninitialized="raise")} if case == "load_unwritten" else {}
+    outcomes, events = fast_and_plain(kernel.func, args, frames, "KERNEL_FRAME_HINTS", setup=core._PLANS.clear,
+                                      **launch)
     assert_same_outcome(*outcomes)
     assert len(events[0]) > 8 and events[0] == events[1]
     assert all(e[-3] is not None for e in events[0] if e[0] == "InstructionExecuted")     # kernel lines
@@ -647,6 +652,79 @@ def test_kernel_frame_hints_give_the_stack_walks_values_errors_and_events(rng, c
         np.testing.assert_allclose(outcomes[0], lhsT.T.astype(np.float64) @ rhs * 2, rtol=1e-4, atol=1e-3)
     if case == "accumulate_out_of_scope":
         assert isinstance(outcomes[0], OpenNKIError) and outcomes[0].location.source.startswith("acc += t")
+    if case == "front_doors_in_helpers":
+        a, b = args
+        np.testing.assert_allclose(outcomes[0], a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    lines = {"load_unwritten": "u = nl.load(scratch)", "stored_in_parallel": "nl.store(out, value=nl.load(a))",
+             "matmul_out_of_scope": "acc += nisa.nc_matmul(s, m)"}
+    if case in lines:
+        assert isinstance(outcomes[0], OpenNKIError) and outcomes[0].location.source.startswith(lines[case])
+    if case == "load_unwritten":            # and the line of the `nl.ndarray` that made the tensor
+        assert f"created at line {load_unwritten.func.__code__.co_firstlineno + 4}," in str(outcomes[0])
+    if case == "matmul_out_of_scope":       # and the line of the affine_range loop that made the operand
+        assert f"inside the loop at line {matmul_out_of_scope.func.__code__.co_firstlineno + 4}," in str(outcomes[0])
+
+
+def _loaded_product(s_src, m_src):
+    return nisa.nc_matmul(nl.load(s_src), nl.load(m_src))  # front doors in a helper in the kernel's file
+
+
+def _store_copy(dst, acc):
+    nl.store(dst, value=nl.copy(acc, dtype=dst.dtype))
+
+
+def _tiles(n):
+    return nl.affine_range(n)                       # the loop's kernel line is here
+
+
+def _sbuf_tile(shape):
+    return nl.ndarray(shape, dtype=nl.float32, buffer=nl.sbuf)
+
+
+@nki.jit
+def front_doors_in_helpers(a, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    for k in _tiles(2):
+        acc += _loaded_product(a[k * 128:(k + 1) * 128, :], b[k * 128:(k + 1) * 128, :])
+    res = _sbuf_tile((128, 512))
+    res[...] = nl.copy(acc)
+    _store_copy(out, res)
+    return out
+
+
+@nki.jit(uninitialized="raise")              # (the test launches it with these options)
+def load_unwritten(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.add(nl.load(a), 1.0))
+    scratch = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.multiply(nl.load(out), 2.0))
+    u = nl.load(scratch)                            # never written
+    nl.store(out, value=u)
+    return out
+
+
+@nki.jit
+def stored_in_parallel(a):
+    out = nl.ndarray((128, 64), dtype=nl.float32, buffer=nl.shared_hbm)
+    nl.store(out, value=nl.add(nl.load(a), 1.0))
+    for _ in nl.affine_range(2):
+        nl.store(out, value=nl.load(a))             # every iteration writes all of out
+    return out
+
+
+@nki.jit
+def matmul_out_of_scope(a, b):
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    for k in nl.affine_range(2):
+        s = nl.load(a[k * 128:(k + 1) * 128, :])
+        m = nl.load(b[k * 128:(k + 1) * 128, :])
+        acc += nisa.nc_matmul(s, m)
+    nl.store(out, value=nl.copy(acc, dtype=out.dtype))
+    acc += nisa.nc_matmul(s, m)                     # s and m belong to the finished loop
+    nl.store(out, value=nl.copy(acc, dtype=out.dtype))
+    return out
 
 
 def _accumulate_into(acc, x):
@@ -759,6 +837,9 @@ def _listener_case(rng, case: str) -> tuple:
         "read_out_of_scope": (read_out_of_scope, (a,)),
         "blocked_sums": (blocked_sums, (rand(rng, 256, 256), rand(rng, 256, 512))),
         "accumulate_out_of_scope": (accumulate_out_of_scope, (a,)),
+        "front_doors_in_helpers": (front_doors_in_helpers, (rand(rng, 256, 128), rand(rng, 256, 512))),
+        "load_unwritten": (load_unwritten, (a,)), "stored_in_parallel": (stored_in_parallel, (a,)),
+        "matmul_out_of_scope": (matmul_out_of_scope, (rand(rng, 256, 128), rand(rng, 256, 512))),
     }
     return kernels[case]
 

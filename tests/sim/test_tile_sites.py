@@ -129,3 +129,37 @@ def test_errors_at_a_memoised_site_are_the_plain_paths(rng, monkeypatch, big):
     memo, plain = _both(monkeypatch, lambda: nki.jit(_too_big_then_out_of_bounds)(a, big))
     assert isinstance(plain, OpenNKIError)
     assert_same_outcome(memo, plain)
+
+
+def test_released_tiles_give_the_plain_paths_events(rng, monkeypatch):
+    """`Program.freed` fills the TensorFreed record's dict itself: the events (field by field, in the order of
+    the record's own __init__) are those of `TensorFreed(storage_id, kind)`, and the values and the error (an
+    out-of-bounds load, at its kernel line) are the same."""
+    from opennki.events import TensorFreed
+    from tests.sim.outcomes import by_first_appearance, event_fields
+
+    def plain_freed(prog, storage_id, kind):
+        prog.emit(TensorFreed(storage_id, kind))
+
+    a, b = rand(rng, 256, 256), rand(rng, 256, 1024)
+    for args, kernel in (((a, b), tiled_matmul), ((rand(rng, 128, 512), 200), _kept_tiles),
+                         ((rand(rng, 128, 64), False), _too_big_then_out_of_bounds)):
+        outcomes, events = [], []
+        for plain in (False, True):
+            with monkeypatch.context() as m:
+                if plain:
+                    m.setattr(program.Program, "freed", plain_freed)
+                rec = Recorder()
+                try:
+                    outcomes.append(nki.jit(kernel).launch(args, listeners=[rec]))
+                except OpenNKIError as e:
+                    outcomes.append(e)
+            sid = by_first_appearance()
+            events.append([event_fields(e, sid, field_order=True) for e in rec.events])
+        assert_same_outcome(*outcomes)
+        assert events[0] == events[1]
+        assert any(ev[0] == "TensorFreed" for ev in events[0])
+        if kernel is tiled_matmul:
+            np.testing.assert_allclose(outcomes[0], a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+        else:
+            assert isinstance(outcomes[0], OpenNKIError) == (kernel is _too_big_then_out_of_bounds)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import operator
 
-from opennki.errors import KernelError, ShapeError, user_location
+from opennki.errors import KernelError, ShapeError, location_of, user_location
 from opennki.events import LoopFinished, LoopIteration, LoopStarted, positional_maker
 from opennki.instructions.ops import alu
 from opennki.instructions.registers import RuntimeInt, VirtualRegister
@@ -61,7 +61,7 @@ class LoopRange:
     dependencies (_src/dependencies.py) and tensors created in a body are local to it
     (_src/rules.py). The new generation's iterators are deprecated aliases of `range`."""
 
-    def __init__(self, kind: str, *args, legacy: bool = False, **kwargs):
+    def __init__(self, kind: str, *args, legacy: bool = False, kernel_frame=None, **kwargs):
         if legacy:
             # scheduling directives (`directives=nki.compiler.no_reorder()`, official attention tutorial v10/v11;
             # `precise_schedule=True`, nki-samples contributed/pipelined_attention, checked on hardware) only
@@ -89,7 +89,8 @@ class LoopRange:
         self.range = range(*bounds)
         self.kind = kind
         self.legacy = legacy
-        self.location = user_location()
+        # the loop's kernel line: of the kernel frame if the front door knows it (`frames.as_kernel_frame`)
+        self.location = location_of(kernel_frame) if kernel_frame is not None else user_location()
 
     def __len__(self):
         return len(self.range)

@@ -594,8 +594,9 @@ def mean(x, axis, *, dtype=None, mask=None, keepdims=False, api: str):
 
 # ------------------------------------------------------------------------------------- data movement
 
-def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
-    """HBM -> a new SBUF tile (DMA); the tile's dim 0 is the partition dim."""
+def load(src, *, dtype=None, mask=None, api: str = "nl.load", kernel_frame=None):
+    """HBM -> a new SBUF tile (DMA); the tile's dim 0 is the partition dim. `kernel_frame`: the kernel frame
+    `user_frame()` would find, when the caller knows it (`frames.as_kernel_frame`), else None."""
     prog = active() or current(api)     # current() raises outside a kernel
     if not isinstance(src, TensorView) or src.storage.kind is not _HBM:
         where = src.kind.name.lower() if is_tensor(src) else type(src).__name__
@@ -605,7 +606,7 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load"):
         # a 1-D access `x[0:128, j]` loads as a [128, 1] column and one element (`seed[0]`) as [1, 1]: the
         # partition dim comes first and on-chip tiles have at least two dims (the official samples rely on it)
         src = _as_column(src)
-    frame = user_frame()
+    frame = kernel_frame or user_frame()
     result = alloc(src.shape, dtype if dtype is not None else src.storage.dtype, SBUF, frame=frame, prog=prog)
     if mask is not None:
         return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api, frame)
@@ -644,9 +645,10 @@ def fill(t, value, api: str):
     return t
 
 
-def store(dst, value, *, mask=None, api: str = "nl.store") -> None:
+def store(dst, value, *, mask=None, api: str = "nl.store", kernel_frame=None) -> None:
     """On-chip value (or scalar) -> HBM (DMA). A PSUM value is first copied to SBUF; a smaller value is
-    broadcast into the destination."""
+    broadcast into the destination. `kernel_frame`: the kernel frame, when the caller knows it
+    (`frames.as_kernel_frame`): the DMA is issued there (`Program.issue`), else the stack is walked."""
     prog = current(api)
     if not is_tensor(dst) or dst.kind is not MemoryKind.HBM:
         where = dst.kind.name.lower() if is_tensor(dst) else type(dst).__name__
@@ -664,7 +666,7 @@ def store(dst, value, *, mask=None, api: str = "nl.store") -> None:
     if value.size != dst.size:
         expect_broadcastable(value.shape, dst.shape, api)
         value = materialize_broadcast(value, dst.shape, api)
-    prog.issue(DmaCopy(dst=dst, src=value, mask=mask), api)
+    prog.issue(DmaCopy(dst=dst, src=value, mask=mask), api, False, kernel_frame)
 
 
 def expect_broadcastable(src_shape, dst_shape, api: str) -> None:
@@ -680,12 +682,13 @@ def expect_broadcastable(src_shape, dst_shape, api: str) -> None:
                          instruction=api)
 
 
-def copy(x, *, dtype=None, mask=None, engine=None, api: str = "nl.copy"):
+def copy(x, *, dtype=None, mask=None, engine=None, api: str = "nl.copy", kernel_frame=None):
     """A new SBUF tile holding x (tensor_copy; bit-exact when the dtype is kept). Without `mask=` and
-    `engine=` a planned instruction (`defer_planned`: a function of x's signature and the result dtype)."""
+    `engine=` a planned instruction (`defer_planned`: a function of x's signature and the result dtype).
+    `kernel_frame`: the kernel frame `user_frame()` would find, when the caller knows it, else None."""
     prog = active() or current(api)     # current() raises outside a kernel
     require_tile(x, "x", api)
-    frame = user_frame()
+    frame = kernel_frame or user_frame()
     if mask is None and engine is None and prog.lean:
         result = _planned_result(prog, normalize_shape(x.shape), x.dtype if dtype is None else dtype_of(dtype),
                                  frame)

@@ -209,9 +209,11 @@ class CostResult:
         cost, location = values[_COST], values[_LOCATION]
         self.add_row(values[:_COST] + (id(cost), id(location)) + values[_LOCATION + 1:], ev, cost, rate, rec.deps)
 
-    def add_row(self, row: tuple, ev, cost, rate: tuple[bool, float] | None = None, deps: tuple = ()) -> None:
+    def add_row(self, row: tuple, ev, cost, rate: tuple[bool, float] | None = None, deps: tuple = (),
+                held: bool = False) -> None:
         """Keep one placed instruction, as its row (ROW_FIELDS' values, with `id(cost)` and `id(ev.location)`; a
-        record gated by itself has none), with its `cost` and `ev`'s location in `held`, and,
+        record gated by itself has none), with its `cost` and `ev`'s location in `held` (unless `held` says an
+        earlier row put them there: the scheduler's plans reused per kernel line, `_site_plan`), and,
         with keep_instructions, its event `ev` and dependences. The aggregates it adds to (busy time, counts,
         kernel lines, stalls, DMA statistics) are tallied when the result is finished (`_tally`), over the rows
         added since, in C loops, and records are made when read (`records`): an estimate that reads neither
@@ -222,9 +224,10 @@ class CostResult:
             row = row[:8] + (NO_PRODUCER,) + row[9:]
         self.values.extend(row)
         self.placed += 1
-        held = self.held
-        held[row[_COST]] = cost
-        held[row[_LOCATION]] = ev.location
+        if not held:
+            objects = self.held
+            objects[row[_COST]] = cost
+            objects[row[_LOCATION]] = ev.location
         if self.keep_instructions:
             self._events.append(ev)
             self._deps.append(deps)

@@ -129,9 +129,17 @@ class CostModel:
     def on_event(self, ev) -> None:
         """Keep the event; the kept ones are placed together every BATCH_EVENTS events (`place_events`), and
         when a launch starts (so that a target the model cannot estimate is reported there)."""
+        self.on_program_event(ev)
+        if type(ev) is LaunchStarted:
+            self.place_events()
+
+    def on_program_event(self, ev) -> None:
+        """`on_event` for the events a running program emits (its instructions, allocations, frees and loop
+        iterations: sim/program.py calls this when the model is the only listener), never a LaunchStarted: only
+        the batch's size places them (one test less per event: ~3 events per instruction)."""
         pending = self._pending
         pending.append(ev)
-        if len(pending) >= BATCH_EVENTS or type(ev) is LaunchStarted:
+        if len(pending) >= BATCH_EVENTS:
             self.place_events()
 
     def place_events(self) -> None:
@@ -229,7 +237,9 @@ class CostModel:
     def _place(self, ev: InstructionExecuted) -> None:
         result = self.result_
         plan = self._site_plan(ev) if SITE_PLANS else None
-        if plan is None:
+        # a plan its kernel line placed before: the result holds its cost and the line already (`add_row`)
+        held = plan is not None
+        if not held:
             plan = self._plan(ev)
         cost, engine, queue, choices, uncosted, engine_plan, rate = plan
         if uncosted:
@@ -241,6 +251,7 @@ class CostModel:
         if choices is not None:
             ev, cost, engine = self._choose_engine(ev, choices, state, dep)
             queue = engine
+            held = False
         if cost.dma is not None:
             row = self._place_dma(ev, cost, state, dep, index, engine_plan)
         elif engine is _TENSOR:
@@ -249,7 +260,7 @@ class CostModel:
             row = self._place_engine(ev, cost, state, dep, index, engine)
         self.deps.record(dep, row[7], index, queue, core)
         result.add_row(row, ev, cost, rate, tuple((p, kind, i) for (p, kind), i in dep.edges.items())
-                       if self.keep_instructions and dep.edges else ())
+                       if self.keep_instructions and dep.edges else (), held)
 
     def _plan(self, ev) -> tuple:
         """What placing `ev` derives from the event alone: (cost, engine, queue, the engines to choose from
@@ -306,9 +317,10 @@ class CostModel:
         """The plan of `ev` when an instruction its kernel line issued lately had the signature `ev` has, else
         None (`_plan` then finds it, and remembers it here). A loop's line issues the same instruction again and
         again, so comparing the signature's fields with theirs (what the signature holds: the opcode and engine,
-        each operand's role, access, memory, first partition, shape, dtype, item size and strides, no run-time
-        offsets, the parameters in their order; no mask), most by identity, is a hit: cheaper than building the
-        signature and hashing it. Only signatures `_plan` keeps are remembered."""
+        each operand's role, access, first partition, and memory, shape, dtype, item size and strides by their
+        number, `Operand.form`, no run-time offsets, the parameters in their order; no mask), most by identity,
+        is a hit: cheaper than building the signature and hashing it. Only signatures `_plan` keeps are
+        remembered."""
         loc = ev.location
         entries = self._sites.get(id(loc))
         if entries is None or ev.mask is not None:
@@ -319,12 +331,12 @@ class CostModel:
             if entry[1] != opcode or entry[2] is not engine or len(fields) != len(operands):
                 continue
             # each operand's fields as one tuple, compared with the entry's by one comparison (element by element,
-            # identity first, as the fields' own comparisons would): fewer steps than comparing them one by one
+            # identity first, as the fields' own comparisons would): fewer steps than comparing them one by one.
+            # Its memory, shape, dtype, item size and strides by their number (`Operand.form`): entries hold
+            # numbers only (`_remember_site`), and an operand has none when it has run-time offsets
             i = 0
             for o in operands:
-                r = o.region
-                if (o.role, o.access, o.shape, o.dtype, o.itemsize, o.strides, r.kind,
-                        r.partition_start) != fields[i] or o.offsets is not None:
+                if (o.role, o.access, o.form, o.region.partition_start) != fields[i]:
                     break
                 i += 1
             else:
@@ -338,7 +350,11 @@ class CostModel:
         return None
 
     def _remember_site(self, ev, plan) -> None:
-        """Keep what `_site_plan` compares of `ev`, with its plan: the latest SITE_ENTRIES of its kernel line."""
+        """Keep what `_site_plan` compares of `ev`, with its plan: the latest SITE_ENTRIES of its kernel line.
+        Not when an operand has no `form` number (run-time offsets, or a record not made by a program)."""
+        forms = [o.form for o in ev.operands]
+        if None in forms:
+            return
         loc = ev.location
         sites = self._sites
         entries = sites.get(id(loc))
@@ -349,8 +365,7 @@ class CostModel:
         elif len(entries) >= SITE_ENTRIES:
             del entries[0]
         entries.append((loc, ev.opcode, ev.engine, dict(ev.params), tuple(ev.params),
-                        tuple((o.role, o.access, o.shape, o.dtype, o.itemsize, o.strides, o.region.kind,
-                               o.region.partition_start) for o in ev.operands), plan))
+                        tuple((o.role, o.access, o.form, o.region.partition_start) for o in ev.operands), plan))
 
     def _choose_engine(self, ev, choices, state, dep):
         """(event, cost, engine) on the engine where `ev` finishes first (cost/engines.py), among `choices`

@@ -55,7 +55,8 @@ def affine_range(*args, **kwargs) -> LoopRange:
     """Parallel loop: iterations must be independent, except associative accumulation into a tensor created
     before the loop (`acc += ...`, PSUM matmul accumulation, `nl.loop_reduce`); two iterations writing the
     same location raise err_unexpected_output_dependencies. Tensors created in the body are local to it."""
-    return LoopRange("affine_range", *args, legacy=True, **kwargs)
+    return LoopRange("affine_range", *args, legacy=True, kernel_frame=_frames.as_kernel_frame(sys._getframe(1)),
+                     **kwargs)
 
 
 def sequential_range(*args, **kwargs) -> LoopRange:
@@ -75,7 +76,8 @@ def ndarray(shape, dtype, *, buffer=None, name="", **kwargs):
     """A new uninitialised tensor (NaN / 4 in fresh memory) of `shape` and `dtype` in `buffer` (SBUF).
     Dims before an `nl.par_dim` are block dims (a BlockTensor of independent tiles); `buffer` may be a
     direct-allocation object from `nki.compiler`."""
-    return create(shape, dtype, buffer, name or None, api="nl.ndarray")
+    return create(shape, dtype, buffer, name or None, api="nl.ndarray",
+                  kernel_frame=_frames.as_kernel_frame(sys._getframe(1)))
 
 
 def zeros(shape, dtype, *, buffer=None, name="", **kwargs):
@@ -138,12 +140,12 @@ def random_seed(seed, *, mask=None, **kwargs):
 def load(src, *, mask=None, dtype=None, **kwargs):
     """HBM -> a new SBUF tile (DMA); result shape = the index expression's shape, partition first.
     The partition index may be a run-time integer tile (`data[idx_tile, i_f]`)."""
-    return core.load(src, dtype=dtype, mask=mask, api="nl.load")
+    return core.load(src, dtype=dtype, mask=mask, api="nl.load", kernel_frame=_frames.as_kernel_frame(sys._getframe(1)))
 
 
 def store(dst, value, *, mask=None, **kwargs):
     """SBUF (or PSUM, or a scalar) -> HBM (DMA); `dst` may be indexed with a run-time integer tile."""
-    core.store(dst, value, mask=mask, api="nl.store")
+    core.store(dst, value, mask=mask, api="nl.store", kernel_frame=_frames.as_kernel_frame(sys._getframe(1)))
 
 
 def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
@@ -154,7 +156,7 @@ def load_transpose2d(src, *, mask=None, dtype=None, **kwargs):
 def _copy(src, *, mask=None, dtype=None, **kwargs):
     """A new SBUF tile with the contents of an on-chip tile (cast to `dtype` if given); also the identity
     activation token (`nisa.activation(op=nl.copy, ...)`)."""
-    return core.copy(src, dtype=dtype, mask=mask, api="nl.copy")
+    return core.copy(src, dtype=dtype, mask=mask, api="nl.copy", kernel_frame=_frames.as_kernel_frame(sys._getframe(1)))
 
 
 copy = NlOp("copy", _copy)

@@ -1,7 +1,10 @@
 """Listeners layer: observers of the simulator's event stream. Imports events (and hw) only.
 
 A listener is any object with `on_event(event)`; it keeps what it needs and offers a `report()`. Listeners
-never change results: they receive frozen events that hold no live state.
+never change results: they receive frozen events that hold no live state. A listener may also offer
+`on_program_event(event)`, taking the events a running program emits (its instructions, allocations, frees and
+loop iterations; never a launch's or a program's start or end): a program that has it as its only listener
+calls that instead of `on_event` (the cost model's skips a test for launches).
 """
 
 from __future__ import annotations

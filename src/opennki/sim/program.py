@@ -250,9 +250,11 @@ class Program:
         self._allocated_fields = dict(storage_id=None, program=ids, kind=None, name=None, shape=None, dtype=None,
                                       partitions=None, byte_start=None, size_bytes=None, location=None, direct=False)
         listening = bool(sim.listeners)
-        # emit(event): `sim.emit`, or the one listener's `on_event` itself (the listeners do not change while a
-        # launch runs; every instruction and every placement emits, and the loop over one listener cost a call)
-        self.emit = sim.listeners[0].on_event if len(sim.listeners) == 1 else sim.emit
+        # emit(event): `sim.emit`, or the one listener's `on_program_event` (else `on_event`) itself (the listeners
+        # do not change while a launch runs; every instruction and every placement emits, and the loop over one
+        # listener cost a call)
+        self.emit = (getattr(sim.listeners[0], "on_program_event", sim.listeners[0].on_event)
+                     if len(sim.listeners) == 1 else sim.emit)
         self.memory = Memory(self.hw, launch.hbm, self.options.precise_fp, self.options.shape_only, ids,
                              self if listening else None, self.options.uninitialized)
         self.machine = Machine(self.hw, self.memory, self.options.precise_fp, self.options.seed, self.options)
@@ -356,7 +358,7 @@ class Program:
                 code = frame.f_code
                 key = (id(code), frame.f_lasti, region._value_, tuple(shape), id(dtype))
                 spares = self._spares
-                if spares is not None:
+                if spares is not None and key in spares:    # (`_take_spare` finds no spare tile otherwise)
                     view = self._take_spare(key, code)
                     if view is not None:
                         return view
@@ -479,7 +481,11 @@ class Program:
         self.emit(event)
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
-        self.emit(_new_freed(storage_id, kind))
+        event = _new(TensorFreed)           # TensorFreed(storage_id, kind): its two fields set in its dict, in order
+        fields = event.__dict__
+        fields["storage_id"] = storage_id
+        fields["kind"] = kind
+        self.emit(event)
 
     def spilled(self, storage) -> None:
         """An on-chip tensor gives its range back under pressure (Memory.place): the copy out a compiler
@@ -1204,10 +1210,10 @@ _touches = itertools.count(1)    # instruction order for Storage.last_touch (lea
 # change no order between touches.
 _new_region, _new_operand = positional_maker(Region), positional_maker(Operand)
 _new = object.__new__
-_new_freed = positional_maker(TensorFreed)
 
 
-# what a layout fixes of an operand record -> its number (`Operand.layout`); a number is never given to others
+# what a layout fixes of an operand record -> its number (`Operand.layout`, and `Operand.form` for the fields a
+# signature holds); a number is never given to others
 _LAYOUT_NUMBERS: dict = {}
 _layout_numbers = itertools.count()
 
@@ -1217,7 +1223,17 @@ def _layout_number(kind, partition_count, shape, dtype, itemsize, free, strides,
     """The number of an operand record's layout fields (`Operand.layout`): by value, so views of different
     layout objects with the same fields (made by different paths) get the same number. The templates hold it
     (`_record_template`): a record filled in from one gets it for nothing."""
-    contents = (kind, partition_count, shape, dtype, itemsize, free, strides, offset, storage_shape, width)
+    return _number((kind, partition_count, shape, dtype, itemsize, free, strides, offset, storage_shape, width))
+
+
+def _form_number(kind, shape, dtype, itemsize, strides) -> int:
+    """The number of what an event signature holds of an operand record but its first partition
+    (`Operand.form`), by value, from the count layout numbers take (its contents are shorter than a layout's,
+    so never equal to one); the templates hold it, as they hold the layout number."""
+    return _number((kind, shape, dtype, itemsize, strides))
+
+
+def _number(contents: tuple) -> int:
     number = _LAYOUT_NUMBERS.get(contents)
     if number is None:
         if len(_LAYOUT_NUMBERS) >= 1 << 16:
@@ -1248,7 +1264,8 @@ def _record_template(view: TensorView) -> tuple:
                   partitions=shape[0] if on_chip else 1, free_elems=free, strides=strides, offset=offset,
                   tensor_name=None, storage_shape=st.shape, offsets=None, gathered=False,
                   layout=_layout_number(st.kind, region["partition_count"], shape, dtype.name, dtype.itemsize,
-                                        free, strides, offset, st.shape, b1 - b0))
+                                        free, strides, offset, st.shape, b1 - b0),
+                  form=_form_number(st.kind, shape, dtype.name, dtype.itemsize, strides))
     template = view._layout.record = (on_chip, p0 if p0 > 0 else 0, b0, b1, region, record)
     return template
 
@@ -1263,7 +1280,7 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     dtype = st.dtype
     shape = tuple(view.shape)
     gathered = False
-    layout = None
+    layout = form = None
     if view.dynamic:
         strides = offset = None
         gathered = any(term.columns is not None for term in view.dynamic)
@@ -1286,5 +1303,6 @@ def operand_record(role: str, view: TensorView, access: AccessKind, offsets=None
     if offsets is None and not view.dynamic:
         layout = _layout_number(kind, region.partition_count, shape, dtype.name, dtype.itemsize, free, strides,
                                 offset, st.shape, b1 - b0)
+        form = _form_number(kind, shape, dtype.name, dtype.itemsize, strides)
     return _new_operand(role, access, region, shape, dtype.name, dtype.itemsize, partitions, free, strides,
-                        offset, st.name, st.shape, offsets, gathered, layout)
+                        offset, st.name, st.shape, offsets, gathered, layout, form)

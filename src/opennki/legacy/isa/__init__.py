@@ -18,6 +18,7 @@ GpSimd library call whose semantics are undocumented) raises UnsupportedError; t
 from __future__ import annotations
 
 import functools
+import sys
 
 import numpy as np
 
@@ -43,7 +44,7 @@ from opennki.machine import arguments as _args
 from opennki.machine.dtypes import dtype_of
 from opennki.machine.index import Index, Predicate
 from opennki.machine.tensor import TensorView
-from opennki.sim.frames import user_frame
+from opennki.sim.frames import as_kernel_frame, user_frame
 from opennki.sim.program import active, current
 
 
@@ -351,7 +352,8 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
     """stationary.T @ moving on the Tensor Engine into a new fp32 PSUM tile; accumulate with
     `psum_tile += nisa.nc_matmul(...)`. `perf_mode='double_row_gen3'` (kwargs) selects fp8 double-row."""
     perf_mode = kwargs.get("perf_mode")
-    frame = user_frame()
+    # called by its `takes_operands` facade: the facade's caller, if a kernel file's, is the kernel frame
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()
     prog = active()                     # None outside a kernel: the tile's allocation raises, as it did
     stationary, moving = _pe_input(stationary, frame, prog), _pe_input(moving, frame, prog)
     if MATMUL_PLANS and perf_mode is None and (mask is None or type(mask) is bool) and not tile_position \
