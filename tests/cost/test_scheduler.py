@@ -364,7 +364,7 @@ def test_a_matmul_placed_without_trying_the_idle_stretches_fits_none(rng):
         cost = Cost(Engine.TENSOR, busy_ns=float(rng.uniform(1, 200)),
                     load_stationary_ns=float(rng.choice([0.0, rng.uniform(1, 60)])), is_transpose=rng.random() < 0.2)
         calls.clear()
-        row = model._place_pe(ev, cost, copy.deepcopy(state), dep, i, (tuple(range(len(groups))), None))
+        model._place_pe(ev, cost, copy.deepcopy(state), dep, i, (tuple(range(len(groups))), None))
         if calls:
             outcomes.add(("tried", calls[0] is not None))
         else:
