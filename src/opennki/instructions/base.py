@@ -646,6 +646,11 @@ def check_operand_types(instr, fields=None) -> None:
         check_mask(mask, [v for _, v, _ in instr.operands()])
 
 
+# takes_operands: test the operands passed by position in one pass (False: the plain per-operand walk only;
+# read at decoration, so set it before the front doors are imported). Values and errors are the same either way.
+POSITIONAL_OPERAND_TEST = True
+
+
 def takes_operands(cls):
     """Decorator of a front-door function that builds an instruction of class `cls` and may size its result
     from the inputs (the legacy functional API): the parameters named like `cls`'s required tensor operands
@@ -659,9 +664,14 @@ def takes_operands(cls):
         positional = {p.name: i for i, p in enumerate(params) if p.kind is p.POSITIONAL_OR_KEYWORD}
         slots = tuple((name, positional.get(name)) for name in required if any(p.name == name for p in params))
         api = f"nisa.{fn.__name__}"
+        # the usual call passes every checked operand by position: then one test of those positions suffices
+        # (a tensor at each: nothing to report); any other call takes the plain per-operand walk below, which
+        # reports the first offender in `required` order exactly as before. Both call `fn` from the facade
+        # itself, so `fn` sees its caller at the same frame depth (nc_matmul's sys._getframe(2)).
+        positions = tuple(pos for _, pos in slots) if all(pos is not None for _, pos in slots) else None
+        least = max(positions, default=-1) + 1 if positions is not None else None
 
-        @functools.wraps(fn)
-        def facade(*args, **kwargs):
+        def check(args, kwargs):
             for name, pos in slots:
                 if pos is not None and pos < len(args):
                     value = args[pos]
@@ -672,7 +682,23 @@ def takes_operands(cls):
                 if not isinstance(value, TensorView):
                     raise DtypeError(f"operand '{name}' must be a tensor", instruction=api, expected="a tensor",
                                      got=describe(value), code="err_invalid_operand_type")
-            return fn(*args, **kwargs)
+
+        if POSITIONAL_OPERAND_TEST and positions is not None:
+            @functools.wraps(fn)
+            def facade(*args, **kwargs):
+                if len(args) >= least:
+                    for pos in positions:
+                        if not isinstance(args[pos], TensorView):
+                            break
+                    else:
+                        return fn(*args, **kwargs)
+                check(args, kwargs)
+                return fn(*args, **kwargs)
+        else:
+            @functools.wraps(fn)
+            def facade(*args, **kwargs):
+                check(args, kwargs)
+                return fn(*args, **kwargs)
         return facade
     return wrap
 
