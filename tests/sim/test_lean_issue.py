@@ -1008,3 +1008,55 @@ def _transposed_adds(a, n):
     for _ in range(n):
         x = x.T + np.float32(1.0)
     return x
+
+
+def _matmul_into(acc, s, m):
+    acc += nisa.nc_matmul(s, m)                     # one call site for every call: claimed from the second on
+
+
+@nki.jit
+def claimed_matmuls(a, b, fill, case):
+    """`acc += nisa.nc_matmul(s, m)` claimed (`core.accumulate`) once a scoped loop has finished (the scope rule
+    looks from then on), with its inputs spilled by filler tiles and reloaded, then with the accumulator
+    (`case` "dst") or an input (`case` "input") out of its scope: result = 3 * a.T @ b before that."""
+    out = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+    for k in nl.sequential_range(2):
+        s = nl.load(a[k * 128:(k + 1) * 128, :])
+        m = nl.load(b[k * 128:(k + 1) * 128, :])
+        late = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+        _matmul_into(acc, s, m)
+        _matmul_into(late, s, m)
+    ss = [nl.load(a[k * 128:(k + 1) * 128, :]) for k in range(2)]
+    ms = [nl.load(b[k * 128:(k + 1) * 128, :]) for k in range(2)]
+    fillers = [nl.load(fill) for _ in range(14)]    # spill the inputs: they are reloaded when deferred
+    for k in (0, 1, 0, 1):
+        _matmul_into(acc, ss[k], ms[k])
+        fillers.append(nl.exp(fillers[k]))
+    for f in fillers:
+        nl.store(fill, value=f)
+    nl.store(out, value=nl.copy(acc, dtype=out.dtype))
+    if case == "dst":
+        _matmul_into(late, ss[0], ms[0])            # `late` belongs to the finished loop
+    elif case == "input":
+        _matmul_into(acc, s, ms[0])                 # `s` belongs to the finished loop
+    return out
+
+
+@pytest.mark.parametrize("case", ["clean", "dst", "input"])
+def test_claimed_matmuls_checking_the_destination_scope_give_the_plain_values_errors_and_events(rng, case):
+    """`program.CLAIMED_DST_SCOPE`: a claimed `acc += nisa.nc_matmul(...)` looks for an operand out of its scope
+    only at `acc` (its inputs were looked at when it was deferred, in the same statement): outputs or errors
+    (their kernel lines too), and every event field by field (spills and reloads, too), are those of looking at
+    every operand."""
+    args = (rand(rng, 256, 128), rand(rng, 256, 512), rand(rng, 128, 4096), case)
+    outcomes, events = fast_and_plain(claimed_matmuls.func, args, program, "CLAIMED_DST_SCOPE",
+                                      setup=core._PLANS.clear)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 8 and events[0] == events[1]
+    assert sum(e[4] == "sbuf_reload" for e in events[0] if e[0] == "InstructionExecuted") > 3
+    if case == "clean":
+        expected = 3 * (args[0][:128].T.astype(np.float64) @ args[1][:128] + args[0][128:].T @ args[1][128:])
+        np.testing.assert_allclose(outcomes[0], expected, rtol=1e-4, atol=1e-3)
+    else:
+        assert "referenced outside of its parent scope" in str(outcomes[0])
