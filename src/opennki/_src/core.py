@@ -933,7 +933,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
                         # as checked and deferred, moving `changes` (a planned one: no `mask=`, or a bool one):
                         # `Program.execute`, inline, as `assign` issues its claimed instruction
                         location, api = deferred.location, deferred.api
-                        prog._check_claimed(instr, location, api, changes, dst.storage)   # (positional: hot calls)
+                        prog._check_clean(instr, location, api, None, changes)         # (positional: hot calls)
                         prog._run_and_emit(instr, location, api, True)
                         prog.spare(deferred.result, True, True)    # a planned one's fresh root tile (`assign`)
                         return

@@ -77,11 +77,6 @@ SKIP_IDLE_GROUP_ENDS = True
 # or not placed (but its result tile). False: every such deferral calls `_check_clean` (the plain path).
 QUIET_DEFERRALS = True
 
-# A claimed planned instruction issued into another destination (`core.accumulate`'s `acc += nc_matmul(...)`)
-# looks for an operand out of its scope only at that destination (`Program._check_claimed`); False: at every
-# operand (`_check_clean`, the plain path).
-CLAIMED_DST_SCOPE = True
-
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
 NO_REORDER: contextvars.ContextVar[int] = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
@@ -819,39 +814,6 @@ class Program:
                 observer.check(self, instr)
             if place:
                 self._place_operands(instr, unplaced)
-        except OpenNKIError as e:
-            raise _located(e, instr, location, api)
-
-    def _check_claimed(self, instr, location, api, moved, dst) -> None:
-        """`_check_clean` of a claimed planned instruction whose only new operand is `dst` (the rest were checked
-        when it was deferred, in the same statement): with the scope rule not idle, only `dst` can be out of its
-        scope, as a pending instruction is flushed before its loop finishes (`LoopRange`), so no scope finished
-        since; the operands are still touched and looked at for bounds and placement in `_check_clean`'s order."""
-        observers = self.observers
-        scoped = observers.lean_scopes
-        if scoped is None or not instr.writes_on_chip_only or not CLAIMED_DST_SCOPE:
-            self._check_clean(instr, location, api, None, moved)
-            return
-        try:
-            bounds = place = False
-            touch = next(_touches)
-            for _, view, _ in instr._operands or instr.operands():
-                if not view._inb:
-                    bounds = True
-                st = view.storage
-                root = st.base or st
-                root.last_touch = touch
-                if st.placement is None or root.placement is None:
-                    place = True
-            if bounds:
-                check_static_bounds(instr, moved)
-            scope = dst.scope
-            if scope is not None and scope.finished:
-                scoped.out_of_scope(dst)
-            for observer in observers.lean_on_chip_rest:
-                observer.check(self, instr)
-            if place:
-                self._place_operands(instr, None)
         except OpenNKIError as e:
             raise _located(e, instr, location, api)
 
