@@ -668,8 +668,11 @@ def takes_operands(cls):
         # (a tensor at each: nothing to report); any other call takes the plain per-operand walk below, which
         # reports the first offender in `required` order exactly as before. Both call `fn` from the facade
         # itself, so `fn` sees its caller at the same frame depth (nc_matmul's sys._getframe(2)).
-        positions = tuple(pos for _, pos in slots) if all(pos is not None for _, pos in slots) else None
-        least = max(positions, default=-1) + 1 if positions is not None else None
+        # (`least`: the positional arguments such a call passes; none can when some operand has no position or
+        # the switch is off, and every call takes the walk)
+        positions = tuple(pos for _, pos in slots)
+        fast = POSITIONAL_OPERAND_TEST and None not in positions
+        least = max(positions, default=-1) + 1 if fast else float("inf")
 
         def check(args, kwargs):
             for name, pos in slots:
@@ -683,22 +686,16 @@ def takes_operands(cls):
                     raise DtypeError(f"operand '{name}' must be a tensor", instruction=api, expected="a tensor",
                                      got=describe(value), code="err_invalid_operand_type")
 
-        if POSITIONAL_OPERAND_TEST and positions is not None:
-            @functools.wraps(fn)
-            def facade(*args, **kwargs):
-                if len(args) >= least:
-                    for pos in positions:
-                        if not isinstance(args[pos], TensorView):
-                            break
-                    else:
-                        return fn(*args, **kwargs)
-                check(args, kwargs)
-                return fn(*args, **kwargs)
-        else:
-            @functools.wraps(fn)
-            def facade(*args, **kwargs):
-                check(args, kwargs)
-                return fn(*args, **kwargs)
+        @functools.wraps(fn)
+        def facade(*args, **kwargs):
+            if len(args) >= least:
+                for pos in positions:
+                    if not isinstance(args[pos], TensorView):
+                        break
+                else:
+                    return fn(*args, **kwargs)
+            check(args, kwargs)
+            return fn(*args, **kwargs)
         return facade
     return wrap
 
