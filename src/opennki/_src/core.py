@@ -355,11 +355,12 @@ def _binary_recipe(form: str, opdef) -> tuple:
     return TensorScalar, ("dst", "data", "operand0"), fixed
 
 
-def _planned_result(prog, shape: tuple, dtype: DataType, frame) -> TensorView:
-    """`alloc(shape, dtype, SBUF, frame=frame, prog=prog)` for a planned front door's new result tile: `shape` a
-    tuple of ints (`normalize_shape`'s), `dtype` a DataType, `frame` the kernel frame or None; the tile is
-    usually the spare one its call site's last statement left (`Program.result_tile`)."""
-    result = prog.result_tile(shape, dtype, frame)
+def planned_result(prog, shape: tuple, dtype: DataType, frame, region: MemoryRegion = SBUF) -> TensorView:
+    """`alloc(shape, dtype, region, frame=frame, prog=prog)` for a planned front door's new result tile: `shape` a
+    tuple of ints (`normalize_shape`'s), `dtype` a DataType, `frame` the kernel frame or None, `region` SBUF or
+    PSUM (legacy `nc_matmul`'s); the tile is usually the spare one its call site's last statement left
+    (`Program.result_tile`)."""
+    result = prog.result_tile(shape, dtype, frame, region)
     loops = prog.loops
     if loops or result.storage.site is not None:   # (`alloc`)
         if not loops or result.storage.scope is not loops[-1]:
@@ -373,7 +374,7 @@ def _planned_binary(prog, key, plan, x, y, out, api: str, frame):
     knows (`kernel_frame`), else None (`Program.issue` walks the stack)."""
     form, opdef, shape, result_dtype, recipe, scalar_left, arith = plan
     if out is None:
-        result = prog.result_tile(shape, result_dtype, frame)        # `_planned_result`, inline (the hot path)
+        result = prog.result_tile(shape, result_dtype, frame)        # `planned_result`, inline (the hot path)
         loops = prog.loops
         if loops or result.storage.site is not None:   # (`alloc`)
             if not loops or result.storage.scope is not loops[-1]:
@@ -509,7 +510,7 @@ def unary(fn_name: str, x, *, dtype=None, mask=None, api: str):
     if plan is not None:                 # the lean path: what the plain path below decides for this key
         shape, result_dtype, recipe = plan
         frame = user_frame()
-        result = _planned_result(prog, shape, result_dtype, frame)
+        result = planned_result(prog, shape, result_dtype, frame)
         return _defer_planned(prog, key, True, recipe, (result, x), result, api, frame)
     require_tile(x, "x", api)
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF)
@@ -569,7 +570,7 @@ def reduce(op, x, axis, *, dtype=None, mask=None, keepdims=False, negate=False, 
             if plan is not None:        # what the plain path below decides for this key
                 shape, result_dtype, recipe = plan
                 frame = user_frame()
-                result = _planned_result(prog, shape, result_dtype, frame)
+                result = planned_result(prog, shape, result_dtype, frame)
                 return _defer_planned(prog, key, True, recipe, (result, x), result, api, frame)
     require_tile(x, "x", api)
     axes = normalize_axes(axis, x.ndim)
@@ -690,7 +691,7 @@ def copy(x, *, dtype=None, mask=None, engine=None, api: str = "nl.copy", kernel_
     require_tile(x, "x", api)
     frame = kernel_frame or user_frame()
     if mask is None and engine is None and prog.lean:
-        result = _planned_result(prog, normalize_shape(x.shape), x.dtype if dtype is None else dtype_of(dtype),
+        result = planned_result(prog, normalize_shape(x.shape), x.dtype if dtype is None else dtype_of(dtype),
                                  frame)
         return defer_planned(prog, _COPY, (result, x), result, api, frame, (x,), (result.storage.dtype.name,))
     result = alloc(x.shape, dtype if dtype is not None else x.dtype, SBUF, frame=frame, prog=prog)

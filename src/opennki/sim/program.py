@@ -46,7 +46,6 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _PSUM, _HBM, _READ = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM, AccessKind.READ
 _SBUF, _PSUM_REGION = MemoryRegion.sbuf, MemoryRegion.psum         # the on-chip regions
-_SBUF_VALUE = _SBUF._value_
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
 # tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts of a local
@@ -402,17 +401,17 @@ class Program:
                           storage.nbytes, storage._poison, site, view._layout)
         return view
 
-    def result_tile(self, shape: tuple, dtype, frame) -> TensorView:
-        """`new_tensor(SBUF, shape, dtype, frame=frame)` for a front door's result tile (`shape` a tuple of ints,
-        `frame` the kernel frame or None), which usually is the spare tile its call site's last statement left
-        (`spare`): that look-up first, as `new_tensor` makes it, without its tests of what this caller's
-        arguments are; else (a tile still held, none spare) `new_tensor` itself."""
+    def result_tile(self, shape: tuple, dtype, frame, region: MemoryRegion = _SBUF) -> TensorView:
+        """`new_tensor(region, shape, dtype, frame=frame)` for a front door's result tile (`shape` a tuple of ints,
+        `frame` the kernel frame or None, `region` SBUF or PSUM), which usually is the spare tile its call site's
+        last statement left (`spare`): that look-up first, as `new_tensor` makes it, without its tests of what
+        this caller's arguments are; else (a tile still held, none spare) `new_tensor` itself."""
         if self._spares is not None and frame is not None:
             code = frame.f_code
-            view = self._take_spare((id(code), frame.f_lasti, _SBUF_VALUE, shape, id(dtype)), code)
+            view = self._take_spare((id(code), frame.f_lasti, region._value_, shape, id(dtype)), code)
             if view is not None:
                 return view
-        return self.new_tensor(_SBUF, shape, dtype, frame=frame)
+        return self.new_tensor(region, shape, dtype, frame=frame)
 
     def _take_spare(self, key: tuple, code) -> TensorView | None:
         """The spare tile (`spare`) kept for `key` (call site, region, shape, dtype) at the site of `code`, taken

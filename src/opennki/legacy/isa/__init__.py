@@ -376,7 +376,7 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
                 return core.defer_planned(prog, _matmul_recipe(flags, mask), (out, stationary, moving), out, api,
                                           frame, (stationary, moving), (flags, mask))
             shape, dtype, api, key, recipe = plan
-            out = core.alloc(shape, dtype, core.PSUM, frame=frame, prog=prog, normal=True)
+            out = core.planned_result(prog, shape, dtype, frame, core.PSUM)   # (`alloc`: usually the spare tile)
             return core.defer_planned_as(prog, key, recipe, (out, stationary, moving), out, api, frame)
     key = None
     if perf_mode is None and type(is_transpose) is bool and prog is not None and prog.lean:
