@@ -1,8 +1,9 @@
 """The cost model's caches and fast paths change no figure. The plain path: the per-signature memo of cost
 rules, the scheduler's per-signature placement plans and the events' parameters kept per instruction
 signature (sim/program.py `event_params`) off, every instruction checked in full (`program.LEAN_ISSUE`
-off: no checks skipped by signature) and every event placed as it arrives (`scheduler.BATCH_EVENTS` 1, not
-in batches) (every cost computed by its rule, every engine
+off: no checks skipped by signature), every event placed as it arrives (`scheduler.BATCH_EVENTS` 1, not
+in batches) and loops emitting their events for the model to skip (`CostModel.loop_events`) (every cost computed
+by its rule, every engine
 choice made from scratch, so the per-transfer caches of the scheduler and the result miss too), records
 keeping their events (the dependency search then lists every dependence edge). The fast path: the memos on,
 and for `keep_instructions=False` no events kept and no edges listed. Every record of an estimate (where,
@@ -106,6 +107,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     monkeypatch.setattr(deps, "LAYOUT_BOXES", False)
     monkeypatch.setattr(deps, "LAYOUT_OVERLAPS", False)
     monkeypatch.setattr(deps, "SEARCHED_READS", False)
+    monkeypatch.setattr(scheduler.CostModel, "loop_events", True)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)
@@ -182,6 +184,32 @@ def test_a_model_alone_takes_the_programs_events_by_its_program_sink_with_the_fi
     assert _records(alone.result()) == _records(beside.result())
     assert _summary(alone.result()) == _summary(beside.result())
     assert len(alone.result().records) > 100
+
+
+def test_loops_emit_no_events_for_a_model_alone_and_every_one_beside_a_listener_that_takes_them(monkeypatch):
+    """Loops cost nothing, so the cost model does not take their events (`CostModel.loop_events`): alone, it
+    hears none (loops emit none); beside a listener that takes them, both hear every one. The model's records
+    and summary are the same either way, and so are the kernel's values."""
+    heard, sink = [], scheduler.CostModel.on_program_event      # (`on_event` hands every event on to it)
+    monkeypatch.setattr(scheduler.CostModel, "on_program_event",
+                        lambda model, ev: (heard.append(type(ev)), sink(model, ev)))
+    example = blocked_matmul.EXAMPLE
+    args = _example_args(blocked_matmul)
+    launch = trace_kernel(example["kernel"])
+    loop_events = {"LoopStarted", "LoopIteration", "LoopFinished"}
+    beside, events = scheduler.CostModel(), _Events()
+    out = launch.launch(args, {}, options=launch.options(target="trn2"), listeners=[beside, events])
+    np.testing.assert_allclose(out, example["reference"](*args), rtol=2e-5, atol=1e-3)
+    assert loop_events <= {type(ev).__name__ for ev in events.events} <= {k.__name__ for k in heard}
+    assert len(heard) == len(events.events)
+    heard.clear()
+    alone = scheduler.CostModel()
+    again = launch.launch(args, {}, options=launch.options(target="trn2"), listeners=[alone])
+    np.testing.assert_array_equal(again, out)
+    assert heard and not loop_events & {k.__name__ for k in heard}
+    assert len(alone.result().records) > 50
+    assert _records(alone.result()) == _records(beside.result())
+    assert _summary(alone.result()) == _summary(beside.result())
 
 
 def test_the_cases_cover_engine_choices_two_cores_and_cross_engine_dependences():

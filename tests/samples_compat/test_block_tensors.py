@@ -157,7 +157,7 @@ def test_block_indices_made_again_are_the_general_paths(rng):
 
 def test_whole_tile_subscripts_made_again_are_the_general_paths(rng):
     """`blk[b, :, :]` (full slices only, the usual operand) made again is a view of the layout its first
-    subscript made (`BlockTensor._whole`): the view, geometry and bounds verdict of the block's tile subscripted
+    subscript made (`BlockTensor._memo_key`): the view, geometry and bounds verdict of the block's tile subscripted
     with the same slices, for every block of a block tensor and of a sub-tensor (made once per lead), any count
     of full slices, and the errors of one too many."""
     checked = []
@@ -215,12 +215,12 @@ def test_whole_tile_subscripts_give_the_plain_path_values_and_events(rng):
     x = rng.standard_normal((2, 2, 128, 64)).astype(np.float32)
     results = []
     for whole in (True, False):
-        blocks.WHOLE_VIEWS = whole
+        blocks.MEMO_VIEWS = whole
         rec = Recorder()
         try:
             results.append((run(_attention_style, x, recorder=rec), rec.events))
         finally:
-            blocks.WHOLE_VIEWS = True
+            blocks.MEMO_VIEWS = True
     (fast, fast_events), (plain, plain_events) = results
     np.testing.assert_array_equal(fast, plain)
     sid_fast, sid_plain = by_first_appearance(), by_first_appearance()
@@ -228,3 +228,117 @@ def test_whole_tile_subscripts_give_the_plain_path_values_and_events(rng):
     summed = x[:, 0] + x[:, 1]
     want = np.stack([summed * 0.5 * 2, summed * 1.5 * 2], axis=1)
     np.testing.assert_allclose(fast, want, rtol=1e-6)
+
+
+def _unmemoised(get):
+    """`_block_outcome(get)` with the block tensors' view memo off (the plain path)."""
+    from opennki._src import blocks
+    blocks.MEMO_VIEWS = False
+    try:
+        return _block_outcome(get)
+    finally:
+        blocks.MEMO_VIEWS = True
+
+
+def test_memoised_block_subscripts_are_the_plain_paths(rng):
+    """`blk[key]` of exact ints and int/None slices is a view of the layout the general path made for that key
+    of a block tensor of the same root layout, block dims and first position (`BlockTensor._memo_key`, `_VIEWS`):
+    for block tensors declared again (a new storage each), sub-tensors, random keys (block indices of other
+    types, slices in and out of bounds with any steps, entries the memo does not take), made with the memo
+    off, then on (filling it), then on again (from it): the view, its geometry and bounds verdict, or the error
+    with its kernel line."""
+    leads = [0, 1, -1, 2, 3, -3, np.int64(1), True, 1.0, slice(None)]
+    checked = []
+
+    def kernel(x):
+        for _ in range(3):
+            blk = nl.ndarray((2, 3, par_dim(16), 4, 5), dtype=nl.float32)
+            for sub in (blk, blk[1]):
+                for _ in range(150):
+                    lead = tuple(leads[rng.integers(len(leads))] for _ in range(int(rng.integers(1, 3))))
+                    key = lead + (_rest(rng, sub.tile_shape) if rng.random() < 0.8 else ())
+                    key = key[0] if len(key) == 1 and rng.random() < 0.5 else key
+                    sub._positions.clear()
+                    # on one line: an error names the kernel line
+                    plain, filled, memoised = _unmemoised(lambda: sub[key]), _block_outcome(lambda: sub[key]), _block_outcome(lambda: sub[key])  # noqa: E501
+                    assert filled == plain and memoised == plain, key
+                    checked.append(plain[0])
+                    # the key with the bounds of a slice of another type, equal to the ints the memo holds
+                    at = [i for i, k in enumerate(key) if type(k) is slice] if type(key) is tuple else []
+                    if at:
+                        i = at[rng.integers(len(at))]
+                        cast = [float, np.int64, bool][rng.integers(3)]
+                        twin = key[:i] + (slice(*(None if b is None else cast(b) for b in (key[i].start, key[i].stop, key[i].step))),) + key[i + 1:]  # noqa: E501
+                        plain, memoised = _unmemoised(lambda: sub[twin]), _block_outcome(lambda: sub[twin])
+                        assert memoised == plain, twin
+        out = nl.ndarray((16, 8), dtype=nl.float32, buffer=nl.shared_hbm)
+        nl.store(out, value=nl.load(x))
+        return out
+
+    x = rng.standard_normal((16, 8)).astype(np.float32)
+    np.testing.assert_array_equal(run(kernel, x), x)
+    kinds = set(checked)
+    assert {BlockTensor, KernelError} <= kinds and len([k for k in kinds if isinstance(k, type)]) > 3
+
+
+def _sliced_blocks(x):
+    """Block tensors declared per iteration, written and read through subscripts with slices (the blocked
+    matmul's operands `blk[b, :, j * 16:(j + 1) * 16]`), whole tiles and a sub-tensor; one write out of bounds
+    in the last iteration (an error with its kernel line)."""
+    out = nl.ndarray((2, 16, 32), dtype=nl.float32, buffer=nl.shared_hbm)
+    acc = nl.zeros((2, 2, par_dim(16), 32), dtype=nl.float32)
+    for h in nl.affine_range(2):
+        for k in nl.affine_range(3):
+            tiles = nl.ndarray((2, par_dim(16), 32), dtype=nl.float32)
+            for j in nl.affine_range(2):
+                tiles[j] = nl.load(x[h, j])
+            for j in nl.affine_range(2):
+                for q in nl.affine_range(2):
+                    acc[h, j, :, q * 16:(q + 1) * 16] = nl.add(acc[h, j, :, q * 16:(q + 1) * 16],
+                                                               nl.multiply(tiles[j, :, q * 16:(q + 1) * 16], 0.5 + k))
+            row = acc[h]
+            row[1, :, 0:8] = nl.add(row[1, :, 0:8], tiles[0, :, 8:16])
+    for h in nl.affine_range(2):
+        nl.store(out[h], value=nl.add(acc[h, 0], acc[h, 1, :, :]))
+    return out
+
+
+def _sliced_blocks_out_of_bounds(x):
+    out = _sliced_blocks(x)
+    tiles = nl.ndarray((2, par_dim(16), 32), dtype=nl.float32)
+    tiles[1, :, 0:16] = nl.load(x[0, 0, :, 0:16])
+    tiles[1, :, 24:40] = nl.load(x[0, 0, :, 0:16])
+    return out
+
+
+def test_memoised_block_subscripts_give_the_plain_path_values_errors_and_events(rng):
+    from opennki._src import blocks
+    from opennki.listeners import Recorder
+    from tests.sim.outcomes import by_first_appearance, event_fields
+
+    x = rng.standard_normal((2, 2, 16, 32)).astype(np.float32)
+    results, errors = [], []
+    for memo in (True, False):
+        blocks.MEMO_VIEWS = memo
+        blocks._VIEWS.clear()
+        rec = Recorder()
+        try:
+            results.append((run(_sliced_blocks, x, recorder=rec), rec.events))
+            assert bool(blocks._VIEWS) == memo
+            try:
+                run(_sliced_blocks_out_of_bounds, x)
+            except Exception as e:      # noqa: BLE001 - the errors are compared, type and message
+                errors.append((type(e), str(e)))
+        finally:
+            blocks.MEMO_VIEWS = True
+    (fast, fast_events), (plain, plain_events) = results
+    np.testing.assert_array_equal(fast, plain)
+    sid_fast, sid_plain = by_first_appearance(), by_first_appearance()
+    assert [event_fields(e, sid_fast) for e in fast_events] == [event_fields(e, sid_plain) for e in plain_events]
+    assert len(errors) == 2 and errors[0] == errors[1] and "tiles[1, :, 24:40] = nl.load" in errors[0][1]
+    want = np.zeros((2, 2, 16, 32), np.float32)
+    for h in range(2):
+        for k in range(3):
+            want[h] += x[h] * np.float32(0.5 + k)
+            want[h, 1, :, 0:8] += x[h, 0, :, 8:16]
+    np.testing.assert_allclose(fast, want[:, 0] + want[:, 1], rtol=1e-5)

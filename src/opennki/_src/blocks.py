@@ -141,36 +141,31 @@ class BlockTensor:
             return self._root.plain_subscript((rest[0], position) + rest[1:])
         return None
 
-    def _whole(self, key):
-        """`blk[key]` for a key of exact ints for the block dims and only full slices after them, no more than the
-        tile's dims (`blk[b, :, :]`, the usual operand), of a block tensor with a root; else None. A view of the
-        layout the general path made for such a key of a block tensor of the same root layout, block dims and
-        first position (`_WHOLES`): kernels declare their block tensors in loops, so it is the same subscript of
-        a new storage each time, without the checks and steps of one."""
+    def _memo_key(self, key: tuple):
+        """The key of `blk[key]`'s layout in `_VIEWS` (with the root's layout, block dims and first position), for
+        a block tensor with a root and a key of exact ints and of slices with exact int or None bounds and step;
+        else None. `blk[key]` is a function of these alone (its storage aside: the root's), so the general path's
+        view for such a key, once made, gives the layout of every later one: kernels make the same subscripts
+        of their block tensors in every iteration (`blk[b, :, j * 128:(j + 1) * 128]`, an operand), and of new
+        block tensors declared in a loop (`blk[b, :, :]`), and a subscript took four calls (`_position`, `_view`,
+        `plain_subscript`'s reading of a key made anew for the storage, the view)."""
         root = self._root
-        if root is None:
+        if root is None or root._layout is None:
             return None
-        nb = len(self.blocks)
-        rest = key[nb:]
-        if not rest or len(rest) > len(self.tile_shape):
-            return None
-        for k in rest:
-            if type(k) is not slice or k.start is not None or k.stop is not None or k.step is not None:
+        parts = [root._layout, self.blocks, self._first]
+        for k in key:
+            if type(k) is int:
+                parts.append(k)
+            elif type(k) is slice:
+                start, stop, step = k.start, k.stop, k.step
+                if ((start is None or type(start) is int) and (stop is None or type(stop) is int)
+                        and (step is None or type(step) is int)):
+                    parts.append((start, stop, step))
+                else:
+                    return None
+            else:
                 return None
-        lead = key[:nb]
-        if not _INTS.issuperset(map(type, lead)) or root._layout is None:
-            return None
-        memo = (root._layout, self.blocks, self._first, lead, len(rest))
-        layout = _WHOLES.get(memo)
-        if layout is not None:
-            return layout.view(root.storage, type(root))
-        index, rest = self._split(key)
-        view = self._view(self._first + linearize(self.blocks, index), rest)
-        if view is not None and view._layout is not None:
-            if len(_WHOLES) >= 4096:
-                _WHOLES.clear()
-            _WHOLES[memo] = view._layout
-        return view
+        return tuple(parts)
 
     def __getitem__(self, key):
         """`a[i, j, ...]`: with an integer for every block dim, the tile (then indexed by the rest of the key);
@@ -178,6 +173,22 @@ class BlockTensor:
         tensor of the remaining blocks, sharing `a`'s tiles (the samples pass such sub-tensors to helpers)."""
         if not isinstance(key, tuple):
             key = (key,)
+        if not MEMO_VIEWS:
+            return self._subscript(key)
+        memo = self._memo_key(key)
+        if memo is None:
+            return self._subscript(key)
+        layout = _VIEWS.get(memo)
+        if layout is not None:
+            root = self._root
+            return layout.view(root.storage, type(root))
+        view = self._subscript(key)
+        if type(view) is not BlockTensor and view._layout is not None:
+            _remember(memo, view._layout)
+        return view
+
+    def _subscript(self, key: tuple):
+        """`self[key]`, the general path."""
         if self._root is not None:
             position = self._position(key)      # block indices this tensor met before (`_split`)
             if position is not None:
@@ -187,10 +198,6 @@ class BlockTensor:
                 view = self._view(position, rest)
                 if view is not None:
                     return view
-        if WHOLE_VIEWS:                         # a block tensor declared again: its whole tiles' layouts
-            view = self._whole(key)
-            if view is not None:
-                return view
         if len(key) < len(self.blocks):
             index = self._block_index(key)
             if index and len(index) == len(key):
@@ -208,7 +215,7 @@ class BlockTensor:
         """The block tensor of the blocks `lead` leads (made once per lead: a helper called in a loop gets the
         same sub-tensor, and its remembered positions and views, every time)."""
         sub = self._subs.get(lead)
-        if sub is not None and WHOLE_VIEWS:
+        if sub is not None and MEMO_VIEWS:
             return sub
         blocks = self.blocks[len(lead):]
         name = f"{self.name}{list(lead)}"
@@ -225,10 +232,12 @@ class BlockTensor:
     def __setitem__(self, key, value):
         if not isinstance(key, tuple):
             key = (key,)
-        if WHOLE_VIEWS:
-            dst = self._whole(key)
-            if dst is not None:
-                core.assign(dst, value)             # what `tile[rest] = value` assigns into
+        memo = self._memo_key(key) if MEMO_VIEWS else None
+        if memo is not None:
+            layout = _VIEWS.get(memo)
+            if layout is not None:          # `blk[key]`'s view (`__getitem__`), which the general path assigns
+                root = self._root
+                core.assign(layout.view(root.storage, type(root)), value)
                 return
         position = None if self._root is None else self._position(key)
         if position is not None:
@@ -237,7 +246,15 @@ class BlockTensor:
         else:
             index, rest = self._split(key)
             tile = self._tile(index)
-        tile[rest if rest else ...] = value
+        if memo is None:
+            tile[rest if rest else ...] = value
+            return
+        # what `tile[rest] = value` assigns into (`NkiTensor.__setitem__`; `tile[...]` is all of a tile of the
+        # root, on chip: two dims or more, no mask, no run-time indices), remembered
+        dst = tile.subscript(rest) if rest else tile
+        if dst._layout is not None:
+            _remember(memo, dst._layout)
+        core.assign(dst, value)
 
     def tiles(self):
         """Every distinct physical tile (for whole-tensor fills)."""
@@ -256,9 +273,15 @@ class BlockTensor:
 
 _ALL = slice(None)
 _INTS = frozenset((int,))
-# False: `blk[b, :, :]` is subscripted afresh each time and `blk[h]` makes a new sub-tensor (the plain path)
-WHOLE_VIEWS = True
-_WHOLES: dict = {}      # (root layout, block dims, first position, block indices, full slices) -> view layout
+# False: every `blk[key]` is subscripted afresh and `blk[h]` makes a new sub-tensor (the plain path)
+MEMO_VIEWS = True
+_VIEWS: dict = {}       # `BlockTensor._memo_key` -> the layout of that subscript's view
+
+
+def _remember(memo: tuple, layout) -> None:
+    if len(_VIEWS) >= 1 << 15:
+        _VIEWS.clear()
+    _VIEWS[memo] = layout
 
 
 class par_dim(int):

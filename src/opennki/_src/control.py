@@ -111,7 +111,8 @@ class LoopRange:
             return
         sim = prog.sim
         loop_id = next(prog.launch.loop_ids)
-        listening = bool(sim.listeners)
+        # the loop's events go to listeners if one takes them (`loop_events`, listeners/__init__.py)
+        listening = any(getattr(listener, "loop_events", True) for listener in sim.listeners)
         frame = LoopFrame(loop_id, self.kind, self.location, self.legacy)
         if listening:
             sim.emit(LoopStarted(loop_id, self.kind, len(trips), self.location, frame.is_parallel, prog.ids))

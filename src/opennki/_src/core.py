@@ -932,9 +932,14 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
                     # as Program.retarget issues a temporary's instruction otherwise
                     mark = (dst._sig or view_signature(dst), changes["accumulate"])
                     if mark in dsts:        # the claimed instruction: nothing else holds it (`assign`)
+                        params = dsts[mark]
                         # with the params kept for it; one not built yet is built writing `dst` (`assign`)
-                        instr = instr.moved_to(changes, dsts[mark]) if made is None else \
-                            made[4](made[1], dst, deferred.values).moved_to(changes, dsts[mark], True)
+                        instr = instr.moved_to(changes, params) if made is None else \
+                            made[4](made[1], dst, deferred.values).moved_to(changes, params, True)
+                        if params is None:
+                            # none kept yet (the first was not built from the template): this one's, which every
+                            # later one built from the template has (the template's with `changes` set)
+                            dsts[mark] = instr.__dict__.get("_params")
                         # as checked and deferred, moving `changes` (a planned one: no `mask=`, or a bool one):
                         # `Program.execute`, inline, as `assign` issues its claimed instruction
                         location, api = deferred.location, deferred.api

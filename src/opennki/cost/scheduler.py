@@ -95,6 +95,10 @@ class CostModel:
             detail); aggregates are kept either way.
     """
 
+    # loops cost nothing (`place_events` skips their events), so they need not emit them for the model
+    # (listeners/__init__.py); True: the plain path, every loop event emitted and skipped here
+    loop_events = False
+
     def __init__(self, target=None, *, keep_instructions: bool = True):
         self._target = target
         self.keep_instructions = keep_instructions

@@ -259,12 +259,18 @@ def _usual_product(S: np.ndarray, s_dtype, Mv: np.ndarray, m_dtype, target: np.n
     of dtype `s_dtype` / `m_dtype`; None: fp32 values already), their product added into or stored straight
     into `target`."""
     if s_dtype is not None:
-        S = flat(S if S.dtype is FP32_STORAGE else to_float32(S, s_dtype))
+        if S.dtype is not FP32_STORAGE:
+            S = to_float32(S, s_dtype)
+        if S.ndim != 2:                 # a [P, F] tile is its own `flat` (the same array, without the call)
+            S = flat(S)
     if m_dtype is not None:
-        Mv = flat(Mv if Mv.dtype is FP32_STORAGE else to_float32(Mv, m_dtype))
+        if Mv.dtype is not FP32_STORAGE:
+            Mv = to_float32(Mv, m_dtype)
+        if Mv.ndim != 2:
+            Mv = flat(Mv)
     if add:
         product = _product(S, Mv) if MATMUL_SCRATCH else S.T @ Mv
-        np.add(target, product.reshape(target.shape), out=target)
+        np.add(target, product if product.shape == target.shape else product.reshape(target.shape), out=target)
     elif target.ndim == 2 and target.strides == (4 * target.shape[1], 4):   # the layout of NumPy's own result
         np.matmul(S.T, Mv, out=target)
     else:

@@ -4,7 +4,10 @@ A listener is any object with `on_event(event)`; it keeps what it needs and offe
 never change results: they receive frozen events that hold no live state. A listener may also offer
 `on_program_event(event)`, taking the events a running program emits (its instructions, allocations, frees and
 loop iterations; never a launch's or a program's start or end): a program that has it as its only listener
-calls that instead of `on_event` (the cost model's skips a test for launches).
+calls that instead of `on_event` (the cost model's skips a test for launches). A listener that ignores loop
+events may say so by a false `loop_events` attribute: when no listener takes them, loops emit none (the cost
+model's: `LoopStarted`, `LoopIteration` and `LoopFinished` cost nothing, and a blocked matmul runs more loop
+iterations than instructions).
 """
 
 from __future__ import annotations

@@ -269,16 +269,17 @@ def to_float32(stored: np.ndarray, dt: DataType) -> np.ndarray:
     """Engine read: the fp32 value of stored elements (exact for every float format; integers above 2^24
     round, as on the engines)."""
     dtype = stored.dtype
-    if dtype is FP32_STORAGE or dtype == np.float32:       # identity first: comparing with a type converts it
-        return stored
-    if dtype == _BF16_STORAGE:
-        # a bfloat16 is the upper half of the fp32 with the same value: widening shifts its bits into place
-        # (exact for every pattern, NaNs included; NumPy does this faster than the ml_dtypes cast, and a cast
-        # to uint32 then an in-place shift faster than one shift casting as it goes)
-        wide = stored.view(np.uint16).astype(np.uint32, order="C")     # the layout np.empty gave it
-        wide <<= 16
-        return wide.view(np.float32)
-    return stored.astype(np.float32)
+    if dtype is not _BF16_STORAGE:          # identity first: comparing dtypes (with a type: converting it) costs
+        if dtype is FP32_STORAGE or dtype == np.float32:
+            return stored
+        if dtype != _BF16_STORAGE:
+            return stored.astype(np.float32)
+    # a bfloat16 is the upper half of the fp32 with the same value: widening shifts its bits into place (exact
+    # for every pattern, NaNs included; NumPy does this faster than the ml_dtypes cast, and a cast to uint32
+    # then an in-place shift faster than one shift casting as it goes)
+    wide = stored.view(np.uint16).astype(np.uint32, order="C")     # the layout np.empty gave it
+    wide <<= 16
+    return wide.view(np.float32)
 
 
 _BF16_STORAGE = np.dtype(ml_dtypes.bfloat16)
