@@ -930,7 +930,12 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
                     # as Program.retarget issues a temporary's instruction otherwise
                     mark = (dst._sig or view_signature(dst), changes["accumulate"])
                     if mark in dsts:        # the claimed instruction: nothing else holds it (`assign`)
-                        instr = instr.moved_to(changes, dsts[mark])       # with the params kept for it
+                        params = dsts[mark]
+                        instr = instr.moved_to(changes, params)       # with the params kept for it
+                        if params is None:
+                            # none kept yet (the first was not built from the template): this one's, which every
+                            # later one built from the template has (the template's with `changes` set)
+                            dsts[mark] = instr.__dict__.get("_params")
                         # as checked and deferred, moving `changes` (a planned one: no `mask=`, or a bool one):
                         # `Program.execute`, inline, as `assign` issues its claimed instruction
                         location, api = deferred.location, deferred.api
