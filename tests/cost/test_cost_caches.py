@@ -2,7 +2,8 @@
 rules, the scheduler's per-signature placement plans and the events' parameters kept per instruction
 signature (sim/program.py `event_params`) off, every instruction checked in full (`program.LEAN_ISSUE`
 off: no checks skipped by signature), every event placed as it arrives (`scheduler.BATCH_EVENTS` 1, not
-in batches) and loops emitting their events for the model to skip (`CostModel.loop_events`) (every cost computed
+in batches), loops emitting their events for the model to skip (`CostModel.loop_events`) and timelines walking
+every idle gap (`timeline.SEARCHED_GAPS`) (every cost computed
 by its rule, every engine
 choice made from scratch, so the per-transfer caches of the scheduler and the result miss too), records
 keeping their events (the dependency search then lists every dependence edge). The fast path: the memos on,
@@ -26,7 +27,7 @@ import opennki.isa as nisa
 import opennki.language as nl
 from examples import attention_head, blocked_matmul, gelu_mlp, residual_rmsnorm, tiled_matmul
 from opennki.cost.result import ROW_FIELDS, SMALL_DMA_EFFICIENCY, CostResult, Row, location_key
-from opennki.cost import deps, scheduler
+from opennki.cost import deps, scheduler, timeline
 from opennki.cost import result as cost_result
 from opennki.cost.rules import registry
 from opennki.perf.estimate import estimate, trace_kernel
@@ -108,6 +109,7 @@ def test_cached_estimate_equals_the_plain_one(kernel, args, target, monkeypatch)
     monkeypatch.setattr(deps, "LAYOUT_OVERLAPS", False)
     monkeypatch.setattr(deps, "SEARCHED_READS", False)
     monkeypatch.setattr(scheduler.CostModel, "loop_events", True)
+    monkeypatch.setattr(timeline, "SEARCHED_GAPS", False)
     plain = estimate(kernel, args, target=target)
     assert len(fast.records) > 10
     assert _records(fast) == _records(plain)

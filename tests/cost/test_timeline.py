@@ -3,6 +3,7 @@ gap can be used (the last gap ends latest, since gaps stay disjoint and in order
 random sequences of reservations and spread transfers (each changes the timeline in place; `copy` keeps
 one as it was)."""
 
+from opennki.cost import timeline
 from opennki.cost.timeline import MAX_GAPS, Timeline
 
 
@@ -104,3 +105,25 @@ def test_reserve_equals_the_walk_over_every_gap(rng):
                 assert _state(line, "reserve", ready, duration, k) == expected
                 kinds.add((expected[1] != line.gaps, expected[4] != -1))
     assert kinds == {(True, False), (False, False), (False, True)}     # in a gap or leaving one; behind the last
+
+
+def test_walks_started_after_the_gaps_that_end_by_ready_equal_walks_over_every_gap(rng, monkeypatch):
+    """`_fit_in_gaps` and `_spread_over_gaps` start at the first gap that ends after `ready` (`SEARCHED_GAPS`, a
+    binary search over the gaps' ends); walking every gap from the first (the plain path) gives the same
+    placements and leaves the same timelines, for `ready` before, inside, between and exactly at the gaps'
+    bounds (a gap ending at `ready`: `fit` walks it, `spread` keeps it)."""
+    skipped = 0
+    for k, line in enumerate(_random_timelines(rng)):
+        if not line.gaps:
+            continue
+        bounds = [x for gap in line.gaps for x in gap]
+        for ready in (float(rng.uniform(0, line.free + 10)), *rng.choice(bounds, 3), line.gaps[-1][1] - 1e-10):
+            ready = float(ready)
+            for duration in (0.0, float(rng.uniform(0, 5)), float(rng.uniform(0, 200))):
+                searched = (line._fit_in_gaps(ready, duration), _state(line, "_spread_over_gaps", ready, duration, k))
+                monkeypatch.setattr(timeline, "SEARCHED_GAPS", False)
+                walked = (line._fit_in_gaps(ready, duration), _state(line, "_spread_over_gaps", ready, duration, k))
+                monkeypatch.setattr(timeline, "SEARCHED_GAPS", True)
+                assert searched == walked
+                skipped += line.gaps[0][1] <= ready
+    assert skipped > 500

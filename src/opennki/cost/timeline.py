@@ -12,8 +12,17 @@ object while every transfer spans them all, and a transfer over some of them cha
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
+from operator import itemgetter
+
 MAX_GAPS = 16
 NO_PRODUCER = -1
+# the walks over the gaps (`_fit_in_gaps`, `_spread_over_gaps`) start at the first gap that ends after `ready` (at
+# or after, for `fit`), found by a binary search over the gaps' ends (in order, as the gaps are): an earlier one
+# ends by `ready`, so the walk would find it too short and, spreading, keep it as it is; False: every walk
+# starts at the first gap (the plain path)
+SEARCHED_GAPS = True
+_END = itemgetter(1)
 
 
 class Timeline:
@@ -34,8 +43,11 @@ class Timeline:
         return self._fit_in_gaps(ready, duration)
 
     def _fit_in_gaps(self, ready: float, duration: float) -> tuple[float, int | None]:
-        """`fit` walking every gap (the plain path)."""
-        for i, (g0, g1) in enumerate(self.gaps):
+        """`fit` walking the gaps (the plain path: every gap; one ending before `ready` leaves it less than no
+        time, `g1 - ready < 0`, so with SEARCHED_GAPS the walk for a duration of no less than 0 starts after them)."""
+        gaps = self.gaps
+        for i in range(bisect_left(gaps, ready, key=_END) if SEARCHED_GAPS and duration >= 0.0 else 0, len(gaps)):
+            g0, g1 = gaps[i]
             s = g0 if g0 > ready else ready
             if g1 - s >= duration:
                 return s, i
@@ -62,9 +74,14 @@ class Timeline:
         return self._spread_over_gaps(ready, duration, record)
 
     def _spread_over_gaps(self, ready: float, duration: float, record: int) -> tuple[float, float, int]:
-        """`spread` walking every gap (the plain path, which the shortcut for gaps all behind `ready` equals)."""
-        left, start, gaps = duration, None, []
-        for i, (g0, g1) in enumerate(self.gaps):
+        """`spread` walking the gaps (the plain path, which the shortcut for gaps all behind `ready` equals: every
+        gap; one that ends by `ready` is kept as it is, `g1 - ready <= 0`, so with SEARCHED_GAPS those are kept
+        at once and the walk starts after them)."""
+        left, start = duration, None
+        first = bisect_right(self.gaps, ready, key=_END) if SEARCHED_GAPS else 0
+        gaps = list(self.gaps[:first])
+        for i in range(first, len(self.gaps)):
+            g0, g1 = self.gaps[i]
             s = g0 if g0 > ready else ready
             if g1 - s <= 1e-9:
                 gaps.append((g0, g1))
