@@ -377,7 +377,7 @@ def test_a_claimed_matmul_moved_with_its_accumulate_flag_equals_its_replace(rng)
 
     p, q = _root(MemoryRegion.psum, (8, 8)), _root(MemoryRegion.psum, (8, 8))
     s, m = _root(MemoryRegion.sbuf, (4, 8)), _root(MemoryRegion.sbuf, (4, 8))
-    make, template, *_ = NcMatmul(dst=p, stationary=s, moving=m, accumulate=False).maker(
+    make, template, _, _, claim = NcMatmul(dst=p, stationary=s, moving=m, accumulate=False).maker(
         ("dst", "stationary", "moving"))
     for flag in (True, False):
         instr = make(template, (p, s, m))
@@ -394,6 +394,14 @@ def test_a_claimed_matmul_moved_with_its_accumulate_flag_equals_its_replace(rng)
             {k: v for k, v in vars(moved).items() if k != "_params"}
         assert {k: v for k, v in vars(moved).items() if not k.startswith("_")} == \
             {k: v for k, v in vars(replaced).items() if not k.startswith("_")}
+        # one not built yet (`core.accumulate`): built writing `q` (`maker`'s claim), then moved with `built`
+        for params in (None, replaced._params):
+            built = claim(template, q, (p, s, m)).moved_to(changes, params, True)
+            assert [(r, id(v), k) for r, v, k in built._operands] == \
+                [(r, id(v), k) for r, v, k in replaced.operands()]
+            assert built.signature() == replaced.signature() and built._params == replaced.params()
+            assert {k: v for k, v in vars(built).items() if not k.startswith("_")} == \
+                {k: v for k, v in vars(replaced).items() if not k.startswith("_")}
 
 
 @nki.jit
@@ -614,7 +622,8 @@ def test_with_a_listener_the_lean_path_gives_the_plain_path_values_errors_and_ev
                                   "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand", "spills",
                                   "constant_masks", "masked_out_of_bounds", "out_of_scope_and_bounds",
                                   "stored_out_of_scope", "written_out_of_scope", "spills_after_a_loop",
-                                  "read_out_of_scope"])
+                                  "read_out_of_scope", "tiled_after_loops", "matmul_out_of_scope",
+                                  "accumulate_out_of_scope", "blocked_sums"])
 def test_quiet_deferrals_give_the_checked_deferrals_values_errors_and_events(rng, case):
     """`program.QUIET_DEFERRALS`: a planned deferral calls `_check_clean` only when a lean observer looks at it
     or an operand is not known in bounds or not placed (spilled tiles read again, tiles out of their scope,
@@ -625,6 +634,24 @@ def test_quiet_deferrals_give_the_checked_deferrals_values_errors_and_events(rng
     assert len(events[0]) > 8 and events[0] == events[1]
     if case in ("spills", "spills_after_a_loop"):
         assert sum(e[4] == "sbuf_reload" for e in events[0] if e[0] == "InstructionExecuted") > 3
+
+
+def test_quiet_deferrals_are_taken_while_the_scope_rule_looks(rng, monkeypatch):
+    """The fast path above is taken once a scoped loop has finished: of the tiled matmul's 12 k-steps, only the
+    `+=` of each matmul checks (its loads' and matmul's deferrals find their operands placed and in scope), where
+    checking every deferral checks 3 more per k-step, and the values are NumPy's."""
+    calls = []
+    check = program.Program._check_clean
+    monkeypatch.setattr(program.Program, "_check_clean", lambda self, *a: calls.append(a[0].opcode) or check(self, *a))
+    kernel, args = _listener_case(rng, "tiled_after_loops")
+    counts = []
+    for quiet in (True, False):
+        monkeypatch.setattr(program, "QUIET_DEFERRALS", quiet)
+        calls.clear()
+        out = kernel(*args)
+        np.testing.assert_allclose(out, args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)
+        counts.append(len(calls))
+    assert counts[1] - counts[0] == 3 * 12 and calls.count("nc_matmul") == 2 * 12
 
 
 @pytest.mark.parametrize("case", ["legacy_elementwise", "helper_results", "out_of_scope", "out_of_bounds",
@@ -727,6 +754,24 @@ def matmul_out_of_scope(a, b):
     return out
 
 
+@nki.jit
+def tiled_after_loops(lhsT, rhs):
+    """The tiled matmul: from the second output tile on, a scoped loop has finished (the scope rule looks), so
+    the quiet deferrals of its loads and matmuls also look at their operands' scopes."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    out = nl.ndarray((M, N), dtype=nl.float32, buffer=nl.shared_hbm)
+    for m in nl.affine_range(M // 128):
+        for n in nl.affine_range(N // 256):
+            acc = nl.zeros((128, 256), nl.float32, buffer=nl.psum)
+            for k in nl.affine_range(K // 128):
+                a = nl.load(lhsT[k * 128:(k + 1) * 128, m * 128:(m + 1) * 128])
+                b = nl.load(rhs[k * 128:(k + 1) * 128, n * 256:(n + 1) * 256])
+                acc += nisa.nc_matmul(a, b)
+            nl.store(out[m * 128:(m + 1) * 128, n * 256:(n + 1) * 256], value=nl.copy(acc, dtype=out.dtype))
+    return out
+
+
 def _accumulate_into(acc, x):
     acc += x                                        # `+=` in a helper in the kernel's file: the kernel line is here
 
@@ -767,7 +812,8 @@ def accumulate_out_of_scope(a):
                                   "out_of_scope", "out_of_bounds", "parallel_writes", "bad_operand", "spills",
                                   "constant_masks", "masked_out_of_bounds", "out_of_scope_and_bounds",
                                   "stored_out_of_scope", "written_out_of_scope", "spills_after_a_loop",
-                                  "read_out_of_scope"])
+                                  "read_out_of_scope", "tiled_after_loops", "matmul_out_of_scope",
+                                  "accumulate_out_of_scope", "blocked_sums"])
 def test_instructions_built_when_claimed_give_the_built_ones_values_errors_and_events(rng, case):
     """`core.BUILD_WHEN_CLAIMED`: a planned deferral from a template is kept unbuilt (`Deferred.instr` builds it
     when read), and the lean retarget of a temporary builds it with its destination: outputs or errors (their
@@ -840,6 +886,7 @@ def _listener_case(rng, case: str) -> tuple:
         "front_doors_in_helpers": (front_doors_in_helpers, (rand(rng, 256, 128), rand(rng, 256, 512))),
         "load_unwritten": (load_unwritten, (a,)), "stored_in_parallel": (stored_in_parallel, (a,)),
         "matmul_out_of_scope": (matmul_out_of_scope, (rand(rng, 256, 128), rand(rng, 256, 512))),
+        "tiled_after_loops": (tiled_after_loops, (rand(rng, 384, 256), rand(rng, 384, 512))),
     }
     return kernels[case]
 

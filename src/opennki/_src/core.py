@@ -919,8 +919,10 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
     if op == "add" and dst.storage.kind is _PSUM and isinstance(value, TensorView):
         deferred = prog.take_pending(value)
         if deferred is not None:
-            instr = deferred.instr
-            if isinstance(instr, NcMatmul) and tuple.__eq__(value.shape, dst.shape):     # Shapes
+            instr = deferred._instr
+            made = deferred.made if instr is None else None     # not built yet (`core.BUILD_WHEN_CLAIMED`)
+            if (issubclass(made[2], NcMatmul) if instr is None else isinstance(instr, NcMatmul)) \
+                    and tuple.__eq__(value.shape, dst.shape):     # Shapes
                 changes = {"dst": dst, "accumulate": not Machine.is_unwritten(dst)}
                 dsts = deferred.plan if deferred.use == "temporary" else None
                 mark = None
@@ -931,7 +933,9 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
                     mark = (dst._sig or view_signature(dst), changes["accumulate"])
                     if mark in dsts:        # the claimed instruction: nothing else holds it (`assign`)
                         params = dsts[mark]
-                        instr = instr.moved_to(changes, params)       # with the params kept for it
+                        # with the params kept for it; one not built yet is built writing `dst` (`assign`)
+                        instr = instr.moved_to(changes, params) if made is None else \
+                            made[4](made[1], dst, deferred.values).moved_to(changes, params, True)
                         if params is None:
                             # none kept yet (the first was not built from the template): this one's, which every
                             # later one built from the template has (the template's with `changes` set)
@@ -943,6 +947,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
                         prog._run_and_emit(instr, location, api, True)
                         prog.spare(deferred.result, True, True)    # a planned one's fresh root tile (`assign`)
                         return
+                instr = deferred.instr
                 if not prog.retarget(deferred, changes):
                     # the product is read again: it is computed where it is, and a second matmul accumulates
                     # (adding one PSUM tile into another is no engine's operation)
@@ -953,7 +958,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
                     if retargeted.signature() in prog.sim.clean:
                         dsts[mark] = retargeted.__dict__.get("_params")    # its parameters, for the next ones
                 return
-            prog.execute(instr, deferred.location, deferred.api, deferred=True)
+            prog.execute(deferred.instr, deferred.location, deferred.api, deferred=True)
     if is_tensor(value) and value.shape != dst.shape:
         expect_broadcastable(value.shape, dst.shape, api)
     binary(op, dst, value, api, kernel_frame=as_kernel_frame(caller) if caller is not None else None, out=dst)

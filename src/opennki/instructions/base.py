@@ -205,7 +205,7 @@ class Instruction:
         return tuple(pattern)
 
     def maker(self, names: tuple):
-        """(make, template, class, positions, claim): `make(template, values)` builds the instruction of this
+        """(make, template, class, operands, claim): `make(template, values)` builds the instruction of this
         class whose fields `names` hold `values` and whose other fields are this one's, with the operand cache
         `operands()` would give it (and its `params()`, which its events copy: `_params`, when no field of `names`
         is a parameter), for values that are what this one's fields `names` hold (views without run-time indices
@@ -223,10 +223,12 @@ class Instruction:
             template["_params"] = self.params()     # every one built from it has these (`event_params`)
         if USUAL_RUN_CELLS and self.usual_cells and set(names) <= set(self.usual_cells):
             template["_usual"] = [None]             # its run cell (`usual_cells`)
-        # `positions`: where its operands are among the values (`Program.defer` reads them before it is built);
-        # `claim`: with `dst` first, the function building it with another `dst` (`_maker`), else None
-        return (_maker(type(self), names, pattern), template, type(self), tuple(names.index(r) for r, _ in pattern),
-                _maker(type(self), names, pattern, True) if names[0] == "dst" else None)
+        # `claim`: with `dst` first, the function building it with another `dst` (`_maker`), else None; `operands`:
+        # then its operands but `dst` as `operands()` gives them, each view's place among the values for the view,
+        # (role, place, access) (`Program.defer` reads them before it is built, and knows its result tile in `dst`)
+        claim = _maker(type(self), names, pattern, True) if names[0] == "dst" else None
+        return (_maker(type(self), names, pattern), template, type(self),
+                tuple((r, names.index(r), a) for r, a in pattern if r != "dst") if claim is not None else None, claim)
 
     def replace(self, **changes) -> "Instruction":
         """A copy with some fields replaced, as `dataclasses.replace` makes it. The fields are values the
@@ -258,13 +260,15 @@ class Instruction:
             state["_signature"] = signature
         return new
 
-    def moved_to(self, changes: dict, params: dict | None = None) -> "Instruction":
+    def moved_to(self, changes: dict, params: dict | None = None, built: bool = False) -> "Instruction":
         """`self.replace(**changes)`, made by changing `self`, for `changes` that move `dst` to a destination
         without run-time indices and may set parameter fields (a matmul's `accumulate`): only for an instruction
         that nothing else holds (the lean path's deferred temporary, which only its `Deferred` record held until
         it was claimed). The operand cache keeps its order (the destination's entry replaced), kept parameters
         (`_params`) get the new values, or are `params` (what `replace` gave an instruction of the same template
-        and changes, shared: never changed); the signature cache is dropped, as `replace` would recompute it."""
+        and changes, shared: never changed); the signature cache is dropped, as `replace` would recompute it.
+        `built`: it was just built from its template with `changes["dst"]` in `dst` (`maker`'s `claim`), which
+        is then not moved again."""
         state = self.__dict__
         if params is not None:
             state["_params"] = params
@@ -276,7 +280,7 @@ class Instruction:
         for name, value in changes.items():
             if name != "dst":
                 state[name] = value
-        return self.moved_dst(changes["dst"])
+        return self if built else self.moved_dst(changes["dst"])
 
     def moved_dst(self, dst) -> "Instruction":
         """`moved_to({"dst": dst})`: only the destination moves (`buf[...] = nl.add(x, 1.0)`), and the rest of

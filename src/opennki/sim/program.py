@@ -552,18 +552,24 @@ class Program:
                 _, location, use, name = site
                 if checked:             # a planned instruction (lean path, no `mask=`) clean for its signature
                     observers = self.observers
-                    if QUIET_DEFERRALS and not observers.lean_on_chip and (
-                            (made[2] if instr is None else instr).writes_on_chip_only
-                            or not observers.lean_checking):
-                        # `_check_clean`'s no-op, told inline: no lean observer looks at it, and its operands
-                        # are known in bounds and placed (but the result tile, which it leaves unplaced); those
-                        # of one not built yet are its values at `made[3]` (`Instruction.maker`)
-                        unplaced = result.storage
-                        for entry in made[3] if instr is None else instr._operands or instr.operands():
-                            view = values[entry] if instr is None else entry[1]
+                    if QUIET_DEFERRALS and not observers.lean_on_chip_rest:
+                        # `_check_clean`'s no-op, told inline: no lean observer but the scope rule looks at an
+                        # on-chip write, and its operands are known in bounds, placed (but the result tile, which
+                        # it leaves unplaced), in their scope if the scope rule looks (`Observers.lean_scopes`),
+                        # and none written in HBM if observers of HBM writes look at it. Those of one not built yet
+                        # are its values at the places `made[3]` gives (`Instruction.maker`), all but its result
+                        # tile in `dst`: a new on-chip root tile (in bounds) made in the running loop (in scope)
+                        unplaced, scopes = result.storage, observers.lean_scopes
+                        hbm = observers.lean_checking_rest and not (
+                            made[2] if instr is None else instr).writes_on_chip_only
+                        for _, view, access in made[3] if instr is None else instr._operands or instr.operands():
+                            if instr is None:
+                                view = values[view]
                             st = view.storage
                             if not view._inb or (st is not unplaced and (
-                                    st.placement is None or (st.base or st).placement is None)):
+                                    st.placement is None or (st.base or st).placement is None)) or (
+                                    scopes is not None and st.scope is not None and st.scope.finished) or (
+                                    hbm and access is not _READ and st.kind is _HBM):
                                 if instr is None:
                                     instr = made[0](made[1], values)
                                 self._check_clean(instr, location, api, unplaced)
