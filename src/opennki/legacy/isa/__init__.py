@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from enum import Enum
 
 import numpy as np
 
@@ -90,6 +91,74 @@ def _issue(instr) -> None:
     core.issue(instr, instr.api_name(), operator_names=True)
 
 
+# The usual element-wise front door (`tensor_scalar`, `tensor_tensor`, `activation`) on the lean path, without
+# `mask=` or the hardware-strict rules: what the plain path (`_result`, then `_defer`) decides of its arguments
+# is a function of its class, the dtype asked for, its tensor operands' view signatures and its other arguments
+# (each by type and value; the operator check of `_defer` finds nothing to reject without the hardware-strict
+# rules), so each such key is decided once: (key) -> (result shape, result dtype, api, the key
+# `core.defer_planned` makes, recipe), and the instruction is deferred as planned (checked once clean). False:
+# the plain path.
+ELEMENTWISE_PLANS = True
+_ELEMENTWISE_PLANS: dict = {}
+_NOT_PARAMS = (tuple, list, dict, np.ndarray, Predicate)
+_PLAIN_PARAMS = frozenset((type(None), bool, int, str))
+
+
+def _defer_new(cls, dtype, frame, inputs: dict, fields: dict):
+    """`_defer(cls(dst=out, **fields), out, frame)` with `out = _result(cls, dtype, frame=frame, **inputs)`
+    (the plain path), or its plan (`ELEMENTWISE_PLANS`) when the program runs the lean path without the
+    hardware-strict rules and `fields` (its operand fields, then its parameters, in the order of every call) has
+    no mask, a view with a signature or a hashable scalar in each operand field, and in each parameter a value
+    equal only to itself, or to values it stands for (None, a bool, int or str; an operator or enum member).
+    Planned, the operand fields hold the call's own values (a scalar equal to the key's, `-0.0` for `0.0`, is
+    this call's), the parameters the plan's (its recipe's); only the decisions come from the plan."""
+    prog = active()
+    if ELEMENTWISE_PLANS and prog is not None and prog.lean and not prog.options.hardware_strict \
+            and fields.get("mask") is None:
+        operand_names = cls._operand_names
+        parts, operands, views, sigs, fixed = [cls, type(dtype), dtype], [], [], [], {}
+        for name, value in fields.items():
+            if name in operand_names:
+                if isinstance(value, TensorView):
+                    sig = value._sig or view_signature(value)
+                    if sig is None:
+                        break
+                    parts.append(sig)
+                    views.append(value)
+                    sigs.append(sig)
+                elif isinstance(value, _NOT_PARAMS):
+                    break
+                else:
+                    parts.append((type(value), value))
+                operands.append(value)
+            elif type(value) in _PLAIN_PARAMS or type(value).__eq__ is object.__eq__ or isinstance(value, Enum):
+                parts.append((type(value), value))
+                fixed[name] = value
+            else:
+                break
+        else:
+            key = tuple(parts)
+            try:
+                plan = _ELEMENTWISE_PLANS.get(key)
+            except TypeError:               # an unhashable argument: the plain path
+                plan = key = None
+            if plan is not None:
+                shape, result_dtype, api, planned, recipe = plan
+                out = core.planned_result(prog, shape, result_dtype, frame)    # (`alloc`: usually the spare tile)
+                return core.defer_planned_as(prog, planned, recipe, (out, *operands), out, api, frame)
+            if key is not None:
+                out = _result(cls, dtype, frame=frame, prog=prog, **inputs)
+                api = cls.api_name()
+                recipe = (cls, ("dst", *(name for name in fields if name in operand_names)), fixed)
+                if len(_ELEMENTWISE_PLANS) >= 4096:
+                    _ELEMENTWISE_PLANS.clear()
+                _ELEMENTWISE_PLANS[key] = (out.storage.shape, out.storage.dtype, api, (cls, api, tuple(sigs), key),
+                                           recipe)
+                return core.defer_planned(prog, recipe, (out, *operands), out, api, frame, tuple(views), key)
+    out = _result(cls, dtype, frame=frame, **inputs)
+    return _defer(cls(dst=out, **fields), out, frame)
+
+
 # ------------------------------------------------------------------------------------------------- DMA
 
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
@@ -128,19 +197,20 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unkn
         if shape is not None:
             data1 = core.materialize_broadcast(data1, shape, _dve.TensorTensor.api_name())
             data2 = core.materialize_broadcast(data2, shape, _dve.TensorTensor.api_name())
-    frame = user_frame()
-    out = _result(_dve.TensorTensor, dtype, data1=data1, data2=data2, frame=frame)
-    return _defer(_dve.TensorTensor(dst=out, data1=data1, data2=data2, op=op, engine=engine, mask=mask), out, frame)
+    # called by its `takes_operands` facade: the facade's caller, if a kernel file's, is the kernel frame
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()
+    return _defer_new(_dve.TensorTensor, dtype, frame, {"data1": data1, "data2": data2},
+                      {"data1": data1, "data2": data2, "op": op, "engine": engine, "mask": mask})
 
 
 @takes_operands(_dve.TensorScalar)
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
                   mask=None, engine=engine.unknown, **kwargs):
     """op1(op0(data, operand0), operand1) with scalar / [P, 1] operands, into a new tile."""
-    frame = user_frame()
-    out = _result(_dve.TensorScalar, dtype, data=data, frame=frame)
-    return _defer(_dve.TensorScalar(dst=out, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
-                                    operand1=operand1, reverse1=reverse1, engine=engine, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_dve.TensorScalar, dtype, frame, {"data": data},
+                      {"data": data, "op0": op0, "operand0": operand0, "reverse0": reverse0, "op1": op1,
+                       "operand1": operand1, "reverse1": reverse1, "engine": engine, "mask": mask})
 
 
 @takes_operands(_acc.ScalarTensorTensor)
@@ -328,10 +398,10 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
                mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) on the Scalar Engine into a new tile."""
     check_activation_op(op, _act.Activation.api_name())
-    frame = user_frame()
-    out = _result(_act.Activation, dtype, data=data, frame=frame)
-    return _defer(_act.Activation(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                  reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_act.Activation, dtype, frame, {"data": data},
+                      {"op": op, "data": data, "bias": bias, "scale": scale, "reduce_op": reduce_op,
+                       "reduce_res": reduce_res, "reduce_cmd": reduce_cmd, "mask": mask})
 
 
 @takes_operands(_act.ActivationReduce)
