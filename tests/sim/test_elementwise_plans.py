@@ -1,5 +1,6 @@
 """The legacy `nisa` element-wise front doors (`tensor_scalar`, `tensor_tensor`, `scalar_tensor_tensor`,
-`tensor_scalar_reduce`, `reciprocal`, `tensor_copy`, `activation`, `activation_reduce`) take what they decide
+`tensor_scalar_reduce`, `reciprocal`, `tensor_copy`, `activation`, `activation_reduce`, `tensor_reduce`,
+`nc_transpose`) take what they decide
 of their arguments from one memo per key (`legacy.isa.ELEMENTWISE_PLANS`: the class, dtype, operand view
 signatures and the other arguments by type and value) and defer planned instructions (`core.defer_planned`).
 With the switch off (the plain path) every output or error (class, text, kernel line) and every event, field
@@ -38,6 +39,13 @@ def elementwise(x, col):
         acc[...] = nisa.tensor_scalar_reduce(data=acc, op0=np.add, operand0=zero, reduce_op=np.add,
                                              reduce_res=sums)
         acc[...] = nisa.activation_reduce(np.tanh, acc, reduce_op=np.add, reduce_res=sums, scale=0.5 + zero)
+        r = nisa.tensor_reduce(np.add, acc, axis=1, keepdims=True)
+        acc[...] = nisa.tensor_scalar(acc, np.subtract, nisa.tensor_reduce(nl.max, acc, axis=(1,), keepdims=True,
+                                                                           negate=i % 2 == 1), op1=np.add, operand1=r)
+        tr = nisa.nc_transpose(acc[0:64, 0:32])                                 # into PSUM
+        small = nisa.nc_transpose(acc[0:32, 0:32], engine=nisa.vector_engine)   # into SBUF
+        acc[0:32, 0:64] = nisa.tensor_copy(tr)
+        acc[32:64, 0:32] = nisa.tensor_copy(small)
         m = nisa.tensor_tensor(acc, t, np.multiply, mask=nl.arange(128)[:, None] < 64 + i)   # masked: plain
         nl.store(out[i % 4], value=m)
     return out
@@ -102,7 +110,7 @@ def test_elementwise_plans_give_the_plain_path_values_errors_and_events(rng, ker
     assert bool(planned[1]) is (not strict)     # the fast run planned (and the plain one did not)
     if kernel is elementwise and not strict:
         assert planned[1] == {"TensorScalar", "TensorTensor", "ScalarTensorTensor", "TensorScalarReduce", "Reciprocal",
-                              "TensorCopy", "Activation", "ActivationReduce"}
+                              "TensorCopy", "Activation", "ActivationReduce", "TensorReduce", "NcTranspose"}
         assert not isinstance(outcomes[0], Exception)
         written = outcomes[0][:, :64]           # the rows the masked multiply writes
         assert np.isfinite(written).all() and np.abs(written).max() > 0

@@ -104,12 +104,13 @@ _NOT_PARAMS = (tuple, list, dict, np.ndarray, Predicate)
 _PLAIN_PARAMS = frozenset((type(None), bool, int, str))
 
 
-def _defer_new(cls, dtype, frame, inputs: dict, fields: dict):
-    """`_defer(cls(dst=out, **fields), out, frame)` with `out = _result(cls, dtype, frame=frame, **inputs)`
+def _defer_new(cls, dtype, frame, inputs: dict, fields: dict, buffer=core.SBUF):
+    """`_defer(cls(dst=out, **fields), out, frame)` with `out = _result(cls, dtype, buffer, frame, **inputs)`
     (the plain path), or its plan (`ELEMENTWISE_PLANS`) when the program runs the lean path without the
     hardware-strict rules and `fields` (its operand fields, then its parameters, in the order of every call) has
     no mask, a view with a signature or a hashable scalar in each operand field, and in each parameter a value
-    equal only to itself, or to values it stands for (None, a bool, int or str; an operator or enum member).
+    equal only to itself, or to values it stands for (None, a bool, int or str, a tuple of ints; an operator or
+    enum member); `buffer`, the result's region, must be a function of these too.
     Planned, the operand fields hold the call's own values (a scalar equal to the key's, `-0.0` for `0.0`, is
     this call's), the parameters the plan's (its recipe's); only the decisions come from the plan."""
     prog = active()
@@ -131,7 +132,8 @@ def _defer_new(cls, dtype, frame, inputs: dict, fields: dict):
                 else:
                     parts.append((type(value), value))
                 operands.append(value)
-            elif type(value) in _PLAIN_PARAMS or type(value).__eq__ is object.__eq__ or isinstance(value, Enum):
+            elif type(value) in _PLAIN_PARAMS or type(value).__eq__ is object.__eq__ or isinstance(value, Enum) or (
+                    type(value) is tuple and all(type(v) is int for v in value)):
                 parts.append((type(value), value))
                 fixed[name] = value
             else:
@@ -144,10 +146,10 @@ def _defer_new(cls, dtype, frame, inputs: dict, fields: dict):
                 plan = key = None
             if plan is not None:
                 shape, result_dtype, api, planned, recipe = plan
-                out = core.planned_result(prog, shape, result_dtype, frame)    # (`alloc`: usually the spare tile)
+                out = core.planned_result(prog, shape, result_dtype, frame, buffer)    # (`alloc`: usually the spare)
                 return core.defer_planned_as(prog, planned, recipe, (out, *operands), out, api, frame)
             if key is not None:
-                out = _result(cls, dtype, frame=frame, prog=prog, **inputs)
+                out = _result(cls, dtype, buffer, frame, prog, **inputs)
                 api = cls.api_name()
                 recipe = (cls, ("dst", *(name for name in fields if name in operand_names)), fixed)
                 if len(_ELEMENTWISE_PLANS) >= 4096:
@@ -155,7 +157,7 @@ def _defer_new(cls, dtype, frame, inputs: dict, fields: dict):
                 _ELEMENTWISE_PLANS[key] = (out.storage.shape, out.storage.dtype, api, (cls, api, tuple(sigs), key),
                                            recipe)
                 return core.defer_planned(prog, recipe, (out, *operands), out, api, frame, tuple(views), key)
-    out = _result(cls, dtype, frame=frame, **inputs)
+    out = _result(cls, dtype, buffer, frame, **inputs)
     return _defer(cls(dst=out, **fields), out, frame)
 
 
@@ -277,10 +279,9 @@ def dropout(data, prob, *, mask=None, dtype=None, **kwargs):
 def tensor_reduce(op, data, axis, *, mask=None, dtype=None, negate=False, keepdims=False, **kwargs):
     """Reduce free `axis` of data with op into a new tile."""
     axes = _dve.normalize_axes(axis, data.ndim)
-    frame = user_frame()
-    out = _result(_dve.TensorReduce, dtype, data=data, axis=axes, keepdims=keepdims, frame=frame)
-    return _defer(_dve.TensorReduce(dst=out, op=op, data=data, axis=axes, negate=negate, keepdims=keepdims,
-                                    mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_dve.TensorReduce, dtype, frame, {"data": data, "axis": axes, "keepdims": keepdims},
+                      {"op": op, "data": data, "axis": axes, "negate": negate, "keepdims": keepdims, "mask": mask})
 
 
 @takes_operands(_pool.TensorPartitionReduce)
@@ -515,10 +516,10 @@ def nc_transpose(data, *, mask=None, dtype=None, engine=engine.unknown, **kwargs
     if chosen is Engine.UNKNOWN:
         # the Tensor Engine reads SBUF only; a small tile already in PSUM goes to the Vector Engine
         chosen = Engine.VECTOR if data.kind is MemoryKind.PSUM else Engine.TENSOR
-    buffer = core.PSUM if chosen is Engine.TENSOR else core.SBUF
-    frame = user_frame()
-    out = _result(_pe.NcTranspose, dtype, buffer, data=data, frame=frame)
-    return _defer(_pe.NcTranspose(dst=out, data=data, engine=chosen, mask=mask), out, frame)
+    buffer = core.PSUM if chosen is Engine.TENSOR else core.SBUF     # a function of `chosen` and data's region
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_pe.NcTranspose, dtype, frame, {"data": data}, {"data": data, "engine": chosen, "mask": mask},
+                      buffer)
 
 
 # --------------------------------------------------------------------------------------------- GpSimd
