@@ -51,7 +51,7 @@ class LoopFrame:
         self.finished = False
 
 
-_new_iteration = positional_maker(LoopIteration)     # one per iteration of every loop, with listeners
+_new_iteration = positional_maker(LoopIteration)     # one per iteration of every loop, for listeners that take them
 
 
 class LoopRange:

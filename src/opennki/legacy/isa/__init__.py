@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import sys
+from enum import Enum
 
 import numpy as np
 
@@ -90,6 +91,74 @@ def _issue(instr) -> None:
     core.issue(instr, instr.api_name(), operator_names=True)
 
 
+# The usual element-wise front door (`tensor_scalar`, `tensor_tensor`, `activation`) on the lean path, without
+# `mask=` or the hardware-strict rules: what the plain path (`_result`, then `_defer`) decides of its arguments
+# is a function of its class, the dtype asked for, its tensor operands' view signatures and its other arguments
+# (each by type and value; the operator check of `_defer` finds nothing to reject without the hardware-strict
+# rules), so each such key is decided once: (key) -> (result shape, result dtype, api, the key
+# `core.defer_planned` makes, recipe), and the instruction is deferred as planned (checked once clean). False:
+# the plain path.
+ELEMENTWISE_PLANS = True
+_ELEMENTWISE_PLANS: dict = {}
+_NOT_PARAMS = (tuple, list, dict, np.ndarray, Predicate)
+_PLAIN_PARAMS = frozenset((type(None), bool, int, str))
+
+
+def _defer_new(cls, dtype, frame, inputs: dict, fields: dict):
+    """`_defer(cls(dst=out, **fields), out, frame)` with `out = _result(cls, dtype, frame=frame, **inputs)`
+    (the plain path), or its plan (`ELEMENTWISE_PLANS`) when the program runs the lean path without the
+    hardware-strict rules and `fields` (its operand fields, then its parameters, in the order of every call) has
+    no mask, a view with a signature or a hashable scalar in each operand field, and in each parameter a value
+    equal only to itself, or to values it stands for (None, a bool, int or str; an operator or enum member).
+    Planned, the operand fields hold the call's own values (a scalar equal to the key's, `-0.0` for `0.0`, is
+    this call's), the parameters the plan's (its recipe's); only the decisions come from the plan."""
+    prog = active()
+    if ELEMENTWISE_PLANS and prog is not None and prog.lean and not prog.options.hardware_strict \
+            and fields.get("mask") is None:
+        operand_names = cls._operand_names
+        parts, operands, views, sigs, fixed = [cls, type(dtype), dtype], [], [], [], {}
+        for name, value in fields.items():
+            if name in operand_names:
+                if isinstance(value, TensorView):
+                    sig = value._sig or view_signature(value)
+                    if sig is None:
+                        break
+                    parts.append(sig)
+                    views.append(value)
+                    sigs.append(sig)
+                elif isinstance(value, _NOT_PARAMS):
+                    break
+                else:
+                    parts.append((type(value), value))
+                operands.append(value)
+            elif type(value) in _PLAIN_PARAMS or type(value).__eq__ is object.__eq__ or isinstance(value, Enum):
+                parts.append((type(value), value))
+                fixed[name] = value
+            else:
+                break
+        else:
+            key = tuple(parts)
+            try:
+                plan = _ELEMENTWISE_PLANS.get(key)
+            except TypeError:               # an unhashable argument: the plain path
+                plan = key = None
+            if plan is not None:
+                shape, result_dtype, api, planned, recipe = plan
+                out = core.planned_result(prog, shape, result_dtype, frame)    # (`alloc`: usually the spare tile)
+                return core.defer_planned_as(prog, planned, recipe, (out, *operands), out, api, frame)
+            if key is not None:
+                out = _result(cls, dtype, frame=frame, prog=prog, **inputs)
+                api = cls.api_name()
+                recipe = (cls, ("dst", *(name for name in fields if name in operand_names)), fixed)
+                if len(_ELEMENTWISE_PLANS) >= 4096:
+                    _ELEMENTWISE_PLANS.clear()
+                _ELEMENTWISE_PLANS[key] = (out.storage.shape, out.storage.dtype, api, (cls, api, tuple(sigs), key),
+                                           recipe)
+                return core.defer_planned(prog, recipe, (out, *operands), out, api, frame, tuple(views), key)
+    out = _result(cls, dtype, frame=frame, **inputs)
+    return _defer(cls(dst=out, **fields), out, frame)
+
+
 # ------------------------------------------------------------------------------------------------- DMA
 
 def dma_copy(*, dst, src, mask=None, dst_rmw_op=None, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown,
@@ -128,46 +197,44 @@ def tensor_tensor(data1, data2, op, *, dtype=None, mask=None, engine=engine.unkn
         if shape is not None:
             data1 = core.materialize_broadcast(data1, shape, _dve.TensorTensor.api_name())
             data2 = core.materialize_broadcast(data2, shape, _dve.TensorTensor.api_name())
-    frame = user_frame()
-    out = _result(_dve.TensorTensor, dtype, data1=data1, data2=data2, frame=frame)
-    return _defer(_dve.TensorTensor(dst=out, data1=data1, data2=data2, op=op, engine=engine, mask=mask), out, frame)
+    # called by its `takes_operands` facade: the facade's caller, if a kernel file's, is the kernel frame
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()
+    return _defer_new(_dve.TensorTensor, dtype, frame, {"data1": data1, "data2": data2},
+                      {"data1": data1, "data2": data2, "op": op, "engine": engine, "mask": mask})
 
 
 @takes_operands(_dve.TensorScalar)
 def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False, *, dtype=None,
                   mask=None, engine=engine.unknown, **kwargs):
     """op1(op0(data, operand0), operand1) with scalar / [P, 1] operands, into a new tile."""
-    frame = user_frame()
-    out = _result(_dve.TensorScalar, dtype, data=data, frame=frame)
-    return _defer(_dve.TensorScalar(dst=out, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
-                                    operand1=operand1, reverse1=reverse1, engine=engine, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_dve.TensorScalar, dtype, frame, {"data": data},
+                      {"data": data, "op0": op0, "operand0": operand0, "reverse0": reverse0, "op1": op1,
+                       "operand1": operand1, "reverse1": reverse1, "engine": engine, "mask": mask})
 
 
 @takes_operands(_acc.ScalarTensorTensor)
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
                          mask=None, **kwargs):
     """op1(op0(data, operand0), operand1) with operand0 a scalar / [P, 1] and operand1 a tile."""
-    frame = user_frame()
-    out = _result(_acc.ScalarTensorTensor, dtype, data=data, operand1=operand1, frame=frame)
-    return _defer(_acc.ScalarTensorTensor(dst=out, data=data, op0=op0, operand0=operand0, op1=op1,
-                                          operand1=operand1, reverse0=reverse0, reverse1=reverse1, mask=mask),
-                  out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_acc.ScalarTensorTensor, dtype, frame, {"data": data, "operand1": operand1},
+                      {"data": data, "op0": op0, "operand0": operand0, "op1": op1, "operand1": operand1,
+                       "reverse0": reverse0, "reverse1": reverse1, "mask": mask})
 
 
 @takes_operands(_dve.Reciprocal)
 def reciprocal(data, *, dtype=None, mask=None, **kwargs):
     """1 / data on the Vector Engine into a new tile."""
-    frame = user_frame()
-    out = _result(_dve.Reciprocal, dtype, data=data, frame=frame)
-    return _defer(_dve.Reciprocal(dst=out, data=data, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_dve.Reciprocal, dtype, frame, {"data": data}, {"data": data, "mask": mask})
 
 
 @takes_operands(_dve.TensorCopy)
 def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """A copy of src in a new SBUF tile."""
-    frame = user_frame()
-    out = _result(_dve.TensorCopy, dtype, src=src, frame=frame)
-    return _defer(_dve.TensorCopy(dst=out, src=src, engine=engine, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_dve.TensorCopy, dtype, frame, {"src": src}, {"src": src, "engine": engine, "mask": mask})
 
 
 @takes_operands(_move.TensorCopyDynamicSrc)
@@ -238,10 +305,10 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
 def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
                          **kwargs):
     """op0(data, operand0) into a new tile; its reduction with reduce_op goes to reduce_res [P, 1]."""
-    frame = user_frame()
-    out = _result(_acc.TensorScalarReduce, dtype, data=data, frame=frame)
-    return _defer(_acc.TensorScalarReduce(dst=out, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
-                                          reduce_res=reduce_res, reverse0=reverse0, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_acc.TensorScalarReduce, dtype, frame, {"data": data},
+                      {"data": data, "op0": op0, "operand0": operand0, "reduce_op": reduce_op,
+                       "reduce_res": reduce_res, "reverse0": reverse0, "mask": mask})
 
 
 @takes_operands(_acc.RangeSelect)
@@ -328,20 +395,20 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
                mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) on the Scalar Engine into a new tile."""
     check_activation_op(op, _act.Activation.api_name())
-    frame = user_frame()
-    out = _result(_act.Activation, dtype, data=data, frame=frame)
-    return _defer(_act.Activation(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                  reduce_res=reduce_res, reduce_cmd=reduce_cmd, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_act.Activation, dtype, frame, {"data": data},
+                      {"op": op, "data": data, "bias": bias, "scale": scale, "reduce_op": reduce_op,
+                       "reduce_res": reduce_res, "reduce_cmd": reduce_cmd, "mask": mask})
 
 
 @takes_operands(_act.ActivationReduce)
 def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) into a new tile, and its sum over the free dims into reduce_res [P, 1]."""
     check_activation_op(op, _act.ActivationReduce.api_name())
-    frame = user_frame()
-    out = _result(_act.ActivationReduce, dtype, data=data, frame=frame)
-    return _defer(_act.ActivationReduce(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                        reduce_res=reduce_res, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_act.ActivationReduce, dtype, frame, {"data": data},
+                      {"op": op, "data": data, "bias": bias, "scale": scale, "reduce_op": reduce_op,
+                       "reduce_res": reduce_res, "mask": mask})
 
 
 # ---------------------------------------------------------------------------------------------- Tensor
