@@ -1,4 +1,5 @@
-"""The legacy `nisa.tensor_scalar`, `nisa.tensor_tensor` and `nisa.activation` front doors take what they decide
+"""The legacy `nisa` element-wise front doors (`tensor_scalar`, `tensor_tensor`, `scalar_tensor_tensor`,
+`tensor_scalar_reduce`, `reciprocal`, `tensor_copy`, `activation`, `activation_reduce`) take what they decide
 of their arguments from one memo per key (`legacy.isa.ELEMENTWISE_PLANS`: the class, dtype, operand view
 signatures and the other arguments by type and value) and defer planned instructions (`core.defer_planned`).
 With the switch off (the plain path) every output or error (class, text, kernel line) and every event, field
@@ -31,6 +32,12 @@ def elementwise(x, col):
         e = nisa.activation(np.exp, acc[:, 0:32], scale=-1.0 / (i + 1), bias=c)
         acc[:, 0:32] = nisa.activation(nl.tanh, e, scale=c, reduce_op=np.add, reduce_res=sums)
         acc[...] = nisa.tensor_scalar(acc, np.add, sums)                # a [P, 1] operand another wrote
+        acc[...] = nisa.scalar_tensor_tensor(data=acc, op0=np.multiply, operand0=0.25 + zero, op1=np.add,
+                                             operand1=t, reverse1=i % 2 == 1)
+        acc[:, 32:64] = nisa.reciprocal(nisa.tensor_copy(acc[:, 0:32], engine=nisa.scalar_engine))
+        acc[...] = nisa.tensor_scalar_reduce(data=acc, op0=np.add, operand0=zero, reduce_op=np.add,
+                                             reduce_res=sums)
+        acc[...] = nisa.activation_reduce(np.tanh, acc, reduce_op=np.add, reduce_res=sums, scale=0.5 + zero)
         m = nisa.tensor_tensor(acc, t, np.multiply, mask=nl.arange(128)[:, None] < 64 + i)   # masked: plain
         nl.store(out[i % 4], value=m)
     return out
@@ -82,15 +89,20 @@ def test_elementwise_plans_give_the_plain_path_values_errors_and_events(rng, ker
     from opennki.sim import SimOptions
 
     args = _inputs(rng)
-    planned = []
-    outcomes, events = fast_and_plain(kernel.func, args, isa_module, "ELEMENTWISE_PLANS",
-                                      setup=lambda: planned.append(len(isa_module._ELEMENTWISE_PLANS)) or
-                                      isa_module._ELEMENTWISE_PLANS.clear(),
+    planned = []                        # before each run, the classes the last one planned
+
+    def forget():
+        planned.append({key[0].__name__ for key in isa_module._ELEMENTWISE_PLANS})
+        isa_module._ELEMENTWISE_PLANS.clear()
+
+    outcomes, events = fast_and_plain(kernel.func, args, isa_module, "ELEMENTWISE_PLANS", setup=forget,
                                       options=SimOptions(hardware_strict=strict))  # strict rules: plain either way
     assert_same_outcome(*outcomes)
     assert len(events[0]) > 8 and events[0] == events[1]
-    assert (planned[1] > 0) is (not strict)     # the fast run planned (and the plain one did not)
+    assert bool(planned[1]) is (not strict)     # the fast run planned (and the plain one did not)
     if kernel is elementwise and not strict:
+        assert planned[1] == {"TensorScalar", "TensorTensor", "ScalarTensorTensor", "TensorScalarReduce", "Reciprocal",
+                              "TensorCopy", "Activation", "ActivationReduce"}
         assert not isinstance(outcomes[0], Exception)
         written = outcomes[0][:, :64]           # the rows the masked multiply writes
         assert np.isfinite(written).all() and np.abs(written).max() > 0

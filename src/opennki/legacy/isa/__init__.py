@@ -217,27 +217,24 @@ def tensor_scalar(data, op0, operand0, reverse0=False, op1=None, operand1=None, 
 def scalar_tensor_tensor(*, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False, dtype=None,
                          mask=None, **kwargs):
     """op1(op0(data, operand0), operand1) with operand0 a scalar / [P, 1] and operand1 a tile."""
-    frame = user_frame()
-    out = _result(_acc.ScalarTensorTensor, dtype, data=data, operand1=operand1, frame=frame)
-    return _defer(_acc.ScalarTensorTensor(dst=out, data=data, op0=op0, operand0=operand0, op1=op1,
-                                          operand1=operand1, reverse0=reverse0, reverse1=reverse1, mask=mask),
-                  out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_acc.ScalarTensorTensor, dtype, frame, {"data": data, "operand1": operand1},
+                      {"data": data, "op0": op0, "operand0": operand0, "op1": op1, "operand1": operand1,
+                       "reverse0": reverse0, "reverse1": reverse1, "mask": mask})
 
 
 @takes_operands(_dve.Reciprocal)
 def reciprocal(data, *, dtype=None, mask=None, **kwargs):
     """1 / data on the Vector Engine into a new tile."""
-    frame = user_frame()
-    out = _result(_dve.Reciprocal, dtype, data=data, frame=frame)
-    return _defer(_dve.Reciprocal(dst=out, data=data, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_dve.Reciprocal, dtype, frame, {"data": data}, {"data": data, "mask": mask})
 
 
 @takes_operands(_dve.TensorCopy)
 def tensor_copy(src, *, mask=None, dtype=None, engine=engine.unknown, **kwargs):
     """A copy of src in a new SBUF tile."""
-    frame = user_frame()
-    out = _result(_dve.TensorCopy, dtype, src=src, frame=frame)
-    return _defer(_dve.TensorCopy(dst=out, src=src, engine=engine, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_dve.TensorCopy, dtype, frame, {"src": src}, {"src": src, "engine": engine, "mask": mask})
 
 
 @takes_operands(_move.TensorCopyDynamicSrc)
@@ -308,10 +305,10 @@ def tensor_tensor_scan(data0, data1, initial, op0, op1, reverse0=False, reverse1
 def tensor_scalar_reduce(*, data, op0, operand0, reduce_op, reduce_res, reverse0=False, dtype=None, mask=None,
                          **kwargs):
     """op0(data, operand0) into a new tile; its reduction with reduce_op goes to reduce_res [P, 1]."""
-    frame = user_frame()
-    out = _result(_acc.TensorScalarReduce, dtype, data=data, frame=frame)
-    return _defer(_acc.TensorScalarReduce(dst=out, data=data, op0=op0, operand0=operand0, reduce_op=reduce_op,
-                                          reduce_res=reduce_res, reverse0=reverse0, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_acc.TensorScalarReduce, dtype, frame, {"data": data},
+                      {"data": data, "op0": op0, "operand0": operand0, "reduce_op": reduce_op,
+                       "reduce_res": reduce_res, "reverse0": reverse0, "mask": mask})
 
 
 @takes_operands(_acc.RangeSelect)
@@ -408,10 +405,10 @@ def activation(op, data, *, bias=None, scale=1.0, reduce_op=None, reduce_res=Non
 def activation_reduce(op, data, *, reduce_op, reduce_res, bias=None, scale=1.0, mask=None, dtype=None, **kwargs):
     """op(data * scale + bias) into a new tile, and its sum over the free dims into reduce_res [P, 1]."""
     check_activation_op(op, _act.ActivationReduce.api_name())
-    frame = user_frame()
-    out = _result(_act.ActivationReduce, dtype, data=data, frame=frame)
-    return _defer(_act.ActivationReduce(dst=out, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                        reduce_res=reduce_res, mask=mask), out, frame)
+    frame = as_kernel_frame(sys._getframe(2)) or user_frame()      # (`tensor_tensor`)
+    return _defer_new(_act.ActivationReduce, dtype, frame, {"data": data},
+                      {"op": op, "data": data, "bias": bias, "scale": scale, "reduce_op": reduce_op,
+                       "reduce_res": reduce_res, "mask": mask})
 
 
 # ---------------------------------------------------------------------------------------------- Tensor
