@@ -636,6 +636,40 @@ def test_quiet_deferrals_give_the_checked_deferrals_values_errors_and_events(rng
         assert sum(e[4] == "sbuf_reload" for e in events[0] if e[0] == "InstructionExecuted") > 3
 
 
+@pytest.mark.parametrize("case", ["legacy_elementwise", "matmul_steps", "helper_results", "out_of_scope",
+                                  "out_of_bounds", "spills", "constant_masks", "out_of_scope_and_bounds",
+                                  "stored_out_of_scope", "written_out_of_scope", "spills_after_a_loop",
+                                  "read_out_of_scope", "tiled_after_loops", "matmul_out_of_scope",
+                                  "accumulate_out_of_scope", "blocked_sums", "front_doors_in_helpers"])
+def test_claims_checked_at_their_destination_give_the_whole_checks_values_errors_and_events(rng, case):
+    """`program.CLAIMED_CHECKS`: a planned deferral claimed in its statement (`acc += nisa.nc_matmul(...)`,
+    `buf[...] = nl.add(x, 1.0)`) after a quiet check is checked at its destination alone, which takes the
+    deferral's touch: outputs or errors (their kernel lines too), and every event field by field (spills
+    chosen by the touches included), are those of the whole `_check_clean`."""
+    kernel, args = _listener_case(rng, case)
+    outcomes, events = fast_and_plain(kernel.func, args, program, "CLAIMED_CHECKS", setup=core._PLANS.clear)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 8 and events[0] == events[1]
+    if case in ("spills", "spills_after_a_loop"):
+        assert sum(e[4] == "sbuf_spill" for e in events[0] if e[0] == "InstructionExecuted") > 3
+
+
+def test_claims_are_checked_at_their_destination(rng, monkeypatch):
+    """The fast path above is taken: each `acc += nisa.nc_matmul(...)` of the tiled matmul once its plan knows
+    the destination (all but the first two: the first matmul, checked as it is deferred and retargeted) is
+    checked by `_check_claimed` alone, and the values are NumPy's."""
+    calls = []
+    whole = program.Program._check_clean
+    monkeypatch.setattr(program.Program, "_check_clean", lambda self, *a: calls.append(a[0].opcode) or whole(self, *a))
+    kernel, args = _listener_case(rng, "tiled_after_loops")
+    for claimed in (True, False):
+        monkeypatch.setattr(program, "CLAIMED_CHECKS", claimed)
+        calls.clear()
+        out = kernel(*args)
+        np.testing.assert_allclose(out, args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)
+        assert calls.count("nc_matmul") == (2 if claimed else 13)
+
+
 def test_quiet_deferrals_are_taken_while_the_scope_rule_looks(rng, monkeypatch):
     """The fast path above is taken once a scoped loop has finished: of the tiled matmul's 12 k-steps, only the
     `+=` of each matmul checks (its loads' and matmul's deferrals find their operands placed and in scope), where
@@ -644,6 +678,7 @@ def test_quiet_deferrals_are_taken_while_the_scope_rule_looks(rng, monkeypatch):
     check = program.Program._check_clean
     monkeypatch.setattr(program.Program, "_check_clean", lambda self, *a: calls.append(a[0].opcode) or check(self, *a))
     kernel, args = _listener_case(rng, "tiled_after_loops")
+    monkeypatch.setattr(program, "CLAIMED_CHECKS", False)      # every claim takes `_check_clean` (counted)
     counts = []
     for quiet in (True, False):
         monkeypatch.setattr(program, "QUIET_DEFERRALS", quiet)

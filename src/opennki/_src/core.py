@@ -807,7 +807,7 @@ def assign(dst: TensorView, value, *, api: str = "tensor assignment") -> None:
             else:
                 instr = instr.moved_dst(dst)
             location, api = pending.location, pending.api
-            prog._check_clean(instr, location, api, None, _DST)               # (positional: hot calls)
+            prog._check_claimed(instr, location, api, _DST, pending.touch)           # (positional: hot calls)
             prog._run_and_emit(instr, location, api, True)
             prog.spare(pending.result, True, True)      # a planned one's fresh root tile (Program.spare)
             return
@@ -943,7 +943,7 @@ def accumulate(dst: TensorView, value, op: str, *, api: str, caller=None) -> Non
                         # as checked and deferred, moving `changes` (a planned one: no `mask=`, or a bool one):
                         # `Program.execute`, inline, as `assign` issues its claimed instruction
                         location, api = deferred.location, deferred.api
-                        prog._check_clean(instr, location, api, None, changes)         # (positional: hot calls)
+                        prog._check_claimed(instr, location, api, changes, deferred.touch)     # (positional: hot)
                         prog._run_and_emit(instr, location, api, True)
                         prog.spare(deferred.result, True, True)    # a planned one's fresh root tile (`assign`)
                         return

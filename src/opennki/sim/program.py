@@ -76,6 +76,11 @@ SKIP_IDLE_GROUP_ENDS = True
 # or not placed (but its result tile). False: every such deferral calls `_check_clean` (the plain path).
 QUIET_DEFERRALS = True
 
+# A planned deferral claimed by its destination in the same statement (`acc += nisa.nc_matmul(...)`, `buf[...] =
+# nl.add(x, 1.0)`) after a quiet check that touched its operands is checked at the destination alone
+# (`Program._check_claimed`); False: the whole `_check_clean` (the plain path, which tests compare against).
+CLAIMED_CHECKS = True
+
 _current: contextvars.ContextVar["Program | None"] = contextvars.ContextVar("opennki_program", default=None)
 # depth of `no_reorder` blocks around the running statement: their instructions' events say `ordered`
 NO_REORDER: contextvars.ContextVar[int] = contextvars.ContextVar("opennki_no_reorder_depth", default=0)
@@ -195,6 +200,7 @@ class Deferred:
     plan: object = None     # the language layer's memo entry of a planned instruction (core._planned_binary)
     made: object = None     # `Instruction.maker`'s (make, template, ...) of one not built yet (`_instr` None)
     values: tuple = ()      # the values `made` builds it of
+    touch: int = 0          # the touch its quiet check gave its operands, found clean (`Program._check_claimed`)
 
     @property
     def instr(self):
@@ -550,6 +556,7 @@ class Program:
             site = _SITES.get((id(code), frame.f_lasti))       # (code, location, use, name): `_SITES`
             if site is not None and site[0] is code:            # this call site's, decided before
                 _, location, use, name = site
+                touch = 0
                 if checked:             # a planned instruction (lean path, no `mask=`) clean for its signature
                     observers = self.observers
                     if QUIET_DEFERRALS and not observers.lean_on_chip_rest:
@@ -558,21 +565,28 @@ class Program:
                         # it leaves unplaced), in their scope if the scope rule looks (`Observers.lean_scopes`),
                         # and none written in HBM if observers of HBM writes look at it. Those of one not built yet
                         # are its values at the places `made[3]` gives (`Instruction.maker`), all but its result
-                        # tile in `dst`: a new on-chip root tile (in bounds) made in the running loop (in scope)
+                        # tile in `dst`: a new on-chip root tile (in bounds) made in the running loop (in scope).
+                        # It touches them, as the plain path's check does (`_touch_later`: a flush touches them
+                        # again), with one number, which a claim of it in this statement gives its destination
+                        # (`Deferred.touch`, `_check_claimed`)
                         unplaced, scopes = result.storage, observers.lean_scopes
                         hbm = observers.lean_checking_rest and not (
                             made[2] if instr is None else instr).writes_on_chip_only
+                        touch = next(_touches)
                         for _, view, access in made[3] if instr is None else instr._operands or instr.operands():
                             if instr is None:
                                 view = values[view]
                             st = view.storage
+                            root = st.base or st
+                            root.last_touch = touch
                             if not view._inb or (st is not unplaced and (
-                                    st.placement is None or (st.base or st).placement is None)) or (
+                                    st.placement is None or root.placement is None)) or (
                                     scopes is not None and st.scope is not None and st.scope.finished) or (
                                     hbm and access is not _READ and st.kind is _HBM):
                                 if instr is None:
                                     instr = made[0](made[1], values)
                                 self._check_clean(instr, location, api, unplaced)
+                                touch = 0
                                 break
                     else:
                         if instr is None:
@@ -586,7 +600,7 @@ class Program:
                 pending = self.pending = _new(Deferred)
                 pending._instr, pending.result, pending.location, pending.api = instr, result, location, api
                 pending.use, pending.frame, pending.name, pending.plan = use, frame, name, plan
-                pending.made, pending.values = made, values
+                pending.made, pending.values, pending.touch = made, values, touch
                 return result
             location = location_of(frame)
         else:
@@ -819,6 +833,38 @@ class Program:
                 observer.check(self, instr)
             if place:
                 self._place_operands(instr, unplaced)
+        except OpenNKIError as e:
+            raise _located(e, instr, location, api)
+
+    def _check_claimed(self, instr, location, api, moved, touch: int) -> None:
+        """`_check_clean(instr, location, api, None, moved)` of a planned deferral claimed by its destination
+        (`dst`, moved: `moved` holds "dst" and maybe parameter fields) in the statement that deferred it (`core.accumulate`, `core.assign`), whose quiet check
+        (`defer`) found its other operands in bounds, placed and in their scope and touched them with `touch`
+        (`Deferred.touch`; 0: it did not). No instruction was deferred or issued since (that would have flushed
+        it), so none of them was placed, spilled or left its scope, and no other storage was touched: the steps
+        run for the destination alone, in `_check_clean`'s order (bounds, the scope rule, the other lean
+        observers, placement), and the destination takes the same touch (the plain path touches every operand
+        here: the same order of touches). An instruction that may write HBM while observers of HBM writes look
+        takes `_check_clean`, which looks at every written operand (`CLAIMED_CHECKS = False`: every claim)."""
+        observers = self.observers
+        if not touch or not CLAIMED_CHECKS or (
+                not instr.writes_on_chip_only and observers.lean_hbm_writes_only):
+            self._check_clean(instr, location, api, None, moved)
+            return
+        try:
+            dst = instr.dst
+            st = dst.storage
+            root = st.base or st
+            root.last_touch = touch
+            if not dst._inb:
+                check_static_bounds(instr, moved)
+            scope = st.scope
+            if scope is not None and scope.finished and observers.lean_scopes is not None:
+                observers.lean_scopes.out_of_scope(st)
+            for observer in observers.lean_on_chip_rest:
+                observer.check(self, instr)
+            if st.placement is None or root.placement is None:
+                self._place_operands(instr)
         except OpenNKIError as e:
             raise _located(e, instr, location, api)
 
