@@ -117,7 +117,7 @@ def _defer_new(cls, dtype, frame, inputs: dict, fields: dict, buffer=core.SBUF):
     if ELEMENTWISE_PLANS and prog is not None and prog.lean and not prog.options.hardware_strict \
             and fields.get("mask") is None:
         operand_names = cls._operand_names
-        parts, operands, views, sigs, fixed = [cls, type(dtype), dtype], [], [], [], {}
+        parts, operands = [cls, type(dtype), dtype], []
         for name, value in fields.items():
             if name in operand_names:
                 if isinstance(value, TensorView):
@@ -125,8 +125,6 @@ def _defer_new(cls, dtype, frame, inputs: dict, fields: dict, buffer=core.SBUF):
                     if sig is None:
                         break
                     parts.append(sig)
-                    views.append(value)
-                    sigs.append(sig)
                 elif isinstance(value, _NOT_PARAMS):
                     break
                 else:
@@ -135,7 +133,6 @@ def _defer_new(cls, dtype, frame, inputs: dict, fields: dict, buffer=core.SBUF):
             elif type(value) in _PLAIN_PARAMS or type(value).__eq__ is object.__eq__ or isinstance(value, Enum) or (
                     type(value) is tuple and all(type(v) is int for v in value)):
                 parts.append((type(value), value))
-                fixed[name] = value
             else:
                 break
         else:
@@ -151,12 +148,14 @@ def _defer_new(cls, dtype, frame, inputs: dict, fields: dict, buffer=core.SBUF):
             if key is not None:
                 out = _result(cls, dtype, buffer, frame, prog, **inputs)
                 api = cls.api_name()
-                recipe = (cls, ("dst", *(name for name in fields if name in operand_names)), fixed)
+                names = [name for name in fields if name in operand_names]
+                views = tuple(value for value in operands if isinstance(value, TensorView))
+                recipe = (cls, ("dst", *names), {name: v for name, v in fields.items() if name not in operand_names})
                 if len(_ELEMENTWISE_PLANS) >= 4096:
                     _ELEMENTWISE_PLANS.clear()
-                _ELEMENTWISE_PLANS[key] = (out.storage.shape, out.storage.dtype, api, (cls, api, tuple(sigs), key),
-                                           recipe)
-                return core.defer_planned(prog, recipe, (out, *operands), out, api, frame, tuple(views), key)
+                _ELEMENTWISE_PLANS[key] = (out.storage.shape, out.storage.dtype, api,
+                                           (cls, api, tuple(view._sig for view in views), key), recipe)
+                return core.defer_planned(prog, recipe, (out, *operands), out, api, frame, views, key)
     out = _result(cls, dtype, buffer, frame, **inputs)
     return _defer(cls(dst=out, **fields), out, frame)
 
