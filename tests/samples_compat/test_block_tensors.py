@@ -107,6 +107,14 @@ def test_a_block_tile_subscript_in_one_step_is_the_tile_subscripted(rng):
     assert checked == [2] * 300 + [1] * 600
 
 
+def _random_key(rng, leads, tile_shape, with_rest: float):
+    """A random block tensor key: one or two block indices drawn from `leads`, then (with probability
+    `with_rest`) a random rest (`_rest`); a key of one entry is sometimes that entry alone."""
+    key = tuple(leads[rng.integers(len(leads))] for _ in range(int(rng.integers(1, 3))))
+    key += _rest(rng, tile_shape) if rng.random() < with_rest else ()
+    return key[0] if len(key) == 1 and rng.random() < 0.5 else key
+
+
 def _block_outcome(get):
     try:
         value = get()
@@ -129,9 +137,7 @@ def test_block_indices_made_again_are_the_general_paths(rng):
         blk = nl.ndarray((2, 3, par_dim(16), 8), dtype=nl.float32)
         for sub in (blk, blk[1]):
             for _ in range(300):
-                lead = tuple(leads[rng.integers(len(leads))] for _ in range(int(rng.integers(1, 3))))
-                key = lead + (_rest(rng, sub.tile_shape) if rng.random() < 0.7 else ())
-                key = key[0] if len(key) == 1 and rng.random() < 0.5 else key
+                key = _random_key(rng, leads, sub.tile_shape, 0.7)
                 sub._positions.clear()
                 # the general path (which remembers the key's position), then the key made again; on one line
                 slow, fast = _block_outcome(lambda: sub[key]), _block_outcome(lambda: sub[key])
@@ -255,9 +261,7 @@ def test_memoised_block_subscripts_are_the_plain_paths(rng):
             blk = nl.ndarray((2, 3, par_dim(16), 4, 5), dtype=nl.float32)
             for sub in (blk, blk[1]):
                 for _ in range(150):
-                    lead = tuple(leads[rng.integers(len(leads))] for _ in range(int(rng.integers(1, 3))))
-                    key = lead + (_rest(rng, sub.tile_shape) if rng.random() < 0.8 else ())
-                    key = key[0] if len(key) == 1 and rng.random() < 0.5 else key
+                    key = _random_key(rng, leads, sub.tile_shape, 0.8)
                     sub._positions.clear()
                     # on one line: an error names the kernel line
                     plain, filled, memoised = _unmemoised(lambda: sub[key]), _block_outcome(lambda: sub[key]), _block_outcome(lambda: sub[key])  # noqa: E501
