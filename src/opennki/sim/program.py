@@ -837,15 +837,15 @@ class Program:
             raise _located(e, instr, location, api)
 
     def _check_claimed(self, instr, location, api, moved, touch: int) -> None:
-        """`_check_clean(instr, location, api, None, moved)` of a planned deferral claimed by its destination
-        (`dst`, moved: `moved` holds "dst" and maybe parameter fields) in the statement that deferred it (`core.accumulate`, `core.assign`), whose quiet check
-        (`defer`) found its other operands in bounds, placed and in their scope and touched them with `touch`
-        (`Deferred.touch`; 0: it did not). No instruction was deferred or issued since (that would have flushed
-        it), so none of them was placed, spilled or left its scope, and no other storage was touched: the steps
-        run for the destination alone, in `_check_clean`'s order (bounds, the scope rule, the other lean
-        observers, placement), and the destination takes the same touch (the plain path touches every operand
-        here: the same order of touches). An instruction that may write HBM while observers of HBM writes look
-        takes `_check_clean`, which looks at every written operand (`CLAIMED_CHECKS = False`: every claim)."""
+        """`_check_clean(instr, location, api, None, moved)` of a planned deferral claimed by its destination (`dst`,
+        moved: `moved` holds "dst" and maybe parameter fields) in the statement that deferred it (`core.accumulate`,
+        `core.assign`), whose quiet check (`defer`) found its other operands in bounds, placed and in their scope and
+        touched them with `touch` (`Deferred.touch`; 0: it did not). No instruction was deferred or issued since (that
+        would have flushed it), so none of them was placed, spilled or left its scope, and no other storage was touched:
+        the steps run for the destination alone, in `_check_clean`'s order (bounds, the scope rule, the other lean
+        observers, placement), and the destination takes the same touch (the plain path touches every operand here: the
+        same order of touches). An instruction that may write HBM while observers of HBM writes look takes
+        `_check_clean`, which looks at every written operand (`CLAIMED_CHECKS = False`: every claim)."""
         observers = self.observers
         if not touch or not CLAIMED_CHECKS or (
                 not instr.writes_on_chip_only and observers.lean_hbm_writes_only):
