@@ -11,6 +11,7 @@ from opennki.legacy.language import par_dim
 from opennki._src.blocks import BlockTensor
 from tests.language.helpers import run
 from tests.raises import raises_at
+from tests.sim.outcomes import by_first_appearance, event_fields
 
 
 def _row_sums(sums, x, head, n_tiles):
@@ -216,7 +217,6 @@ def _reduce_into(acc, tiles, k):
 def test_whole_tile_subscripts_give_the_plain_path_values_and_events(rng):
     from opennki._src import blocks
     from opennki.listeners import Recorder
-    from tests.sim.outcomes import by_first_appearance, event_fields
 
     x = rng.standard_normal((2, 2, 128, 64)).astype(np.float32)
     results = []
@@ -227,13 +227,20 @@ def test_whole_tile_subscripts_give_the_plain_path_values_and_events(rng):
             results.append((run(_attention_style, x, recorder=rec), rec.events))
         finally:
             blocks.MEMO_VIEWS = True
+    fast = _same_runs(results)
+    summed = x[:, 0] + x[:, 1]
+    want = np.stack([summed * 0.5 * 2, summed * 1.5 * 2], axis=1)
+    np.testing.assert_allclose(fast, want, rtol=1e-6)
+
+
+def _same_runs(results) -> np.ndarray:
+    """`results`: the (output, recorded events) of a run with the view memo on, then off: the same output and
+    the same events field by field (storage ids by first appearance); the output."""
     (fast, fast_events), (plain, plain_events) = results
     np.testing.assert_array_equal(fast, plain)
     sid_fast, sid_plain = by_first_appearance(), by_first_appearance()
     assert [event_fields(e, sid_fast) for e in fast_events] == [event_fields(e, sid_plain) for e in plain_events]
-    summed = x[:, 0] + x[:, 1]
-    want = np.stack([summed * 0.5 * 2, summed * 1.5 * 2], axis=1)
-    np.testing.assert_allclose(fast, want, rtol=1e-6)
+    return fast
 
 
 def _unmemoised(get):
@@ -318,7 +325,6 @@ def _sliced_blocks_out_of_bounds(x):
 def test_memoised_block_subscripts_give_the_plain_path_values_errors_and_events(rng):
     from opennki._src import blocks
     from opennki.listeners import Recorder
-    from tests.sim.outcomes import by_first_appearance, event_fields
 
     x = rng.standard_normal((2, 2, 16, 32)).astype(np.float32)
     results, errors = [], []
@@ -335,10 +341,7 @@ def test_memoised_block_subscripts_give_the_plain_path_values_errors_and_events(
                 errors.append((type(e), str(e)))
         finally:
             blocks.MEMO_VIEWS = True
-    (fast, fast_events), (plain, plain_events) = results
-    np.testing.assert_array_equal(fast, plain)
-    sid_fast, sid_plain = by_first_appearance(), by_first_appearance()
-    assert [event_fields(e, sid_fast) for e in fast_events] == [event_fields(e, sid_plain) for e in plain_events]
+    fast = _same_runs(results)
     assert len(errors) == 2 and errors[0] == errors[1] and "tiles[1, :, 24:40] = nl.load" in errors[0][1]
     want = np.zeros((2, 2, 16, 32), np.float32)
     for h in range(2):
