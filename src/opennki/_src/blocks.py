@@ -249,9 +249,7 @@ class BlockTensor:
         if memo is None:
             tile[rest if rest else ...] = value
             return
-        # what `tile[rest] = value` assigns into (`NkiTensor.__setitem__`; `tile[...]` is all of a tile of the
-        # root, on chip: two dims or more, no mask, no run-time indices), remembered
-        dst = tile.subscript(rest) if rest else tile
+        dst = tile.assigned_view(rest if rest else ...)     # what `tile[rest] = value` assigns into, remembered
         if dst._layout is not None:
             _remember(memo, dst._layout)
         core.assign(dst, value)

@@ -74,10 +74,14 @@ class NkiTensor(TensorView):
     __getitem__ = TensorView.subscript      # `t[key]` (an alias: no Python frame of its own for every subscript)
 
     def __setitem__(self, key, value):
+        core.assign(self.assigned_view(key), value)
+
+    def assigned_view(self, key):
+        """The view `t[key] = value` writes: `t` itself for `t[...]` (the view `t[...]` would address what `t`
+        does), else `t[key]`."""
         if key is Ellipsis and self.mask is None and not self.dynamic and len(self.shape) >= 2:
-            core.assign(self, value)        # `t[...] = v`: the view `t[...]` would address what `t` does
-        else:
-            core.assign(self.subscript(key), value)
+            return self
+        return self.subscript(key)
 
     def _inplace(self, value, op):
         core.accumulate(self, value, op, api=f"tensor {op}=")
