@@ -615,7 +615,7 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load", kernel_frame=None)
             made = entry[1] if entry is not None and BUILD_WHEN_CLAIMED else None
             if made is not None and made[4] is not None:
                 # what `defer_planned` finds for this signature: the planned instruction, clean, deferred unbuilt
-                result = alloc(plan[0], src.storage.dtype, SBUF, frame=frame, prog=prog, normal=True)
+                result = planned_result(prog, plan[0], src.storage.dtype, frame)    # (`alloc`'s tile)
                 return prog.defer(None, result, api, frame, True, entry[0], made, (result, src))
     result = alloc(src.shape, dtype if dtype is not None else src.storage.dtype, SBUF, frame=frame, prog=prog)
     if mask is not None:
