@@ -176,6 +176,27 @@ def test_run_cells_give_the_plain_path_values_and_events(rng, precise):
         np.testing.assert_allclose(low.astype(np.float32), np.stack([b, b1]).astype(np.float32), rtol=2e-2)
 
 
+def test_array_immediates_give_the_scalar_immediates_values_and_events(rng):
+    """vector.ARRAY_IMMEDIATES: a cell's immediate as a read-only 0-d fp32 array gives the bits the fp32 scalar
+    gives (every operator, reversed, zeros of either sign, an int immediate; NaN and infinities in the data), the
+    same events, and leaves the cell's immediate unchanged."""
+    from opennki.instructions import vector
+    x = rng.standard_normal((128, 64), dtype=np.float32) * F(1e3)
+    y = rng.standard_normal((128, 64), dtype=np.float32)
+    x[::7, ::5] = np.nan
+    x[3::11, 1::6] = np.inf
+    y[5::13, ::7] = -np.inf
+    outcomes, events = fast_and_plain(repeats.func, (x, y), vector, "ARRAY_IMMEDIATES")
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 10 and events[0] == events[1]
+    out, low = outcomes[0]
+    acc = x.copy()
+    for _ in range(5):
+        acc = acc + F(1.25)
+    np.testing.assert_array_equal(out[0].view(np.uint32), acc.view(np.uint32))
+    np.testing.assert_array_equal(out[1].view(np.uint32), (F(0.5) - acc).view(np.uint32))
+
+
 @pytest.mark.parametrize("precise", [True, False])
 def test_tile_operand_run_cells_give_the_plain_path_values_and_events(rng, precise):
     x = rng.standard_normal((128, 64), dtype=np.float32)

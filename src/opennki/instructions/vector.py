@@ -38,6 +38,11 @@ INTO_FP32 = frozenset((np.add, np.subtract, np.multiply, np.maximum, np.minimum)
 ONE_STAGE_IMMEDIATES = True
 # immediates a run cell may be keyed on by identity (`TensorScalar.run`): values nothing can change in place
 _IMMUTABLE_IMMEDIATES = frozenset((float, int, np.float32))
+# A run cell's ufunc call takes its fp32 immediate as a read-only 0-d fp32 array, not the NumPy scalar the first run
+# used: a ufunc converts a scalar argument to such an array on every call (a [128, 64] fp32 add, timeit: 1.34 us
+# with the scalar, 1.23 us with the array); both are float32 operands of the same loop, so the values are the same.
+# False: the cell keeps the scalar (tests/sim/test_run_cells.py compares them).
+ARRAY_IMMEDIATES = True
 # Scalar Engine tensor_scalar before NeuronCore-v4 (spec/isa.md §6.5)
 _ACT_PAIRS = {("multiply", "add"), ("multiply", None), ("add", None)}
 
@@ -290,6 +295,10 @@ class TensorScalar(Instruction):
                     quiet_into(op0.fn, a, b, out)
                     if cell is not None and type(operand0) in _IMMUTABLE_IMMEDIATES and read_whole(data, x):
                         # (the cell holds no storage: that would keep it from being freed, events show when)
+                        if ARRAY_IMMEDIATES:
+                            s0 = np.array(s0, np.float32)
+                            s0.flags.writeable = False
+                            a, b = (s0, x) if self.reverse0 else (x, s0)
                         cell[0] = (operand0, x, out, dst.storage.kind is _PSUM, op0.fn, a, b)
                     return
             t = np.asarray(apply(op0, x, s0, self.reverse0))

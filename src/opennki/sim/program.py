@@ -60,6 +60,10 @@ LEAN_ISSUE = True
 # before is made from what that call decided (`Program._made_again`); False: every tensor takes the whole
 # path (which tests compare against).
 MEMO_TILE_SITES = True
+# A tensor made at such a call site is reported allocated from what every tensor made there holds (the site's
+# `TensorAllocated` fields but its storage id, address and size: `Program._allocation_fields`, kept with the site);
+# False: each event's fields are read from its storage (the plain path, which tests compare against).
+SITE_ALLOCATIONS = True
 # An event's operand records are filled in from what all views of their view layout share (`_record_template`),
 # its engine is its class's (`Instruction._engine`) where that is fixed, and a template's params are copied inline;
 # False: each record is made by `operand_record`, the engine is `executor`'s and the params `event_params`' (the
@@ -396,6 +400,8 @@ class Program:
             self.launch.hbm_tensors.append(weakref.ref(storage))
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             self.launch.shared.append(storage)
+        if site is not None:
+            site += (self._allocation_fields(storage),)        # (`allocated`)
         storage.site = site
         view = self.launch.tensor_type.root(storage)
         tiles = self._tiles
@@ -468,22 +474,31 @@ class Program:
 
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
-        kind = storage.kind
-        event = _new(TensorAllocated)       # filled in from this program's template, as `_event` fills its own
+        event = _new(TensorAllocated)       # filled in from a template, as `_event` fills its own
         fields = event.__dict__
-        fields.update(self._allocated_fields)
+        site = storage.site
+        # a tensor made at a kernel call site (`new_tensor`) holds what its site's first tensor held: the same name,
+        # shape, dtype, kind and kernel line (`_made_again`, a spare tile); the fields of those, once per site
+        fields.update(site[2] if site is not None and SITE_ALLOCATIONS else self._allocation_fields(storage))
         fields["storage_id"] = storage.id
+        fields["byte_start"] = storage.placement.address
+        fields["size_bytes"] = nbytes
+        if direct:
+            fields["direct"] = True
+        self.emit(event)
+
+    def _allocation_fields(self, storage) -> dict:
+        """The fields of `storage`'s TensorAllocated events, in their order, but its id, address and size (set by
+        `allocated`): this program's, and those its storage fixes (`Storage.partitions` inline)."""
+        kind = storage.kind
+        fields = dict(self._allocated_fields)
         fields["kind"] = kind
         fields["name"] = storage.name
         fields["shape"] = storage.shape
         fields["dtype"] = storage.dtype.name
-        fields["partitions"] = storage.shape[0] if kind is not _HBM else 1      # Storage.partitions
-        fields["byte_start"] = storage.placement.address
-        fields["size_bytes"] = nbytes
+        fields["partitions"] = storage.shape[0] if kind is not _HBM else 1
         fields["location"] = storage.location
-        if direct:
-            fields["direct"] = True
-        self.emit(event)
+        return fields
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
         event = _new(TensorFreed)           # TensorFreed(storage_id, kind): its two fields set in its dict, in order
