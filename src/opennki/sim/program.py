@@ -255,7 +255,7 @@ class Program:
         self.core = core
         # what every InstructionExecuted of this program holds but its own fields (`_event`), in field order
         self._event_fields = dict(seq=None, program=ids, core=core, opcode=None, engine=None, operands=None,
-                                  params=None, mask=None, location=None, name=None, ordered=False)
+                                  params=None, mask=None, location=None, name=None, ordered=False, params_source=None)
         self._allocated_fields = dict(storage_id=None, program=ids, kind=None, name=None, shape=None, dtype=None,
                                       partitions=None, byte_start=None, size_bytes=None, location=None, direct=False)
         listening = bool(sim.listeners)
@@ -1085,11 +1085,16 @@ class Program:
             engine, params = instr._engine, instr.__dict__.get("_params")
             fields["engine"] = engine if engine is not None else instr.executor
             fields["operands"] = operands
-            fields["params"] = dict(params) if params is not None else event_params(instr)
+            if params is not None:
+                fields["params"] = dict(params)
+                fields["params_source"] = params
+            else:
+                fields["params"] = event_params(instr)
         else:
             fields["engine"] = instr.executor
             fields["operands"] = operands
             fields["params"] = event_params(instr)
+            fields["params_source"] = instr.__dict__.get("_params")     # (what `event_params` copies if it is kept)
         if instr.mask is not None and instr.output is not None:
             fields["mask"] = Machine.effective_mask(instr.output, instr.mask)
         fields["location"] = location
