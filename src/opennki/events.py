@@ -155,6 +155,11 @@ class InstructionExecuted(Event):
         location: the kernel line that issued it.
         name: the user's `name=` label, if any.
         ordered: issued inside `no_reorder` (the compiler keeps program order for it).
+        params_source: the dict `params` was copied from when the instruction keeps one (built from a plan's
+            template, or retargeted: `Instruction._params`), else None. Such a dict is never changed once an
+            instruction holds it, so events copied from one dict have equal params in the same order (the cost
+            model's `_site_plan` takes that instead of comparing them). Not part of the event's value: left out
+            of its repr and comparisons.
     """
 
     seq: int
@@ -168,6 +173,7 @@ class InstructionExecuted(Event):
     location: SourceLocation | None = None
     name: str | None = None
     ordered: bool = False
+    params_source: dict | None = field(default=None, repr=False, compare=False)
 
     @property
     def reads(self) -> tuple[Operand, ...]:

@@ -15,6 +15,7 @@ finished, equal adding the records one at a time (values, and the order of every
 cost and kernel line through `CostResult.held`, which rows placed by a kernel line's remembered plan do not
 store again: `SITE_PLANS` off, every row stores them.)"""
 
+import dataclasses
 import gc
 import operator
 import sys
@@ -243,6 +244,37 @@ def test_a_plan_remembered_per_kernel_line_is_the_plan_of_the_events_signature(m
         estimate(kernel, args, target=target, keep_instructions=False)
         if kernel is K.alternating_tiles or kernel is tiled_matmul.tiled_matmul:
             assert sum(taken) > len(taken) / 2
+
+
+def test_a_plan_taken_by_the_events_params_source_is_the_one_comparing_its_params_gives(monkeypatch):
+    """An event whose params the simulator copied from a dict an instruction keeps (`params_source`) has params
+    equal to it in its order at the end of the run (such a dict is never changed), and
+    `CostModel._site_plan` taking an entry's plan by that dict (`scheduler.SITE_SOURCES`) gives every event the
+    plan comparing its params gives (an event without it); on these cases most events of a loop take it so."""
+    site_plan = scheduler.CostModel._site_plan
+    by_source = []
+
+    def checked(model, ev):
+        compared = site_plan(model, dataclasses.replace(ev, params_source=None))     # (the plain path)
+        source = ev.params_source
+        by_source.append(source is not None and any(
+            entry[7] is source for entry in model._sites.get(id(ev.location), ())))
+        plan = site_plan(model, ev)
+        assert plan is compared
+        return plan
+    monkeypatch.setattr(scheduler.CostModel, "_site_plan", checked)
+    sourced = 0
+    for kernel, args, target in CASES:
+        del by_source[:]
+        result = estimate(kernel, args, target=target)
+        for ev in (r.event for r in result.records):
+            if ev.params_source is not None:
+                sourced += 1
+                assert ev.params == ev.params_source and list(ev.params) == list(ev.params_source), ev
+                assert ev.params is not ev.params_source
+        if kernel is tiled_matmul.tiled_matmul:
+            assert sum(by_source) > len(by_source) / 2
+    assert sourced > 500
 
 
 def test_operands_of_equal_layout_numbers_hold_equal_values():

@@ -28,11 +28,12 @@ def event_fields(value, storage_id: Callable[[int], object], field_order: bool =
     and bytes, containers element by element. Storage ids count up across launches, so each goes through
     `storage_id` (e.g. its order of first appearance, or its distance from the launch's first id). With
     `field_order` a dataclass also gives the order of its instance dict (records built from templates must keep
-    the order the dataclass's own __init__ gives)."""
+    the order the dataclass's own __init__ gives). Fields declared out of the value (`compare=False`: an event's
+    `params_source`, which only a fast path may set) are left out."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         fields = tuple(storage_id(getattr(value, f.name)) if f.name == "storage_id"
                        else event_fields(getattr(value, f.name), storage_id, field_order)
-                       for f in dataclasses.fields(value))
+                       for f in dataclasses.fields(value) if f.compare)
         return (type(value).__name__,) + fields + ((tuple(vars(value)),) if field_order else ())
     if isinstance(value, np.ndarray):
         return (value.dtype.str, value.shape, value.tobytes())

@@ -207,7 +207,8 @@ def test_events_made_positionally_are_the_records_the_dataclass_makes():
                     (128, 256), None, False, 1, 2)
     made, init = positional_maker(Operand)(*operand_args), Operand(*operand_args)
     assert dataclasses.asdict(made) == dataclasses.asdict(init)
-    event_args = (3, (0,), 0, "tensor_copy", None, (made,), {"engine": None}, None, None, None, True)
+    kept = {"engine": None}
+    event_args = (3, (0,), 0, "tensor_copy", None, (made,), dict(kept), None, None, None, True, kept)
     assert dataclasses.asdict(positional_maker(InstructionExecuted)(*event_args)) == \
         dataclasses.asdict(InstructionExecuted(*event_args))
     with pytest.raises(dataclasses.FrozenInstanceError):

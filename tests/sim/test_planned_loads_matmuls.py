@@ -237,3 +237,38 @@ def test_matmul_plans_give_the_plain_path_values_errors_and_events(rng, case):
         assert isinstance(outcomes[1], Exception)
     if case == "tiled_fp32":
         np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("case", ["tiled_fp32", "tiled_bf16_odd", "groups_bf16", "flagged", "load_out_of_bounds",
+                                  "mixed_dtypes"])
+def test_load_plans_give_the_plain_path_values_errors_and_events(rng, monkeypatch, case):
+    """`core.LOAD_PLANS`: a usual `nl.load` takes its result tile's shape and `defer_planned`'s memo key from one
+    memo of its source's signature: outputs or errors (with their kernel lines), and every event field by field,
+    are those of `defer_planned`, which the plan's loads skip (loads into a declared tile, with `dtype=`, past the
+    end of their tensor, of odd tile shapes)."""
+    from opennki._src import core
+    from tests.sim.outcomes import fast_and_plain
+
+    kernel, args = {
+        "tiled_fp32": (tiled, _inputs(rng, (384, 128), (384, 512), np.float32)),
+        "tiled_bf16_odd": (tiled, _inputs(rng, (200, 100), (200, 300), nl.bfloat16)),
+        "groups_bf16": (groups, _inputs(rng, (256, 64), (256, 128), nl.bfloat16)),
+        "flagged": (flagged, _inputs(rng, (384, 64), (384, 128), np.float32)),
+        "load_out_of_bounds": (load_out_of_bounds, _inputs(rng, (256, 64), (128, 128), np.float32)),
+        "mixed_dtypes": (mixed_dtypes, _inputs(rng, (256, 64), (128, 128), np.float32)),
+    }[case]
+    calls = []
+    counted = case in ("tiled_fp32", "groups_bf16")     # signatures loaded 3+ times, and no error: a wrapper's
+    if counted:                                         # frame would change what an error's traceback holds
+        defer_planned = core.defer_planned
+        monkeypatch.setattr(core, "defer_planned",
+                            lambda *a, **k: calls.append(core.LOAD_PLANS) or defer_planned(*a, **k))
+    outcomes, events = fast_and_plain(kernel.func, args, core, "LOAD_PLANS", setup=core._LOAD_PLANS.clear)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > 8 and events[0] == events[1]
+    if case in ("flagged", "load_out_of_bounds", "mixed_dtypes"):
+        assert isinstance(outcomes[1], Exception)
+    if counted:                 # the plans' loads skipped `defer_planned`
+        assert 0 < calls.count(True) < calls.count(False)
+    if case == "tiled_fp32":
+        np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)

@@ -26,9 +26,11 @@ def _both(monkeypatch, run):
     out, made = [], []
     made_again = program.Program._made_again
 
-    def counted(prog, entry):
-        made.append(entry)
-        return made_again(prog, entry)
+    def counted(prog, key, code):
+        view = made_again(prog, key, code)
+        if view is not None:
+            made.append(view)
+        return view
 
     monkeypatch.setattr(program.Program, "_made_again", counted)
     for memo in (True, False):
@@ -163,3 +165,48 @@ def test_released_tiles_give_the_plain_paths_events(rng, monkeypatch):
             np.testing.assert_allclose(outcomes[0], a.T.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
         else:
             assert isinstance(outcomes[0], OpenNKIError) == (kernel is _too_big_then_out_of_bounds)
+
+
+def test_allocations_at_a_site_give_the_plain_paths_events(rng, monkeypatch):
+    """`Program.allocated` fills a tensor made at a kernel call site in from the fields kept with the site
+    (`SITE_ALLOCATIONS`): the events (field by field, in the record's field order), the values and the errors
+    are those of the plain path, which reads every field from the storage, through spills and reloads, a
+    relocation (test_fragmentation's kernel) and an out-of-bounds load; most allocations take the site's fields."""
+    from opennki.events import TensorFreed
+    from tests.samples_compat.test_fragmentation import UNIT, _fragmenting
+    from tests.sim.outcomes import by_first_appearance, event_fields
+
+    a, b = rand(rng, 256, 256), rand(rng, 256, 1024)
+    cases = (((a, b), tiled_matmul), ((rand(rng, 128, 512), 200), _kept_tiles),
+             ((rand(rng, 128, 64), False), _too_big_then_out_of_bounds),
+             ((rng.standard_normal((2, 27 * UNIT)).astype(np.float32),), _fragmenting))
+    fields_of = program.Program._allocation_fields
+    for args, kernel in cases:
+        outcomes, events, made = [], [], []
+        for sites in (True, False):
+            with monkeypatch.context() as m:
+                if kernel is _fragmenting:
+                    m.setenv("NEURON_PLATFORM_TARGET_OVERRIDE", "trn3")
+                m.setattr(program, "SITE_ALLOCATIONS", sites)
+                m.setattr(program.Program, "_allocation_fields",
+                          lambda prog, storage: made.append(storage.id) or fields_of(prog, storage))
+                rec = Recorder()
+                try:
+                    outcomes.append(nki.jit(kernel).launch(args, listeners=[rec]))
+                except OpenNKIError as e:
+                    outcomes.append(e)
+            sid = by_first_appearance()
+            events.append([event_fields(e, sid, field_order=True) for e in rec.events])
+            allocated = rec.of_type(TensorAllocated)
+            if sites:       # the site's fields, made once per site, served the other allocations there
+                assert len(made) < len(allocated)
+            else:
+                assert len(made) >= len(allocated)
+            made.clear()
+        assert_same_outcome(*outcomes)
+        assert events[0] == events[1]
+        if kernel is _kept_tiles:       # spilled tiles placed again (their reloads)
+            assert any(getattr(e, "opcode", None) == "sbuf_reload" for e in rec.events)
+        if kernel is _fragmenting:      # a relocation: a TensorFreed and a TensorAllocated of one storage
+            moved = [e.storage_id for e in rec.events if isinstance(e, TensorFreed)]
+            assert any(e.storage_id in moved for e in rec.of_type(TensorAllocated)[1:])

@@ -667,14 +667,37 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load", kernel_frame=None)
         # partition dim comes first and on-chip tiles have at least two dims (the official samples rely on it)
         src = _as_column(src)
     frame = kernel_frame or user_frame()
+    if mask is None and dtype is None and LOAD_PLANS:
+        plan = _LOAD_PLANS.get((src._sig or view_signature(src), api))
+        if plan is not None and prog.lean and not prog.options.hardware_strict:
+            entry = prog.sim.planned.get(plan[1])
+            made = entry[1] if entry is not None and BUILD_WHEN_CLAIMED else None
+            if made is not None and made[4] is not None:
+                # what `defer_planned` finds for this signature: the planned instruction, clean, deferred unbuilt
+                result = planned_result(prog, plan[0], src.storage.dtype, frame)    # (`alloc`'s tile)
+                return prog.defer(None, result, api, frame, True, entry[0], made, (result, src))
     result = alloc(src.shape, dtype if dtype is not None else src.storage.dtype, SBUF, frame=frame, prog=prog)
     if mask is not None:
         return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api, frame)
     # the tile's shape is src's
-    return defer_planned(prog, _LOAD, (result, src), result, api, frame, (src,), (result.storage.dtype.name,))
+    dt = result.storage.dtype.name
+    out = defer_planned(prog, _LOAD, (result, src), result, api, frame, (src,), (dt,))
+    if dtype is None and LOAD_PLANS and src._sig is not None and prog.lean and not prog.options.hardware_strict:
+        if len(_LOAD_PLANS) >= _PLANS_MAX:
+            _LOAD_PLANS.clear()
+        # `defer_planned`'s memo key (`_defer_planned`), whose entry a later load of this signature takes
+        _LOAD_PLANS[(src._sig, api)] = (normalize_shape(src.shape), ((DmaCopy, api, (src._sig,), (dt,)), True))
+    return out
 
 
 _LOAD = (DmaCopy, ("dst", "src"), {"mask": None})       # `load`'s instruction (`_built`) of (tile, src)
+# `load(src)` without `mask=` or `dtype=` on the lean path (no hardware-strict rules) is a function of `src`'s view
+# signature and the API name: its result tile's shape (`normalize_shape`'s) and `defer_planned`'s memo key, kept
+# per such key (`_LOAD_PLANS`); a load that finds its key's memo entry with a template defers the instruction
+# unbuilt, as `_defer_planned` does then, without building the key again (a loop's loads repeat a few
+# signatures). False: every load takes `defer_planned` (the plain path, which tests compare against).
+LOAD_PLANS = True
+_LOAD_PLANS: dict = {}      # (src view signature, api) -> (result shape, `_defer_planned`'s memo key)
 
 
 def _as_column(t: TensorView) -> TensorView:

@@ -52,6 +52,10 @@ _PLANS_LIMIT = 4096
 # the latest SITE_ENTRIES of each line; False: every plan found by its signature (`_plan`)
 SITE_PLANS = True
 SITE_ENTRIES = 4
+# `_site_plan` takes an event's params as equal to an entry's, in the same order, when the simulator copied both
+# from one dict (`InstructionExecuted.params_source`: such a dict is never changed), without comparing them;
+# False: every entry's params compared (the plain path)
+SITE_SOURCES = True
 # events kept before they are placed together (`CostModel.on_event`); 1 places every event as it arrives
 BATCH_EVENTS = 64
 # bound once: class lookups of members are slow (3.11)
@@ -325,7 +329,9 @@ class CostModel:
         each operand's role, access, first partition, and memory, shape, dtype, item size and strides by their
         number, `Operand.form`, no run-time offsets, the parameters in their order; no mask), most by identity,
         is a hit: cheaper than building the signature and hashing it. Only signatures `_plan` keeps are
-        remembered."""
+        remembered. The params are not compared when the simulator copied the event's from the dict the entry's
+        were copied from (`InstructionExecuted.params_source`, which an entry takes at its first hit by
+        comparison; `SITE_SOURCES`): such a dict is never changed, so they are equal, in the same order."""
         loc = ev.location
         entries = self._sites.get(id(loc))
         if entries is None or ev.mask is not None:
@@ -345,12 +351,17 @@ class CostModel:
                     break
                 i += 1
             else:
+                source = ev.params_source
+                if source is not None and source is entry[7]:
+                    return entry[6]         # params copied from the dict the entry's were copied from (SITE_SOURCES)
                 params = ev.params
                 try:
                     same = params == entry[3] and tuple(params) == entry[4]
                 except (TypeError, ValueError):      # (parameters whose equality is not a bool)
                     same = False
                 if same:
+                    if source is not None and SITE_SOURCES:
+                        entry[7] = source           # (its params equal those of events copied from it)
                     return entry[6]
         return None
 
@@ -369,8 +380,9 @@ class CostModel:
             entries = sites[id(loc)] = []
         elif len(entries) >= SITE_ENTRIES:
             del entries[0]
-        entries.append((loc, ev.opcode, ev.engine, dict(ev.params), tuple(ev.params),
-                        tuple((o.role, o.access, o.form, o.region.partition_start) for o in ev.operands), plan))
+        entries.append([loc, ev.opcode, ev.engine, dict(ev.params), tuple(ev.params),
+                        tuple((o.role, o.access, o.form, o.region.partition_start) for o in ev.operands), plan,
+                        ev.params_source if SITE_SOURCES else None])
 
     def _choose_engine(self, ev, choices, state, dep):
         """(event, cost, engine) on the engine where `ev` finishes first (cost/engines.py), among `choices`

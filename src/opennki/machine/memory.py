@@ -158,7 +158,7 @@ class Storage:
         self.last_touch = 0          # on chip: when an instruction last touched it (SBUF spills the least recent)
         self.spill_address = None    # SBUF: the HBM address its spilled copy goes to (reserved at its first spill)
         self.initialized = None      # uninitialized="raise": per-element "written" flags (None: not tracked)
-        self.site = None             # a result tile's call site, while it may be reused there (Program.spare)
+        self.site = None             # its kernel call site (Program.new_tensor): spare tiles, allocation fields
         self.direct = False          # placed by the kernel (`address=`, nki.compiler allocation), not the allocator
         self.nbytes = None           # its footprint (`Memory.footprint`), once new_storage computed it
         self.scope = None            # the language layer's loop the tensor is local to (_src/rules.record_scope)

@@ -60,6 +60,10 @@ LEAN_ISSUE = True
 # before is made from what that call decided (`Program._made_again`); False: every tensor takes the whole
 # path (which tests compare against).
 MEMO_TILE_SITES = True
+# A tensor made at such a call site is reported allocated from what every tensor made there holds (the site's
+# `TensorAllocated` fields but its storage id, address and size: `Program._allocation_fields`, kept with the site);
+# False: each event's fields are read from its storage (the plain path, which tests compare against).
+SITE_ALLOCATIONS = True
 # An event's operand records are filled in from what all views of their view layout share (`_record_template`),
 # its engine is its class's (`Instruction._engine`) where that is fixed, and a template's params are copied inline;
 # False: each record is made by `operand_record`, the engine is `executor`'s and the params `event_params`' (the
@@ -251,7 +255,7 @@ class Program:
         self.core = core
         # what every InstructionExecuted of this program holds but its own fields (`_event`), in field order
         self._event_fields = dict(seq=None, program=ids, core=core, opcode=None, engine=None, operands=None,
-                                  params=None, mask=None, location=None, name=None, ordered=False)
+                                  params=None, mask=None, location=None, name=None, ordered=False, params_source=None)
         self._allocated_fields = dict(storage_id=None, program=ids, kind=None, name=None, shape=None, dtype=None,
                                       partitions=None, byte_start=None, size_bytes=None, location=None, direct=False)
         listening = bool(sim.listeners)
@@ -367,11 +371,9 @@ class Program:
                     view = self._take_spare(key, code)
                     if view is not None:
                         return view
-                tiles = self._tiles
-                if tiles is not None:
-                    made = tiles.get(key)
-                    if made is not None and made[0] is code:
-                        return self._made_again(made)
+                view = self._made_again(key, code)
+                if view is not None:
+                    return view
                 if spares is not None:
                     site = (key, code)
             location = location_of(frame) if frame is not None else None
@@ -396,6 +398,8 @@ class Program:
             self.launch.hbm_tensors.append(weakref.ref(storage))
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             self.launch.shared.append(storage)
+        if site is not None:
+            site += (self._allocation_fields(storage),)        # (`allocated`)
         storage.site = site
         view = self.launch.tensor_type.root(storage)
         tiles = self._tiles
@@ -410,11 +414,15 @@ class Program:
     def result_tile(self, shape: tuple, dtype, frame, region: MemoryRegion = _SBUF) -> TensorView:
         """`new_tensor(region, shape, dtype, frame=frame)` for a front door's result tile (`shape` a tuple of ints,
         `frame` the kernel frame or None, `region` SBUF or PSUM), which usually is the spare tile its call site's
-        last statement left (`spare`): that look-up first, as `new_tensor` makes it, without its tests of what
-        this caller's arguments are; else (a tile still held, none spare) `new_tensor` itself."""
-        if self._spares is not None and frame is not None:
+        last statement left (`spare`), else one made from what the site made before (`_made_again`, a tile still
+        held, as a load's): those look-ups, as `new_tensor` makes them, without its tests of what this caller's
+        arguments are; else (the site's first tile) `new_tensor` itself."""
+        if frame is not None and self._sites:
             code = frame.f_code
-            view = self._take_spare((id(code), frame.f_lasti, region._value_, shape, id(dtype)), code)
+            key = (id(code), frame.f_lasti, region._value_, shape, id(dtype))
+            view = self._take_spare(key, code) if self._spares is not None else None
+            if view is None:
+                view = self._made_again(key, code)
             if view is not None:
                 return view
         return self.new_tensor(region, shape, dtype, frame=frame)
@@ -433,13 +441,18 @@ class Program:
             return view
         return None
 
-    def _made_again(self, made: tuple) -> TensorView:
-        """`new_tensor` at a kernel call site that made an unnamed on-chip tensor of this region, shape and
-        dtype before (`made`, kept in `_tiles`; `new_tensor` has looked for a spare tile first, as the plain
-        path does): a new tensor of the same name, kernel line and footprint, poisoned lazily as that one was
-        (its `_poison`, an immutable tuple, is shared). What the plain path computes again for each such tensor
-        (the location, the name, the footprint and its shape rules, what `Memory.new_storage` decides from the
-        memory's fixed options, the root view's layout) is a function of the site and these arguments."""
+    def _made_again(self, key: tuple, code) -> TensorView | None:
+        """`new_tensor` at a kernel call site (`key` as `_spares`', at the site of `code`) that made an unnamed
+        on-chip tensor of this region, shape and dtype before (what it made is kept in `_tiles`; the caller has
+        looked for a spare tile first, as the plain path does): a new tensor of the same name, kernel line and
+        footprint, poisoned lazily as that one was (its `_poison`, an immutable tuple, is shared); None if the site
+        made none (or `_tiles` is off). What the plain path computes again for each such tensor (the location, the
+        name, the footprint and its shape rules, what `Memory.new_storage` decides from the memory's fixed
+        options, the root view's layout) is a function of the site and these arguments."""
+        tiles = self._tiles
+        made = tiles.get(key) if tiles is not None else None
+        if made is None or made[0] is not code:
+            return None
         _, region, dtype, shape, name, location, program, nbytes, poison, site, layout = made
         storage = Storage(region, dtype, shape, None, None, name, location, program)
         storage.nbytes = nbytes
@@ -468,22 +481,31 @@ class Program:
 
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
-        kind = storage.kind
-        event = _new(TensorAllocated)       # filled in from this program's template, as `_event` fills its own
+        event = _new(TensorAllocated)       # filled in from a template, as `_event` fills its own
         fields = event.__dict__
-        fields.update(self._allocated_fields)
+        site = storage.site
+        # a tensor made at a kernel call site (`new_tensor`) holds what its site's first tensor held: the same name,
+        # shape, dtype, kind and kernel line (`_made_again`, a spare tile); the fields of those, once per site
+        fields.update(site[2] if site is not None and SITE_ALLOCATIONS else self._allocation_fields(storage))
         fields["storage_id"] = storage.id
+        fields["byte_start"] = storage.placement.address
+        fields["size_bytes"] = nbytes
+        if direct:
+            fields["direct"] = True
+        self.emit(event)
+
+    def _allocation_fields(self, storage) -> dict:
+        """The fields of `storage`'s TensorAllocated events, in their order, but its id, address and size (set by
+        `allocated`): this program's, and those its storage fixes (`Storage.partitions` inline)."""
+        kind = storage.kind
+        fields = dict(self._allocated_fields)
         fields["kind"] = kind
         fields["name"] = storage.name
         fields["shape"] = storage.shape
         fields["dtype"] = storage.dtype.name
-        fields["partitions"] = storage.shape[0] if kind is not _HBM else 1      # Storage.partitions
-        fields["byte_start"] = storage.placement.address
-        fields["size_bytes"] = nbytes
+        fields["partitions"] = storage.shape[0] if kind is not _HBM else 1
         fields["location"] = storage.location
-        if direct:
-            fields["direct"] = True
-        self.emit(event)
+        return fields
 
     def freed(self, storage_id: int, kind: MemoryKind) -> None:
         event = _new(TensorFreed)           # TensorFreed(storage_id, kind): its two fields set in its dict, in order
@@ -1063,11 +1085,16 @@ class Program:
             engine, params = instr._engine, instr.__dict__.get("_params")
             fields["engine"] = engine if engine is not None else instr.executor
             fields["operands"] = operands
-            fields["params"] = dict(params) if params is not None else event_params(instr)
+            if params is not None:
+                fields["params"] = dict(params)
+                fields["params_source"] = params
+            else:
+                fields["params"] = event_params(instr)
         else:
             fields["engine"] = instr.executor
             fields["operands"] = operands
             fields["params"] = event_params(instr)
+            fields["params_source"] = instr.__dict__.get("_params")     # (what `event_params` copies if it is kept)
         if instr.mask is not None and instr.output is not None:
             fields["mask"] = Machine.effective_mask(instr.output, instr.mask)
         fields["location"] = location
