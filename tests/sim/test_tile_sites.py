@@ -26,9 +26,11 @@ def _both(monkeypatch, run):
     out, made = [], []
     made_again = program.Program._made_again
 
-    def counted(prog, entry):
-        made.append(entry)
-        return made_again(prog, entry)
+    def counted(prog, key, code):
+        view = made_again(prog, key, code)
+        if view is not None:
+            made.append(view)
+        return view
 
     monkeypatch.setattr(program.Program, "_made_again", counted)
     for memo in (True, False):

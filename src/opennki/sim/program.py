@@ -371,11 +371,9 @@ class Program:
                     view = self._take_spare(key, code)
                     if view is not None:
                         return view
-                tiles = self._tiles
-                if tiles is not None:
-                    made = tiles.get(key)
-                    if made is not None and made[0] is code:
-                        return self._made_again(made)
+                view = self._made_again(key, code)
+                if view is not None:
+                    return view
                 if spares is not None:
                     site = (key, code)
             location = location_of(frame) if frame is not None else None
@@ -416,11 +414,15 @@ class Program:
     def result_tile(self, shape: tuple, dtype, frame, region: MemoryRegion = _SBUF) -> TensorView:
         """`new_tensor(region, shape, dtype, frame=frame)` for a front door's result tile (`shape` a tuple of ints,
         `frame` the kernel frame or None, `region` SBUF or PSUM), which usually is the spare tile its call site's
-        last statement left (`spare`): that look-up first, as `new_tensor` makes it, without its tests of what
-        this caller's arguments are; else (a tile still held, none spare) `new_tensor` itself."""
-        if self._spares is not None and frame is not None:
+        last statement left (`spare`), else one made from what the site made before (`_made_again`, a tile still
+        held, as a load's): those look-ups, as `new_tensor` makes them, without its tests of what this caller's
+        arguments are; else (the site's first tile) `new_tensor` itself."""
+        if frame is not None and self._sites:
             code = frame.f_code
-            view = self._take_spare((id(code), frame.f_lasti, region._value_, shape, id(dtype)), code)
+            key = (id(code), frame.f_lasti, region._value_, shape, id(dtype))
+            view = self._take_spare(key, code) if self._spares is not None else None
+            if view is None:
+                view = self._made_again(key, code)
             if view is not None:
                 return view
         return self.new_tensor(region, shape, dtype, frame=frame)
@@ -439,13 +441,18 @@ class Program:
             return view
         return None
 
-    def _made_again(self, made: tuple) -> TensorView:
-        """`new_tensor` at a kernel call site that made an unnamed on-chip tensor of this region, shape and
-        dtype before (`made`, kept in `_tiles`; `new_tensor` has looked for a spare tile first, as the plain
-        path does): a new tensor of the same name, kernel line and footprint, poisoned lazily as that one was
-        (its `_poison`, an immutable tuple, is shared). What the plain path computes again for each such tensor
-        (the location, the name, the footprint and its shape rules, what `Memory.new_storage` decides from the
-        memory's fixed options, the root view's layout) is a function of the site and these arguments."""
+    def _made_again(self, key: tuple, code) -> TensorView | None:
+        """`new_tensor` at a kernel call site (`key` as `_spares`', at the site of `code`) that made an unnamed
+        on-chip tensor of this region, shape and dtype before (what it made is kept in `_tiles`; the caller has
+        looked for a spare tile first, as the plain path does): a new tensor of the same name, kernel line and
+        footprint, poisoned lazily as that one was (its `_poison`, an immutable tuple, is shared); None if the site
+        made none (or `_tiles` is off). What the plain path computes again for each such tensor (the location, the
+        name, the footprint and its shape rules, what `Memory.new_storage` decides from the memory's fixed
+        options, the root view's layout) is a function of the site and these arguments."""
+        tiles = self._tiles
+        made = tiles.get(key) if tiles is not None else None
+        if made is None or made[0] is not code:
+            return None
         _, region, dtype, shape, name, location, program, nbytes, poison, site, layout = made
         storage = Storage(region, dtype, shape, None, None, name, location, program)
         storage.nbytes = nbytes
