@@ -315,8 +315,8 @@ def _strided(x):
 
 def test_a_cell_never_keeps_a_flattened_copy(rng, monkeypatch):
     """Operands that are not [P, F] are flattened by a copy: a cell holding it would add stale values. Every
-    tensor_tensor here shares one cell (as a template's instructions do; the new generation's nisa calls have
-    no templates of their own)."""
+    tensor_tensor here shares one cell (as a template's instructions do: the class's, for one built by keywords;
+    its template's, for those the new generation's planned front door builds after it, isa `PLANNED_DOORS`)."""
     from opennki.instructions.vector import TensorTensor
     from opennki.kernels.base import run_kernel
     x = rng.standard_normal((128, 4, 32), dtype=np.float32)

@@ -341,6 +341,65 @@ def defer_planned_as(prog, key, recipe: tuple, values: tuple, result, api: str, 
     return _defer_planned(prog, key, True, recipe, values, result, api, frame)
 
 
+# What `planned_fields` keys a field by its type and value: an operand field's immediate (or None) of these types
+# (equal values are equal immediates, and comparing them runs no kernel code: a run-time scalar's `==` is traced);
+# a parameter of these, or one equal only to itself (an operator, a token), or an enum member (by its name: an
+# enum's hash is a Python call), or a tuple of ints.
+_KEYED_IMMEDIATES = frozenset((type(None), bool, int, float, np.float32, np.float64, np.int32, np.int64))
+_KEYED_PARAMS = frozenset((type(None), bool, int, str))
+_PARAM_KEYS: dict = {}      # a parameter's type -> 1: keyed by (type, value), 2: by (type, name), 0: not keyed
+
+
+def _param_key(kind) -> int:
+    """How `planned_fields` keys a parameter of type `kind` (`_PARAM_KEYS`)."""
+    if issubclass(kind, enum.Enum):
+        return 2
+    return 1 if kind in _KEYED_PARAMS or kind.__eq__ is object.__eq__ else 0
+
+
+def planned_fields(cls, names, values, parts: list):
+    """Memo key parts of an instruction of class `cls` whose fields `names` hold `values` (the front door's other
+    decisions aside), appended to `parts`: each operand field's view signature, or its immediate's (type, value),
+    each parameter's (type, value) (`_KEYED_IMMEDIATES`, `_PARAM_KEYS`). The instruction's signature
+    (`Instruction.signature`) is a function of them, so a front door may issue (or defer) the instruction as
+    checked once that signature was clean. Returns (the operand fields not holding None, their values): those
+    a plan's template (`Instruction.maker`) takes from the call, the others it fixes; None when some value is not
+    keyed so (a view with run-time indices, a tuple of views, an unknown object): the plain path."""
+    operand_names = cls._operand_names
+    held, operands = [], []
+    for name, value in zip(names, values):
+        kind = type(value)
+        if value is None:
+            parts.append(None)
+        elif name in operand_names:
+            if kind in _KEYED_IMMEDIATES:
+                parts.append((kind, value))
+            elif isinstance(value, TensorView):
+                sig = value._sig or view_signature(value)
+                if sig is None:
+                    return None
+                parts.append(sig)
+            else:
+                return None
+            held.append(name)
+            operands.append(value)
+        elif kind is tuple:
+            if not all(type(v) is int for v in value):
+                return None
+            parts.append((kind, value))
+        else:
+            how = _PARAM_KEYS.get(kind)
+            if how is None:
+                how = _PARAM_KEYS[kind] = _param_key(kind)
+            if how == 1:
+                parts.append((kind, value))
+            elif how:
+                parts.append((kind, value._name_))
+            else:
+                return None
+    return held, operands
+
+
 def _binary_recipe(form: str, opdef) -> tuple:
     """The recipe (`_built`) of the instruction `binary` builds in form `form` (tile (+) tile, or a [P, 1]
     column or a scalar on either side) without `mask=`: its values are (result, left, right) as the form puts

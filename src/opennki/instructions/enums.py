@@ -92,24 +92,29 @@ def _member(enum_cls, value, what: str):
                       got=value, hint="pass the enum member (raw integers are rejected)")
 
 
-# the Engine of each enum member already normalised (either generation's `nisa.engine`), by (class, member):
-# `engine_of` runs for every instruction that takes `engine=`; raw integers are never cached, so still raise
-_ENGINE_OF: dict[tuple[type, enum.Enum], Engine] = {}
+# the Engine of each enum member already normalised (either generation's `nisa.engine`, or an Engine), by the
+# member's id: id -> (member, Engine). `engine_of` runs for every instruction that takes `engine=`; raw integers
+# are never cached, so still raise
+_ENGINE_OF: dict[int, tuple[enum.Enum, Engine]] = {}
 
 
 def engine_of(value) -> Engine:
-    """Normalise an `engine=` argument (nisa.engine member, opennki Engine or None) to an Engine."""
+    """Normalise an `engine=` argument (nisa.engine member, opennki Engine or None) to an Engine. An enum member's
+    Engine is found by the member's id (`_ENGINE_OF`, whose entry holds the member, so the id is never another
+    object's): hashing an enum member is a Python call, and every instruction's `executor` asks."""
     if value is None:
         return Engine.UNKNOWN
+    found = _ENGINE_OF.get(id(value))
+    if found is not None and found[0] is value:
+        return found[1]
     if isinstance(value, Engine):
-        return value
-    if not isinstance(value, enum.Enum):
+        chosen = value
+    elif not isinstance(value, enum.Enum):
         return Engine(_member(engine, value, "engine").value)
-    key = (type(value), value)
-    found = _ENGINE_OF.get(key)
-    if found is None:
-        found = _ENGINE_OF[key] = Engine(_member(engine, value, "engine").value)
-    return found
+    else:
+        chosen = Engine(_member(engine, value, "engine").value)
+    _ENGINE_OF[id(value)] = (value, chosen)       # enum members: a few dozen
+    return chosen
 
 
 def chosen_engine(value, default: Engine) -> Engine:

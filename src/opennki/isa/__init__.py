@@ -10,6 +10,7 @@ dtype (official samples pass it to `tensor_copy`). Signatures follow NKI 0.6 (SD
 from __future__ import annotations
 
 import inspect
+import sys
 
 import numpy as np
 
@@ -42,6 +43,7 @@ from opennki.machine.tensor import TensorView
 from opennki.events import MemoryKind
 from opennki.releases import Change, ReleaseTypeError, added_in, keyword_added_in, uses_custom_frontend
 from opennki.language import NKIObject
+from opennki.sim.frames import as_kernel_frame
 from opennki.sim.program import active, current
 
 tensor_engine = engine.tensor
@@ -106,6 +108,84 @@ def _issue(instr, api: str | None = None) -> NkiInstruction:
     return NkiInstruction(instr)
 
 
+# A front door that issues one instruction class from the fields it is given (`_Door`), on the lean path without
+# the hardware-strict rules: the instruction is a function of its fields, its signature a function of what
+# `core.planned_fields` keys of them (each operand's view signature or immediate, each parameter), and the front
+# door's operator check a function of its operator fields' types and values. So once an instruction of such a key
+# was issued clean (`Simulator.clean`), the next ones of the key are built from its template (`Instruction.maker`:
+# its instance dict copied, the call's operands set, its operand cache, kept parameters and run cell) and issued as
+# checked, as legacy `nl` results are (`core._issue_planned`): the signature, operand list, parameter key, operand
+# rules, check and operator check are not computed again. False: every call builds its instruction by keywords and
+# issues it (the plain path; tests/sim/test_planned_doors.py compares them).
+PLANNED_DOORS = True
+
+
+class _Door:
+    """A `nki.isa` function issuing `cls` with its fields `names` holding the call's values (`issue`)."""
+
+    __slots__ = ("cls", "names", "api")
+
+    def __init__(self, cls, names: tuple):
+        self.cls, self.names, self.api = cls, names, cls.api_name()
+
+    def issue(self, values: tuple) -> NkiInstruction:
+        """`_issue(cls(**dict(zip(names, values))))`, or, for a key issued clean before (`PLANNED_DOORS`), the same
+        instruction made from that one's template and issued as checked, at the kernel line of this function's
+        caller's caller (the kernel, when it calls the front door itself; else the stack is walked, as `_issue`
+        walks it)."""
+        prog = active()
+        if PLANNED_DOORS and prog is not None and prog.lean and not prog.options.hardware_strict:
+            parts = [self]
+            found = core.planned_fields(self.cls, self.names, values, parts)
+            if found is not None:
+                key = tuple(parts)
+                planned = prog.sim.planned
+                try:
+                    entry = planned.get(key)
+                except TypeError:               # an unhashable value: the plain path
+                    return _issue(self.cls(**dict(zip(self.names, values))))
+                if entry is not None:
+                    made = entry[1]
+                    instr = made[0](made[1], tuple(found[1])) if made is not None else \
+                        self.cls(**dict(zip(self.names, values)))
+                    prog.issue(instr, self.api, True, as_kernel_frame(sys._getframe(2)))
+                    return NkiInstruction(instr)
+                instr = self.cls(**dict(zip(self.names, values)))
+                handle = _issue(instr)
+                if instr.__dict__.get("_signature") in prog.sim.clean:
+                    if len(planned) >= 4096:
+                        planned.clear()
+                    planned[key] = ({}, instr.maker(tuple(found[0])))
+                return handle
+        return _issue(self.cls(**dict(zip(self.names, values))))
+
+
+class _Doors:
+    """The front doors issuing through a `_Door`, each named by its class (`_DOORS.TensorScalar`)."""
+
+    def __init__(self, *doors: tuple):
+        for cls, names in doors:
+            setattr(self, cls.__name__, _Door(cls, names))
+
+
+_DOORS = _Doors(
+    (_dma.DmaCopy, ("dst", "src", "oob_mode", "dge_mode", "engine", "priority", "name")),
+    (_dve.TensorTensor, ("dst", "data1", "data2", "op", "engine", "name")),
+    (_dve.TensorScalar, ("dst", "data", "op0", "operand0", "reverse0", "op1", "operand1", "reverse1", "engine",
+                         "name")),
+    (_acc.ScalarTensorTensor, ("dst", "data", "op0", "operand0", "op1", "operand1", "reverse0", "reverse1",
+                               "reduce_op", "reduce_res", "reduce_cmd", "name")),
+    (_dve.Reciprocal, ("dst", "data", "name")),
+    (_dve.TensorCopy, ("dst", "src", "engine", "name")),
+    (_dve.TensorReduce, ("dst", "op", "data", "axis", "negate", "keepdims", "name")),
+    (_act.Activation, ("dst", "op", "data", "bias", "scale", "reduce_op", "reduce_res", "reduce_cmd", "engine",
+                       "name")),
+    (_pe.NcMatmul, ("dst", "stationary", "moving", "is_stationary_onezero", "is_moving_onezero", "is_transpose",
+                    "accumulate", "tile_position", "tile_size", "perf_mode", "name")),
+    (_pe.NcTranspose, ("dst", "data", "engine", "name")),
+)
+
+
 def _check_dtype_kw(dst, dtype, api: str) -> None:
     if dtype is not None and dtype_of(dtype) is not dst.dtype:
         raise DtypeError(f"{api} writes dst.dtype; a different dtype= is not accepted", expected=dst.dtype,
@@ -149,8 +229,7 @@ def dma_copy(dst, src, oob_mode=oob_mode.error, dge_mode=dge_mode.unknown, engin
             return _issue(_dma.DmaCompute(dst=dst, srcs=(src, dst), reduce_op=dst_rmw_op, scales=None,
                                           unique_indices=True if unique_indices is None else unique_indices,
                                           oob_mode=oob_mode, name=name), _dma.DmaCopy.api_name())
-    return _issue(_dma.DmaCopy(dst=dst, src=src, oob_mode=oob_mode, dge_mode=_dge_mode(dge_mode), engine=engine,
-                               priority=priority, name=name))
+    return _DOORS.DmaCopy.issue((dst, src, oob_mode, _dge_mode(dge_mode), engine, priority, name))
 
 
 def dma_compute(dst, srcs, reduce_op, scales=None, unique_indices=True, oob_mode=oob_mode.error, name=None):
@@ -175,14 +254,13 @@ def dma_transpose(dst, src, axes=None, priority=None, dge_mode=dge_mode.unknown,
 
 def tensor_tensor(dst, data1, data2, op, engine=engine.unknown, name=None):
     """dst = op(data1, data2), element-wise."""
-    return _issue(_dve.TensorTensor(dst=dst, data1=data1, data2=data2, op=op, engine=engine, name=name))
+    return _DOORS.TensorTensor.issue((dst, data1, data2, op, engine, name))
 
 
 def tensor_scalar(dst, data, op0, operand0, reverse0=False, op1=None, operand1=None, reverse1=False,
                   engine=engine.unknown, name=None):
     """dst = op1(op0(data, operand0), operand1); operands are scalars or [P, 1] columns."""
-    return _issue(_dve.TensorScalar(dst=dst, data=data, op0=op0, operand0=operand0, reverse0=reverse0, op1=op1,
-                                    operand1=operand1, reverse1=reverse1, engine=engine, name=name))
+    return _DOORS.TensorScalar.issue((dst, data, op0, operand0, reverse0, op1, operand1, reverse1, engine, name))
 
 
 def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False, reverse1=False,
@@ -190,21 +268,20 @@ def scalar_tensor_tensor(dst, data, op0, operand0, op1, operand1, reverse0=False
     """dst = op1(op0(data, operand0), operand1); operand0 a scalar / [P, 1], operand1 a tile. NKI 0.7: a
     `reduce_op` also reduces the result into the DVE accumulators (`reduce_cmd`) and `reduce_res`; its default
     (Ellipsis, as in the 2.33 signature) means no reduction."""
-    return _issue(_acc.ScalarTensorTensor(dst=dst, data=data, op0=op0, operand0=operand0, op1=op1, operand1=operand1,
-                                          reverse0=reverse0, reverse1=reverse1,
-                                          reduce_op=None if reduce_op is Ellipsis else reduce_op, reduce_res=reduce_res,
-                                          reduce_cmd=reduce_cmd, name=name))
+    return _DOORS.ScalarTensorTensor.issue((dst, data, op0, operand0, op1, operand1, reverse0, reverse1,
+                                            None if reduce_op is Ellipsis else reduce_op, reduce_res, reduce_cmd,
+                                            name))
 
 
 def reciprocal(dst, data, name=None):
     """dst = 1 / data (Vector Engine, fp32)."""
-    return _issue(_dve.Reciprocal(dst=dst, data=data, name=name))
+    return _DOORS.Reciprocal.issue((dst, data, name))
 
 
 def tensor_copy(dst, src, engine=engine.unknown, name=None, dtype=None):
     """dst = src (bit-exact for equal dtypes)."""
     _check_dtype_kw(dst, dtype, _dve.TensorCopy.api_name())
-    return _issue(_dve.TensorCopy(dst=dst, src=src, engine=engine, name=name))
+    return _DOORS.TensorCopy.issue((dst, src, engine, name))
 
 
 DYNAMIC_COPY = Change("nisa.tensor_copy_dynamic_src / tensor_copy_dynamic_dst", "nisa.tensor_copy with .ap(...) and "
@@ -282,7 +359,7 @@ def nc_stream_shuffle(dst, src, shuffle_mask, name=None):
 
 def tensor_reduce(dst, op, data, axis, negate=False, keepdims=False, name=None):
     """dst = reduce(op, data, axis) over trailing free axes."""
-    return _issue(_dve.TensorReduce(dst=dst, op=op, data=data, axis=axis, negate=negate, keepdims=keepdims, name=name))
+    return _DOORS.TensorReduce.issue((dst, op, data, axis, negate, keepdims, name))
 
 
 def tensor_partition_reduce(dst, op, data, name=None):
@@ -365,8 +442,7 @@ def activation(dst, op, data, bias=None, scale=1.0, reduce_op=None, reduce_res=N
                engine=engine.scalar, name=None):
     """dst = op(data * scale + bias) on the Scalar Engine (NKI 0.7: or `engine=gpsimd` on NeuronCore-v4+)."""
     check_activation_op(op, _act.Activation.api_name())
-    return _issue(_act.Activation(dst=dst, op=op, data=data, bias=bias, scale=scale, reduce_op=reduce_op,
-                                  reduce_res=reduce_res, reduce_cmd=reduce_cmd, engine=engine, name=name))
+    return _DOORS.Activation.issue((dst, op, data, bias, scale, reduce_op, reduce_res, reduce_cmd, engine, name))
 
 
 def activation_reduce(dst, op, data, reduce_op, reduce_res, bias=None, scale=1.0, name=None):
@@ -390,11 +466,8 @@ def activate2(dst, op, data, imm0, imm1, op0, op1, relu_param=0.0, reverse0=Fals
 def nc_matmul(dst, stationary, moving, is_stationary_onezero=False, is_moving_onezero=False, is_transpose=False,
               accumulate=None, tile_position=(), tile_size=(), perf_mode=matmul_perf_mode.none, name=None):
     """dst (+)= stationary.T @ moving on the Tensor Engine (fp32 accumulation in PSUM)."""
-    return _issue(_pe.NcMatmul(dst=dst, stationary=stationary, moving=moving,
-                               is_stationary_onezero=is_stationary_onezero, is_moving_onezero=is_moving_onezero,
-                               is_transpose=is_transpose, accumulate=accumulate,
-                               tile_position=tuple(tile_position or ()), tile_size=tuple(tile_size or ()),
-                               perf_mode=perf_mode, name=name))
+    return _DOORS.NcMatmul.issue((dst, stationary, moving, is_stationary_onezero, is_moving_onezero, is_transpose,
+                                  accumulate, tuple(tile_position or ()), tuple(tile_size or ()), perf_mode, name))
 
 
 def nc_matmul_mx(dst, stationary, moving, stationary_scale, moving_scale, tile_position=None, tile_size=None,
@@ -412,7 +485,7 @@ def quantize_mx(dst, src, dst_scale, name=None):
 
 def nc_transpose(dst, data, engine=engine.unknown, name=None):
     """dst = data.T on the Tensor Engine (to PSUM) or Vector Engine (<= 32 x 32)."""
-    return _issue(_pe.NcTranspose(dst=dst, data=data, engine=engine, name=name))
+    return _DOORS.NcTranspose.issue((dst, data, engine, name))
 
 
 # --------------------------------------------------------------------------------------------- GpSimd

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import functools
 import sys
-from enum import Enum
 
 import numpy as np
 
@@ -100,42 +99,24 @@ def _issue(instr) -> None:
 # the plain path.
 ELEMENTWISE_PLANS = True
 _ELEMENTWISE_PLANS: dict = {}
-_NOT_PARAMS = (tuple, list, dict, np.ndarray, Predicate)
-_PLAIN_PARAMS = frozenset((type(None), bool, int, str))
 
 
 def _defer_new(cls, dtype, frame, inputs: dict, fields: dict, buffer=core.SBUF):
     """`_defer(cls(dst=out, **fields), out, frame)` with `out = _result(cls, dtype, buffer, frame, **inputs)`
     (the plain path), or its plan (`ELEMENTWISE_PLANS`) when the program runs the lean path without the
     hardware-strict rules and `fields` (its operand fields, then its parameters, in the order of every call) has
-    no mask, a view with a signature or a hashable scalar in each operand field, and in each parameter a value
-    equal only to itself, or to values it stands for (None, a bool, int or str, a tuple of ints; an operator or
-    enum member); `buffer`, the result's region, must be a function of these too.
+    no mask and values `core.planned_fields` keys (a view with a signature or a plain immediate in each operand
+    field; in each parameter a value equal only to itself, or to values it stands for: None, a bool, int or str,
+    a tuple of ints, an operator or enum member); `buffer`, the result's region, must be a function of these too.
     Planned, the operand fields hold the call's own values (a scalar equal to the key's, `-0.0` for `0.0`, is
     this call's), the parameters the plan's (its recipe's); only the decisions come from the plan."""
     prog = active()
     if ELEMENTWISE_PLANS and prog is not None and prog.lean and not prog.options.hardware_strict \
             and fields.get("mask") is None:
-        operand_names = cls._operand_names
-        parts, operands = [cls, type(dtype), dtype], []
-        for name, value in fields.items():
-            if name in operand_names:
-                if isinstance(value, TensorView):
-                    sig = value._sig or view_signature(value)
-                    if sig is None:
-                        break
-                    parts.append(sig)
-                elif isinstance(value, _NOT_PARAMS):
-                    break
-                else:
-                    parts.append((type(value), value))
-                operands.append(value)
-            elif type(value) in _PLAIN_PARAMS or type(value).__eq__ is object.__eq__ or isinstance(value, Enum) or (
-                    type(value) is tuple and all(type(v) is int for v in value)):
-                parts.append((type(value), value))
-            else:
-                break
-        else:
+        parts = [cls, type(dtype), dtype]
+        found = core.planned_fields(cls, fields.keys(), fields.values(), parts)
+        if found is not None:
+            names, operands = found
             key = tuple(parts)
             try:
                 plan = _ELEMENTWISE_PLANS.get(key)
@@ -148,9 +129,8 @@ def _defer_new(cls, dtype, frame, inputs: dict, fields: dict, buffer=core.SBUF):
             if key is not None:
                 out = _result(cls, dtype, buffer, frame, prog, **inputs)
                 api = cls.api_name()
-                names = [name for name in fields if name in operand_names]
                 views = tuple(value for value in operands if isinstance(value, TensorView))
-                recipe = (cls, ("dst", *names), {name: v for name, v in fields.items() if name not in operand_names})
+                recipe = (cls, ("dst", *names), {name: v for name, v in fields.items() if name not in names})
                 if len(_ELEMENTWISE_PLANS) >= 4096:
                     _ELEMENTWISE_PLANS.clear()
                 _ELEMENTWISE_PLANS[key] = (out.storage.shape, out.storage.dtype, api,
