@@ -80,7 +80,9 @@ class NkiInstruction(NKIObject):
         self.handle = handle                    # the opennki instruction issued
         self.dependencies: list = []
         prog = active()
-        self._loops = tuple(f.loop_id for f in prog.loops if f.kind in _DEVICE_LOOPS) if prog is not None else ()
+        loops = prog.loops if prog is not None else None
+        # (no generator for the usual case, no running loop: a handle is made for every nisa call)
+        self._loops = tuple(f.loop_id for f in loops if f.kind in _DEVICE_LOOPS) if loops else ()
 
     def depends_on(self, *producers) -> "NkiInstruction":
         for p in producers:
