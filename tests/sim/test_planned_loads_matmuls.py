@@ -208,16 +208,12 @@ def flagged(lhsT, rhs):
     return out
 
 
-@pytest.mark.parametrize("case", ["tiled_fp32", "tiled_bf16_odd", "groups_bf16", "flagged", "load_out_of_bounds",
-                                  "mixed_dtypes"])
-def test_matmul_plans_give_the_plain_path_values_errors_and_events(rng, case):
-    """`legacy.isa.MATMUL_PLANS`: a usual `nc_matmul` takes its result tile's shape and dtype, its plan key and
-    recipe from one memo of its operands' signatures and flags: outputs or errors (with their kernel lines), and
-    every event field by field, are those of `_MATMUL_RESULTS` and `core.defer_planned`."""
-    import opennki.legacy.isa as isa_module
-    from tests.sim.outcomes import fast_and_plain
+_PLAN_CASES = ("tiled_fp32", "tiled_bf16_odd", "groups_bf16", "flagged", "load_out_of_bounds", "mixed_dtypes")
 
-    kernel, args = {
+
+def _plan_case(rng, case):
+    """(kernel, inputs) of one of `_PLAN_CASES`: tiles of fp32 and of odd bf16 shapes, groups, and three errors."""
+    return {
         "tiled_fp32": (tiled, _inputs(rng, (384, 128), (384, 512), np.float32)),
         "tiled_bf16_odd": (tiled, _inputs(rng, (200, 100), (200, 300), nl.bfloat16)),
         "groups_bf16": (groups, _inputs(rng, (256, 64), (256, 128), nl.bfloat16)),
@@ -225,6 +221,17 @@ def test_matmul_plans_give_the_plain_path_values_errors_and_events(rng, case):
         "load_out_of_bounds": (load_out_of_bounds, _inputs(rng, (256, 64), (128, 128), np.float32)),
         "mixed_dtypes": (mixed_dtypes, _inputs(rng, (256, 64), (128, 128), np.float32)),
     }[case]
+
+
+@pytest.mark.parametrize("case", _PLAN_CASES)
+def test_matmul_plans_give_the_plain_path_values_errors_and_events(rng, case):
+    """`legacy.isa.MATMUL_PLANS`: a usual `nc_matmul` takes its result tile's shape and dtype, its plan key and
+    recipe from one memo of its operands' signatures and flags: outputs or errors (with their kernel lines), and
+    every event field by field, are those of `_MATMUL_RESULTS` and `core.defer_planned`."""
+    import opennki.legacy.isa as isa_module
+    from tests.sim.outcomes import fast_and_plain
+
+    kernel, args = _plan_case(rng, case)
 
     def forget():
         isa_module._MATMUL_PLANS.clear()
@@ -239,8 +246,7 @@ def test_matmul_plans_give_the_plain_path_values_errors_and_events(rng, case):
         np.testing.assert_allclose(outcomes[0], args[0].T.astype(np.float64) @ args[1], rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("case", ["tiled_fp32", "tiled_bf16_odd", "groups_bf16", "flagged", "load_out_of_bounds",
-                                  "mixed_dtypes"])
+@pytest.mark.parametrize("case", _PLAN_CASES)
 def test_load_plans_give_the_plain_path_values_errors_and_events(rng, monkeypatch, case):
     """`core.LOAD_PLANS`: a usual `nl.load` takes its result tile's shape and `defer_planned`'s memo key from one
     memo of its source's signature: outputs or errors (with their kernel lines), and every event field by field,
@@ -249,14 +255,7 @@ def test_load_plans_give_the_plain_path_values_errors_and_events(rng, monkeypatc
     from opennki._src import core
     from tests.sim.outcomes import fast_and_plain
 
-    kernel, args = {
-        "tiled_fp32": (tiled, _inputs(rng, (384, 128), (384, 512), np.float32)),
-        "tiled_bf16_odd": (tiled, _inputs(rng, (200, 100), (200, 300), nl.bfloat16)),
-        "groups_bf16": (groups, _inputs(rng, (256, 64), (256, 128), nl.bfloat16)),
-        "flagged": (flagged, _inputs(rng, (384, 64), (384, 128), np.float32)),
-        "load_out_of_bounds": (load_out_of_bounds, _inputs(rng, (256, 64), (128, 128), np.float32)),
-        "mixed_dtypes": (mixed_dtypes, _inputs(rng, (256, 64), (128, 128), np.float32)),
-    }[case]
+    kernel, args = _plan_case(rng, case)
     calls = []
     counted = case in ("tiled_fp32", "groups_bf16")     # signatures loaded 3+ times, and no error: a wrapper's
     if counted:                                         # frame would change what an error's traceback holds

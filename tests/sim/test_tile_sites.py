@@ -133,12 +133,26 @@ def test_errors_at_a_memoised_site_are_the_plain_paths(rng, monkeypatch, big):
     assert_same_outcome(memo, plain)
 
 
+def _launch_recorded(kernel, args, outcomes, events):
+    """Launch `kernel` with a Recorder: its output or error goes to `outcomes`, its events' fields (storage ids by
+    first appearance, in field order) to `events`; the Recorder is returned."""
+    from tests.sim.outcomes import by_first_appearance, event_fields
+
+    rec = Recorder()
+    try:
+        outcomes.append(nki.jit(kernel).launch(args, listeners=[rec]))
+    except OpenNKIError as e:
+        outcomes.append(e)
+    sid = by_first_appearance()
+    events.append([event_fields(e, sid, field_order=True) for e in rec.events])
+    return rec
+
+
 def test_released_tiles_give_the_plain_paths_events(rng, monkeypatch):
     """`Program.freed` fills the TensorFreed record's dict itself: the events (field by field, in the order of
     the record's own __init__) are those of `TensorFreed(storage_id, kind)`, and the values and the error (an
     out-of-bounds load, at its kernel line) are the same."""
     from opennki.events import TensorFreed
-    from tests.sim.outcomes import by_first_appearance, event_fields
 
     def plain_freed(prog, storage_id, kind):
         prog.emit(TensorFreed(storage_id, kind))
@@ -151,13 +165,7 @@ def test_released_tiles_give_the_plain_paths_events(rng, monkeypatch):
             with monkeypatch.context() as m:
                 if plain:
                     m.setattr(program.Program, "freed", plain_freed)
-                rec = Recorder()
-                try:
-                    outcomes.append(nki.jit(kernel).launch(args, listeners=[rec]))
-                except OpenNKIError as e:
-                    outcomes.append(e)
-            sid = by_first_appearance()
-            events.append([event_fields(e, sid, field_order=True) for e in rec.events])
+                rec = _launch_recorded(kernel, args, outcomes, events)
         assert_same_outcome(*outcomes)
         assert events[0] == events[1]
         assert any(ev[0] == "TensorFreed" for ev in events[0])
@@ -174,7 +182,6 @@ def test_allocations_at_a_site_give_the_plain_paths_events(rng, monkeypatch):
     relocation (test_fragmentation's kernel) and an out-of-bounds load; most allocations take the site's fields."""
     from opennki.events import TensorFreed
     from tests.samples_compat.test_fragmentation import UNIT, _fragmenting
-    from tests.sim.outcomes import by_first_appearance, event_fields
 
     a, b = rand(rng, 256, 256), rand(rng, 256, 1024)
     cases = (((a, b), tiled_matmul), ((rand(rng, 128, 512), 200), _kept_tiles),
@@ -190,13 +197,7 @@ def test_allocations_at_a_site_give_the_plain_paths_events(rng, monkeypatch):
                 m.setattr(program, "SITE_ALLOCATIONS", sites)
                 m.setattr(program.Program, "_allocation_fields",
                           lambda prog, storage: made.append(storage.id) or fields_of(prog, storage))
-                rec = Recorder()
-                try:
-                    outcomes.append(nki.jit(kernel).launch(args, listeners=[rec]))
-                except OpenNKIError as e:
-                    outcomes.append(e)
-            sid = by_first_appearance()
-            events.append([event_fields(e, sid, field_order=True) for e in rec.events])
+                rec = _launch_recorded(kernel, args, outcomes, events)
             allocated = rec.of_type(TensorAllocated)
             if sites:       # the site's fields, made once per site, served the other allocations there
                 assert len(made) < len(allocated)
