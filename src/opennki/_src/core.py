@@ -284,6 +284,20 @@ def _built(recipe: tuple, values: tuple):
     return cls(**dict(zip(names, values)), **fixed)
 
 
+def keep_plan(prog, memo, instr, names: tuple):
+    """Remember under `memo` (`Simulator.planned`, cleared past 4,096 entries) the plan of `instr`, just deferred
+    or issued, once its signature is clean (`Simulator.clean`): an entry `({}, template)` whose template
+    (`Instruction.maker`) builds the next ones from the values of the fields `names`. Returns it, or None (not
+    clean: the memo stays empty, so the next one is checked again)."""
+    if instr.__dict__.get("_signature") not in prog.sim.clean:
+        return None
+    planned = prog.sim.planned
+    if len(planned) >= 4096:
+        planned.clear()
+    entry = planned[memo] = ({}, instr.maker(names))
+    return entry
+
+
 def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: str, frame):
     """Defer the instruction `recipe` makes of `values` (`_built`), built from a plan. Its signature is a
     function of the plan's key and `vkey` (the immediate's type and value, or True when it has none), so once it
@@ -298,12 +312,9 @@ def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: s
     if entry is None:
         instr = _built(recipe, values)
         prog.defer(instr, result, api, frame)
-        if instr.__dict__.get("_signature") not in prog.sim.clean:
-            return result
-        if len(planned) >= 4096:
-            planned.clear()
-        entry = planned[memo] = ({}, instr.maker(recipe[1]))
-        prog.pending.plan = entry[0]
+        entry = keep_plan(prog, memo, instr, recipe[1])
+        if entry is not None:
+            prog.pending.plan = entry[0]
         return result
     made = entry[1]
     if made is None:
@@ -472,10 +483,7 @@ def _issue_planned(prog, key, vkey, recipe: tuple, values: tuple, api: str, fram
     if entry is None:
         instr = _built(recipe, values)
         prog.issue(instr, api, False, frame)
-        if instr.__dict__.get("_signature") in prog.sim.clean:
-            if len(planned) >= 4096:
-                planned.clear()
-            planned[memo] = ({}, instr.maker(recipe[1]))
+        keep_plan(prog, memo, instr, recipe[1])
         return
     made = entry[1]
     prog.issue(made[0](made[1], values) if made is not None else _built(recipe, values), api, True, frame)

@@ -145,21 +145,21 @@ class _Door:
                 try:
                     entry = planned.get(key)
                 except TypeError:               # an unhashable value: the plain path
-                    return _issue(self.cls(**dict(zip(self.names, values))))
+                    return _issue(self._built(values))
                 if entry is not None:
                     made = entry[1]
-                    instr = made[0](made[1], tuple(found[1])) if made is not None else \
-                        self.cls(**dict(zip(self.names, values)))
+                    instr = made[0](made[1], tuple(found[1])) if made is not None else self._built(values)
                     prog.issue(instr, self.api, True, as_kernel_frame(sys._getframe(2)))
                     return NkiInstruction(instr)
-                instr = self.cls(**dict(zip(self.names, values)))
+                instr = self._built(values)
                 handle = _issue(instr)
-                if instr.__dict__.get("_signature") in prog.sim.clean:
-                    if len(planned) >= 4096:
-                        planned.clear()
-                    planned[key] = ({}, instr.maker(tuple(found[0])))
+                core.keep_plan(prog, key, instr, tuple(found[0]))
                 return handle
-        return _issue(self.cls(**dict(zip(self.names, values))))
+        return _issue(self._built(values))
+
+    def _built(self, values: tuple):
+        """The instruction of the call, by keywords (the plain path)."""
+        return self.cls(**dict(zip(self.names, values)))
 
 
 class _Doors:
