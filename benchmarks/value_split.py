@@ -65,6 +65,7 @@ class Split:
             self.step_cpu[name] += clock() - t0
             self.steps[name] += 1
 
+        timed.operands = step.operands      # what it does with its arrays (`machine._forward` reads it)
         self._wrapped[step] = timed
         return timed
 

@@ -21,7 +21,7 @@ from opennki.instructions.base import (ACCUMULATE, READ, WRITE, Instruction, che
 from opennki.instructions.enums import engine_of, matmul_perf_mode, perf_mode_of
 from opennki.instructions.indirection import check_indirection, check_untiled, indirection_term
 from opennki.machine.dtypes import FP32_STORAGE, PACKED, float32, to_float32
-from opennki.machine.machine import Machine
+from opennki.machine.machine import OPERAND, WRITES, Machine
 
 _FP32_LIKE = ("float32", "tfloat32")
 _FP8 = ("float8_e4m3", "float8_e5m2", "float8_e4m3fn")
@@ -275,6 +275,9 @@ def _usual_product(S: np.ndarray, s_dtype, Mv: np.ndarray, m_dtype, target: np.n
         np.matmul(S.T, Mv, out=target)
     else:
         target[...] = (S.T @ Mv).reshape(target.shape)
+
+
+_usual_product.operands = ((0, OPERAND), (2, OPERAND), (4, WRITES))
 
 
 def _product(S: np.ndarray, Mv: np.ndarray) -> np.ndarray:

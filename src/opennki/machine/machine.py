@@ -34,6 +34,9 @@ DEFER_DATA = True
 # operands) stay alive until their steps run, when the tiles themselves may be gone
 LATER_STEPS = 64
 LATER_BYTES = 16 << 20
+# A waiting copy into a tile that is gone when its batch runs, whose copy only matmuls of the batch read, is not
+# made: they read its source (`_forward`); False: every copy is made (tests/sim/test_values_forwarding.py)
+FORWARD_COPIES = True
 
 
 class Machine:
@@ -188,6 +191,8 @@ class Machine:
         if later:
             self.later = []
             self.later_bytes = 0
+            if FORWARD_COPIES:
+                _forward(later)
             for step, args in later:
                 step(*args)
 
@@ -340,7 +345,7 @@ class Machine:
         target = self._plain_target(dst)
         if target is None:
             return False
-        self.defer(_assign, (target, values), target.nbytes)
+        self.defer(_assign, (target, values, dst.storage.release), target.nbytes)
         return True
 
     @staticmethod
@@ -496,6 +501,64 @@ def _flag_view(view: TensorView, flags: np.ndarray) -> np.ndarray:
     return np.ndarray(view.shape, bool, buffer=flags, offset=view.offset, strides=view.strides)
 
 
-def _assign(target: np.ndarray, values: np.ndarray) -> None:
-    """`Machine.copy_plain`'s data step."""
+def _assign(target: np.ndarray, values: np.ndarray, tile=None) -> None:
+    """`Machine.copy_plain`'s data step (`tile`: a weak reference to the target's storage, or None)."""
     target[...] = values
+
+
+def _skipped() -> None:
+    """A copy `_forward` dropped."""
+
+
+# What a data step does with its arrays (`Machine.defer`), as (argument position, access) pairs in `step.operands`,
+# for `_forward`: writes the array, reads it, reads it as an operand for which another array of the same values and
+# layout may stand in, or writes it as a copy of the next argument (the one after it: a weak reference to the
+# target's storage, or None)
+WRITES, READS, OPERAND, COPY = 0, 1, 2, 3
+_assign.operands = ((1, READS), (0, COPY))
+_skipped.operands = ()
+
+
+def _forward(later: list) -> None:
+    """Drop the waiting copies (`later`'s steps) into tiles that are gone (their storage died: nothing but the
+    waiting steps can read the tile any more) and that the later steps read only as an `OPERAND`, the tile itself,
+    before anything writes the copy's source: those readers take the source instead, which holds the values the
+    copy would have given them. Only an fp32 copy (an fp32 matmul operand goes to the sgemm as it is, which packs
+    it anyway; a narrower one is widened into a new array, slower from the source than copy and widening were) of
+    a 2-D source with the tile's shape, dtype and layout but for the partition stride (elements adjacent along the
+    free dim), which a BLAS call takes as its leading dimension: the same values in the same order, the same bits.
+    Any other access of the tile's memory (its root array) after the copy keeps the copy and its readers."""
+    pending = {}        # id of a gone tile's root array -> [copy's index, tile, source, readers, open]
+    sources = {}        # id of a pending copy's source's root array -> those pending copies
+    for j, (step, args) in enumerate(later):
+        for pos, access in step.operands:
+            a = args[pos]
+            root = a.base
+            key = id(a if root is None else root)
+            entry = pending.get(key)
+            if entry is not None:
+                if access is OPERAND and a is entry[1] and entry[4]:
+                    entry[3].append((j, pos))
+                else:
+                    del pending[key]        # read or written otherwise: the copy stays
+            if access is not READS and access is not OPERAND and key in sources:
+                for e in sources.pop(key):
+                    e[4] = False            # its source changes: no later reader takes it
+            if access is COPY:
+                tile, values = args[pos + 2], args[pos + 1]
+                if tile is not None and tile() is None and _same_layout(a, values):
+                    pending[key] = entry = [j, a, values, [], True]
+                    root = values.base
+                    sources.setdefault(id(values if root is None else root), []).append(entry)
+    for i, _, values, readers, _ in pending.values():
+        later[i] = (_skipped, ())
+        for j, pos in readers:
+            step, args = later[j]
+            later[j] = (step, args[:pos] + (values,) + args[pos + 1:])
+
+
+def _same_layout(tile: np.ndarray, values: np.ndarray) -> bool:
+    """`values` may stand in for the fp32 tile `tile` as a matmul operand (`_forward`)."""
+    return (tile.dtype is FP32_STORAGE and values.dtype is FP32_STORAGE and tile.ndim == 2
+            and values.shape == tile.shape and tile.strides[1] == 4 and values.strides[1] == 4
+            and values.strides[0] >= tile.strides[0] and tile.base is not None)
