@@ -34,7 +34,7 @@ from opennki.machine.machine import Machine
 from opennki.machine.memory import MemoryRegion
 from opennki.machine.tensor import Shape, TensorView
 from opennki.sim.frames import as_kernel_frame, user_frame
-from opennki.sim.program import active, current
+from opennki.sim.program import active, current, known_site
 
 SBUF, PSUM = MemoryRegion.sbuf, MemoryRegion.psum
 _HBM, _PSUM = MemoryKind.HBM, MemoryKind.PSUM   # looking an enum member up on its class is slow (Python 3.11)
@@ -298,6 +298,29 @@ def keep_plan(prog, memo, instr, names: tuple):
     return entry
 
 
+# A kernel statement (a call site: `Program.statements`, keyed by the code's id and the call's offset) whose front
+# door deferred a planned instruction unbuilt (`load`, legacy `nc_matmul`) keeps what it decided
+# (`remember_statement`): the door's memo key (the operands' signatures and the parameters), the memo entry's
+# retarget map and template, the result tile's shape, dtype and `Program.result_tile` key, and the statement's
+# `_SITES` entry (`Program.defer`, `known_site`). The next call there with the same memo key takes them with one
+# look-up, where the door's memo, `Simulator.planned`, the result tile's and the statement's memos took one each,
+# keyed by tuples built again (nested ones, hashed part by part). Each is a function of the key (a memo entry
+# stays its key's plan once `Simulator.planned` forgets it: `clean` keeps every signature). False: the plain path.
+STATEMENT_PLANS = True
+
+
+def remember_statement(prog, frame, key: tuple, plan, made, shape: tuple, dtype, region: MemoryRegion,
+                       api: str | None = None) -> None:
+    """Keep what a planned deferral at `frame`'s statement decided (`STATEMENT_PLANS`) in `prog.statements`
+    (with the door's API name, if its key does not hold it)."""
+    code, lasti = frame.f_code, frame.f_lasti
+    statements = prog.statements
+    if len(statements) >= 4096:
+        statements.clear()
+    statements[(id(code), lasti)] = (code, key, plan, made, shape, dtype, (
+        id(code), lasti, region._value_, shape, id(dtype)), known_site(frame), api)
+
+
 def _defer_planned(prog, key, vkey, recipe: tuple, values: tuple, result, api: str, frame):
     """Defer the instruction `recipe` makes of `values` (`_built`), built from a plan. Its signature is a
     function of the plan's key and `vkey` (the immediate's type and value, or True when it has none), so once it
@@ -425,16 +448,22 @@ def _binary_recipe(form: str, opdef) -> tuple:
     return TensorScalar, ("dst", "data", "operand0"), fixed
 
 
-def planned_result(prog, shape: tuple, dtype: DataType, frame, region: MemoryRegion = SBUF) -> TensorView:
+def planned_result(prog, shape: tuple, dtype: DataType, frame, region: MemoryRegion = SBUF,
+                   key=None) -> TensorView:
     """`alloc(shape, dtype, region, frame=frame, prog=prog)` for a planned front door's new result tile: `shape` a
     tuple of ints (`normalize_shape`'s), `dtype` a DataType, `frame` the kernel frame or None, `region` SBUF or
     PSUM (legacy `nc_matmul`'s); the tile is usually the spare one its call site's last statement left
-    (`Program.result_tile`)."""
-    result = prog.result_tile(shape, dtype, frame, region)
+    (`Program.result_tile`, with its `key` if the caller kept it)."""
+    result = prog.result_tile(shape, dtype, frame, region, key)
     loops = prog.loops
-    if loops or result.storage.site is not None:   # (`alloc`)
-        if not loops or result.storage.scope is not loops[-1]:
+    if loops:                           # (`alloc`)
+        last = loops[-1]
+        if last.is_scope:               # `record_scope`'s answer: the innermost loop is a scope
+            result.storage.scope = last
+        else:
             rules.record_scope(prog, result)
+    elif result.storage.site is not None:
+        rules.record_scope(prog, result)
     return result
 
 
@@ -676,14 +705,27 @@ def load(src, *, dtype=None, mask=None, api: str = "nl.load", kernel_frame=None)
         src = _as_column(src)
     frame = kernel_frame or user_frame()
     if mask is None and dtype is None and LOAD_PLANS:
-        plan = _LOAD_PLANS.get((src._sig or view_signature(src), api))
+        lkey = (src._sig or view_signature(src), api)
+        if STATEMENT_PLANS and frame is not None:
+            code = frame.f_code
+            site = prog.statements.get((id(code), frame.f_lasti))
+            if site is not None and site[0] is code and site[1] == lkey and site[5] is src.storage.dtype:
+                # this statement's last load, of this signature and dtype (`STATEMENT_PLANS`)
+                _, _, plan, made, shape, dt, key, stmt, _ = site
+                result = planned_result(prog, shape, dt, frame, SBUF, key)
+                return prog.defer(None, result, api, frame, True, plan, made, (result, src), stmt)
+        plan = _LOAD_PLANS.get(lkey)
         if plan is not None and prog.lean and not prog.options.hardware_strict:
             entry = prog.sim.planned.get(plan[1])
             made = entry[1] if entry is not None and BUILD_WHEN_CLAIMED else None
             if made is not None and made[4] is not None:
                 # what `defer_planned` finds for this signature: the planned instruction, clean, deferred unbuilt
-                result = planned_result(prog, plan[0], src.storage.dtype, frame)    # (`alloc`'s tile)
-                return prog.defer(None, result, api, frame, True, entry[0], made, (result, src))
+                dt = src.storage.dtype
+                result = planned_result(prog, plan[0], dt, frame)    # (`alloc`'s tile)
+                out = prog.defer(None, result, api, frame, True, entry[0], made, (result, src))
+                if STATEMENT_PLANS and frame is not None and lkey[0] is not None:
+                    remember_statement(prog, frame, lkey, entry[0], made, plan[0], dt, SBUF)
+                return out
     result = alloc(src.shape, dtype if dtype is not None else src.storage.dtype, SBUF, frame=frame, prog=prog)
     if mask is not None:
         return prog.defer(DmaCopy(dst=result, src=src, mask=mask), result, api, frame)

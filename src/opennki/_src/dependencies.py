@@ -260,8 +260,11 @@ class OutputDependencyChecker(Observer):
                 # the tensor's first write in the running loops (most are tiles written once): nothing to
                 # compare it with, and its offsets are computed only if a later write overlaps its box
                 box, strides, offset = view._geo or view._geometry()
-                # kept as `_Write`'s arguments: `_record` makes the `_Write` if a second write comes
-                writes[sid] = (frames, box, None, location, st.name, _spec(view, strides, offset, instr.mask))
+                # kept as `_Write`'s arguments: `_record` makes the `_Write` if a second write comes (`_spec`'s
+                # first case inline)
+                mask = instr.mask
+                writes[sid] = (frames, box, None, location, st.name, (view.shape, strides, offset, None) if (
+                    view.mask is None and (mask is None or mask is True)) else _spec(view, strides, offset, mask))
                 continue
             self._record(prog, instr, view, frames, location)
 

@@ -287,6 +287,9 @@ class Program:
         self._tiles: dict | None = {} if MEMO_TILE_SITES and memory.fresh_fill is None and \
             not memory.track_initialized else None
         self._sites = self._spares is not None or self._tiles is not None     # new_tensor keys a site for either
+        # (id of the code, call offset) of a kernel statement -> what a front door decided there last (its own
+        # tuple, which holds the code: `core.LOAD_SITES`)
+        self.statements: dict = {}
         # the lean issue path (LEAN_ISSUE): the same instructions and events as the plain path, with less work
         self.lean = LEAN_ISSUE
         # a poisoned HBM tensor may get a kept array (sim/arrays.py); not where fresh memory holds zeros or
@@ -411,7 +414,7 @@ class Program:
                           storage.nbytes, storage._poison, site, view._layout)
         return view
 
-    def result_tile(self, shape: tuple, dtype, frame, region: MemoryRegion = _SBUF) -> TensorView:
+    def result_tile(self, shape: tuple, dtype, frame, region: MemoryRegion = _SBUF, key=None) -> TensorView:
         """`new_tensor(region, shape, dtype, frame=frame)` for a front door's result tile (`shape` a tuple of ints,
         `frame` the kernel frame or None, `region` SBUF or PSUM), which usually is the spare tile its call site's
         last statement left (`spare`), else one made from what the site made before (`_made_again`, a tile still
@@ -419,8 +422,11 @@ class Program:
         arguments are; else (the site's first tile) `new_tensor` itself."""
         if frame is not None and self._sites:
             code = frame.f_code
-            key = (id(code), frame.f_lasti, region._value_, shape, id(dtype))
-            view = self._take_spare(key, code) if self._spares is not None else None
+            if key is None:             # (else the caller kept this site's: `core.STATEMENT_PLANS`)
+                key = (id(code), frame.f_lasti, region._value_, shape, id(dtype))
+            spares = self._spares
+            # (`_take_spare` finds no spare tile if its key has none: a load's tile is never one)
+            view = self._take_spare(key, code) if spares is not None and key in spares else None
             if view is None:
                 view = self._made_again(key, code)
             if view is not None:
@@ -560,13 +566,14 @@ class Program:
         self.execute(instr, user_location() if frame is None else location_of(frame), api, checked, checked)
 
     def defer(self, instr, result: TensorView, api: str | None = None, frame=None,
-              checked: bool = False, plan=None, made=None, values: tuple = ()) -> TensorView:
+              checked: bool = False, plan=None, made=None, values: tuple = (), site=None) -> TensorView:
         """Check an instruction now and keep it pending until its result is consumed (module docstring).
         `frame`: the kernel frame, if the caller found it already (user_frame); `checked`: its operand rules
         and check passed for its signature before (the caller knows the signature without computing it);
         `plan`: the language layer's memo entry of a planned instruction (`Deferred.plan`). `instr` None (a
         checked one): `made[0](made[1], values)` is the instruction (of class `made[2]`: `Instruction.maker`),
-        built here only if its check needs it, else when read (`Deferred.instr`)."""
+        built here only if its check needs it, else when read (`Deferred.instr`). `site`: the statement's `_SITES`
+        entry, if the caller kept it (`known_site`)."""
         p = self.pending
         if p is not None:               # `flush`, inline: most deferrals flush the one before
             self.pending = None
@@ -575,7 +582,8 @@ class Program:
             frame = user_frame()        # the kernel line, and the statement that receives the result
         if frame is not None:
             code = frame.f_code
-            site = _SITES.get((id(code), frame.f_lasti))       # (code, location, use, name): `_SITES`
+            if site is None:
+                site = _SITES.get((id(code), frame.f_lasti))   # (code, location, use, name): `_SITES`
             if site is not None and site[0] is code:            # this call site's, decided before
                 _, location, use, name = site
                 touch = 0
@@ -1160,6 +1168,13 @@ def uninitialized_finding(storage, offsets, location, api: str, program) -> Find
 # its kernel line (`location_of`) and what the statement does with the result (`result_use`, when decided in that
 # frame). A `CodeOffsetMemo` read inline (`Program.defer`): the entry holds its code, so the id is not reused.
 _SITES: dict = {}
+
+
+def known_site(frame):
+    """The `_SITES` entry of the call running in `frame`, or None (not decided yet, or not in that frame)."""
+    code = frame.f_code
+    site = _SITES.get((id(code), frame.f_lasti))
+    return site if site is not None and site[0] is code else None
 
 
 def _masked(instr) -> bool:

@@ -411,7 +411,16 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
             # the usual matmul, planned (below): one memo look-up gives its result tile's shape and dtype, its
             # plan's key and recipe, instead of one for the result and a key built again for the plan
             flags = (is_stationary_onezero, is_moving_onezero, is_transpose)
-            plan = _MATMUL_PLANS.get((ks, km, flags, mask))
+            mkey = (ks, km, flags, mask)
+            if core.STATEMENT_PLANS and frame is not None:
+                code = frame.f_code
+                site = prog.statements.get((id(code), frame.f_lasti))
+                if site is not None and site[0] is code and site[1] == mkey:
+                    # this statement's last matmul, of these operand signatures and flags (`core.STATEMENT_PLANS`)
+                    _, _, entry, made, shape, dtype, key, stmt, api = site
+                    out = core.planned_result(prog, shape, dtype, frame, core.PSUM, key)
+                    return prog.defer(None, out, api, frame, True, entry, made, (out, stationary, moving), stmt)
+            plan = _MATMUL_PLANS.get(mkey)
             if plan is None:
                 out = _result(_pe.NcMatmul, None, core.PSUM, frame, prog, stationary=stationary, moving=moving,
                               is_transpose=is_transpose, perf_mode=None)
@@ -424,7 +433,14 @@ def nc_matmul(stationary, moving, *, is_stationary_onezero=False, is_moving_onez
                                           frame, (stationary, moving), (flags, mask))
             shape, dtype, api, key, recipe = plan
             out = core.planned_result(prog, shape, dtype, frame, core.PSUM)   # (`alloc`: usually the spare tile)
-            return core.defer_planned_as(prog, key, recipe, (out, stationary, moving), out, api, frame)
+            out = core.defer_planned_as(prog, key, recipe, (out, stationary, moving), out, api, frame)
+            if core.STATEMENT_PLANS and frame is not None:
+                pending = prog.pending
+                if pending is not None and pending.result is out and pending._instr is None and \
+                        pending.plan is not None:
+                    # deferred unbuilt from its clean plan (`core._defer_planned`): the statement's next one reuses it
+                    core.remember_statement(prog, frame, mkey, pending.plan, pending.made, shape, dtype, core.PSUM, api)
+            return out
     key = None
     if perf_mode is None and type(is_transpose) is bool and prog is not None and prog.lean:
         # the result's shape and dtype are a function of the operands' signatures and the transpose flag
