@@ -20,6 +20,7 @@ from types import MappingProxyType
 from opennki.events import AccessKind, Engine, MemoryKind
 
 NO_PRODUCER = -1
+_NO_FLOOR = (0.0, NO_PRODUCER)
 _NO_EDGES = MappingProxyType({})
 # `Dependency.accesses`: an access of a storage's one box (no page index: `_StorageAccesses`)
 _ONE_BOX = -2
@@ -284,7 +285,7 @@ class AccessTracker:
     def freed(self, storage_id: int) -> None:
         info = self.live.pop(storage_id, None)
         acc = self.storages.pop(storage_id, None)
-        floor = self.floor.pop(storage_id, (0.0, NO_PRODUCER))
+        floor = self.floor.pop(storage_id, _NO_FLOOR)
         if info is None:
             return
         space, start, end, parts, _ = info
@@ -331,21 +332,20 @@ class AccessTracker:
             sid = region.storage_id
             layout = op.layout if LAYOUT_BOXES else None
             if layout is not None:
-                box = layout_boxes.get(layout, layout_boxes)        # (the dict itself: not kept yet)
-                if box is layout_boxes:
+                try:
+                    box = layout_boxes[layout]      # (a subscript: cheaper than `get` when it hits, as it mostly does)
+                except KeyError:
                     box = _layout_box(op)
             else:
                 box = box_of(op.storage_shape, op.strides, op.offset, op.shape)
             acc = storages.get(sid)
             access = op.access
-            if floors:
-                floor = floors.get(sid)
-                if floor is not None:
-                    end, prod = floor
-                    if found is not None and prod != NO_PRODUCER:
-                        found.setdefault((prod, "reuse"), i)
-                    if end > ready:
-                        ready, producer, kind = end, prod, "reuse"
+            if sid in floors:
+                end, prod = floors[sid]
+                if found is not None and prod != NO_PRODUCER:
+                    found.setdefault((prod, "reuse"), i)
+                if end > ready:
+                    ready, producer, kind = end, prod, "reuse"
             # nothing to search: a storage not accessed yet, or a read of one never written (kernel inputs)
             if acc is None:
                 accesses.append((region, box, access, None, -1, -1, layout))

@@ -157,26 +157,32 @@ class CostModel:
         placing each as it arrives gives; a batch runs faster, in a tight loop (the simulator's and the cost
         model's code and data do not evict each other at every event)."""
         events, self._pending = self._pending, []
+        place = self._place
+        # (bound here: only `_start`, from `_instruction` without a target or `_other_event` at a launch, makes new
+        # ones, so they are bound again after those calls)
+        fills, deps = self.pending_fills, self.deps
         for ev in events:
             kind = type(ev)             # the per-instruction events by their exact class first
             if kind is InstructionExecuted:
-                if self.pending_fills or ev.opcode == "memset" or self.hw is None:
+                if fills or ev.opcode == "memset" or self.hw is None:
                     self._instruction(ev)
+                    fills, deps = self.pending_fills, self.deps
                 else:                   # (what `_instruction` does with it)
-                    self._place(ev)
+                    place(ev)
             elif kind is TensorFreed:
-                if self.pending_fills:
-                    fill = self.pending_fills.pop(ev.storage_id, None)
+                if fills:
+                    fill = fills.pop(ev.storage_id, None)
                     if fill is not None:
-                        self._place(fill)
-                self.deps.freed(ev.storage_id)
+                        place(fill)
+                deps.freed(ev.storage_id)
             elif kind is TensorAllocated:
                 memory = ev.kind               # AccessTracker.space, inlined
-                self.deps.allocated(ev.storage_id, (memory._value_, self.program_core.get(ev.program, 0))
-                                    if memory is not _HBM else _HBM_SPACE,
-                                    ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
+                deps.allocated(ev.storage_id, (memory._value_, self.program_core.get(ev.program, 0))
+                               if memory is not _HBM else _HBM_SPACE,
+                               ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
             elif kind not in _LOOP_EVENTS:
                 self._other_event(ev)
+                fills, deps = self.pending_fills, self.deps
 
     def _other_event(self, ev) -> None:
         if isinstance(ev, InstructionExecuted):
@@ -256,7 +262,8 @@ class CostModel:
         core = ev.core
         state = self.cores.get(core) or self._core(core)
         index = result.placed
-        dep = self.deps.dependency(ev.operands, queue, core, self.keep_instructions)
+        deps, keep = self.deps, self.keep_instructions
+        dep = deps.dependency(ev.operands, queue, core, keep)
         if choices is not None:
             ev, cost, engine = self._choose_engine(ev, choices, state, dep)
             queue = engine
@@ -267,9 +274,9 @@ class CostModel:
             row = self._place_pe(ev, cost, state, dep, index, engine_plan)
         else:
             row = self._place_engine(ev, cost, state, dep, index, engine)
-        self.deps.record(dep, row[7], index, queue, core)
+        deps.record(dep, row[7], index, queue, core)
         result.add_row(row, ev, cost, rate, tuple((p, kind, i) for (p, kind), i in dep.edges.items())
-                       if self.keep_instructions and dep.edges else (), held)
+                       if keep and dep.edges else (), held)
 
     def _plan(self, ev) -> tuple:
         """What placing `ev` derives from the event alone: (cost, engine, queue, the engines to choose from

@@ -514,7 +514,8 @@ def _skipped() -> None:
 # for `_forward`: writes the array, reads it, reads it as an operand for which another array of the same values and
 # layout may stand in, or writes it as a copy of the next argument (the one after it: a weak reference to the
 # target's storage, or None)
-WRITES, READS, OPERAND, COPY = 0, 1, 2, 3
+READS, WRITES, OPERAND, COPY = 0, 1, 2, 3
+_WRITE = 1              # the kinds that write have this bit
 _assign.operands = ((1, READS), (0, COPY))
 _skipped.operands = ()
 
@@ -533,23 +534,24 @@ def _forward(later: list) -> None:
     for j, (step, args) in enumerate(later):
         for pos, access in step.operands:
             a = args[pos]
-            root = a.base
-            key = id(a if root is None else root)
-            entry = pending.get(key)
-            if entry is not None:
-                if access is OPERAND and a is entry[1] and entry[4]:
-                    entry[3].append((j, pos))
-                else:
+            if pending:                     # (else nothing to look for: the usual batch of a bf16 kernel)
+                key = a.base
+                key = id(a) if key is None else id(key)
+                entry = pending.get(key)
+                if entry is not None:
+                    if access is OPERAND and a is entry[1] and entry[4]:
+                        entry[3].append((j, pos))
+                        continue
                     del pending[key]        # read or written otherwise: the copy stays
-            if access is not READS and access is not OPERAND and key in sources:
-                for e in sources.pop(key):
-                    e[4] = False            # its source changes: no later reader takes it
+                if access & _WRITE and key in sources:
+                    for e in sources.pop(key):
+                        e[4] = False        # its source changes: no later reader takes it
             if access is COPY:
                 tile, values = args[pos + 2], args[pos + 1]
                 if tile is not None and tile() is None and _same_layout(a, values):
-                    pending[key] = entry = [j, a, values, [], True]
-                    root = values.base
-                    sources.setdefault(id(values if root is None else root), []).append(entry)
+                    pending[id(a.base)] = entry = [j, a, values, [], True]
+                    key = values.base
+                    sources.setdefault(id(values) if key is None else id(key), []).append(entry)
     for i, _, values, readers, _ in pending.values():
         later[i] = (_skipped, ())
         for j, pos in readers:
