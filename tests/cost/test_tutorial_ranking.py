@@ -119,13 +119,18 @@ def test_attention_tutorial_steps_get_faster_in_order(target):
     assert latency == sorted(latency, reverse=True) and len(set(latency)) == len(latency), latency
 
 
-@pytest.mark.parametrize("kernel", T.ATTENTION_STEPS, ids=lambda k: k.__name__)
-def test_attention_tutorial_kernels_attend(kernel, rng):
-    q, k, v = (rng.uniform(-1, 1, (128, 256)).astype(np.float32) for _ in range(3))
+def _assert_attends(kernel, rng, seq_len):
+    """`kernel` on random [128, seq_len] q, k, v (trn2) against softmax(q.T @ k) @ v.T in NumPy."""
+    q, k, v = (rng.uniform(-1, 1, (128, seq_len)).astype(np.float32) for _ in range(3))
     scores = q.T @ k
     p = np.exp(scores - scores.max(axis=1, keepdims=True))
     ref = (p / p.sum(axis=1, keepdims=True)) @ v.T
     np.testing.assert_allclose(run_kernel(kernel, (q, k, v), target="trn2"), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", T.ATTENTION_STEPS, ids=lambda k: k.__name__)
+def test_attention_tutorial_kernels_attend(kernel, rng):
+    _assert_attends(kernel, rng, 256)
 
 
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
@@ -139,8 +144,4 @@ def test_attention_tutorial_v8_eviction_with_max_is_slower_than_v7(target):
 
 @pytest.mark.parametrize("kernel", T.ATTENTION_V7_V8, ids=lambda k: k.__name__)
 def test_attention_v7_v8_kernels_attend(kernel, rng):
-    q, k, v = (rng.uniform(-1, 1, (128, 1024)).astype(np.float32) for _ in range(3))
-    scores = q.T @ k
-    p = np.exp(scores - scores.max(axis=1, keepdims=True))
-    ref = (p / p.sum(axis=1, keepdims=True)) @ v.T
-    np.testing.assert_allclose(run_kernel(kernel, (q, k, v), target="trn2"), ref, rtol=1e-4, atol=1e-5)
+    _assert_attends(kernel, rng, 1024)
