@@ -23,11 +23,6 @@ from tests.dispatch import kernels as K  # noqa: E402
 from tests.raises import raises_at
 
 
-@pytest.fixture
-def x(rng):
-    return rng.standard_normal((256, 64), dtype=np.float32)
-
-
 def test_eager_call_returns_jax_arrays(x):
     out = K.jit_scale_rows(jnp.asarray(x), 2.5)
     assert isinstance(out, jax.Array)

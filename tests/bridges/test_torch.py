@@ -16,11 +16,6 @@ from tests.dispatch import kernels as K  # noqa: E402
 from tests.raises import raises_at
 
 
-@pytest.fixture
-def x(rng):
-    return rng.standard_normal((256, 64), dtype=np.float32)
-
-
 def test_float32_tensors_in_tensors_out(x):
     out = K.jit_scale_rows(torch.from_numpy(x), 1.5)
     assert isinstance(out, torch.Tensor) and out.dtype == torch.float32

@@ -72,6 +72,10 @@ def test_mamba_v2_loop_reordering_is_faster_than_v1():
         assert v2 < 0.9 * v1, (target, v1, v2)
 
 
+# the v2 / v3 comparisons' shapes: a long fp32 sequence (seq_len 8192, 4 states, one channel tile)
+_LONG_MAMBA = tuple(spec(s) for s in ((1, 128, 8192), (1, 128, 8192), (128, 4), (1, 4, 8192), (1, 4, 8192)))
+
+
 def _spills(result):
     return sum(1 for r in result.records if r.opcode in ("sbuf_spill", "sbuf_reload"))
 
@@ -80,16 +84,14 @@ def _spills(result):
 def test_mamba_v3_seq_len_tiling_is_faster_than_v2_when_v2_spills(target, at_most):
     # the tutorial (seq_len 8192, fp32): v2's [P, seq_len] intermediates no longer fit SBUF and spill; v3 tiles
     # seq_len by 512 and takes 48% off. The same here: v2 spills (trn1's smaller SBUF spills more), v3 does not.
-    shapes = tuple(spec(s) for s in ((1, 128, 8192), (1, 128, 8192), (128, 4), (1, 4, 8192), (1, 4, 8192)))
-    v2, v3 = (estimate(k, shapes, target=target) for k in (T.mamba_v2, T.mamba_v3))
+    v2, v3 = (estimate(k, _LONG_MAMBA, target=target) for k in (T.mamba_v2, T.mamba_v3))
     assert _spills(v2) > 0 and _spills(v3) == 0
     assert v3.latency_ns < at_most * v2.latency_ns, (target, v2.latency_ns, v3.latency_ns)
 
 
 def test_mamba_v3_matches_v2_without_spills():
     # where nothing spills (trn3's larger SBUF), tiling the sequence buys nothing: within 5% of v2
-    shapes = tuple(spec(s) for s in ((1, 128, 8192), (1, 128, 8192), (128, 4), (1, 4, 8192), (1, 4, 8192)))
-    v2, v3 = (estimate(k, shapes, target="trn3") for k in (T.mamba_v2, T.mamba_v3))
+    v2, v3 = (estimate(k, _LONG_MAMBA, target="trn3") for k in (T.mamba_v2, T.mamba_v3))
     assert _spills(v2) == 0
     assert v3.latency_ns == pytest.approx(v2.latency_ns, rel=0.05)
 
@@ -119,13 +121,18 @@ def test_attention_tutorial_steps_get_faster_in_order(target):
     assert latency == sorted(latency, reverse=True) and len(set(latency)) == len(latency), latency
 
 
-@pytest.mark.parametrize("kernel", T.ATTENTION_STEPS, ids=lambda k: k.__name__)
-def test_attention_tutorial_kernels_attend(kernel, rng):
-    q, k, v = (rng.uniform(-1, 1, (128, 256)).astype(np.float32) for _ in range(3))
+def _assert_attends(kernel, rng, seq_len):
+    """`kernel` on random [128, seq_len] q, k, v (trn2) against softmax(q.T @ k) @ v.T in NumPy."""
+    q, k, v = (rng.uniform(-1, 1, (128, seq_len)).astype(np.float32) for _ in range(3))
     scores = q.T @ k
     p = np.exp(scores - scores.max(axis=1, keepdims=True))
     ref = (p / p.sum(axis=1, keepdims=True)) @ v.T
     np.testing.assert_allclose(run_kernel(kernel, (q, k, v), target="trn2"), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kernel", T.ATTENTION_STEPS, ids=lambda k: k.__name__)
+def test_attention_tutorial_kernels_attend(kernel, rng):
+    _assert_attends(kernel, rng, 256)
 
 
 @pytest.mark.parametrize("target", ["trn1", "trn2"])
@@ -139,8 +146,4 @@ def test_attention_tutorial_v8_eviction_with_max_is_slower_than_v7(target):
 
 @pytest.mark.parametrize("kernel", T.ATTENTION_V7_V8, ids=lambda k: k.__name__)
 def test_attention_v7_v8_kernels_attend(kernel, rng):
-    q, k, v = (rng.uniform(-1, 1, (128, 1024)).astype(np.float32) for _ in range(3))
-    scores = q.T @ k
-    p = np.exp(scores - scores.max(axis=1, keepdims=True))
-    ref = (p / p.sum(axis=1, keepdims=True)) @ v.T
-    np.testing.assert_allclose(run_kernel(kernel, (q, k, v), target="trn2"), ref, rtol=1e-4, atol=1e-5)
+    _assert_attends(kernel, rng, 1024)
