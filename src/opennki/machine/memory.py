@@ -46,6 +46,8 @@ import bisect
 import enum
 import itertools
 import math
+import sys
+import threading
 import weakref
 from dataclasses import dataclass
 
@@ -55,6 +57,85 @@ from opennki.errors import AllocationError, SourceLocation, ShapeError
 from opennki.events import MemoryKind
 from opennki.machine.dtypes import DataType, poison_value
 from opennki.machine.physical import PhysicalImage, can_alias
+
+def _count_of_a_local() -> int:
+    probe = object()                    # held by this variable alone
+    return sys.getrefcount(probe)
+
+
+def _count_of(value) -> int:
+    return sys.getrefcount(value)
+
+
+def _count_of_an_argument() -> int:
+    probe = object()                    # held by this variable and the callee's parameter
+    return _count_of(probe)
+
+
+# The fast paths that ask whether anything else refers to an object compare sys.getrefcount with what this
+# interpreter counts for an object that a variable alone holds (2 on CPython 3.10-3.13: the variable and
+# getrefcount's argument) and for one a variable passes to a function (3 on 3.11-3.13, 4 on 3.10). Python 3.14
+# documents that some loads of locals no longer count, and a lower count would hide a holder; so the counts
+# are measured here, in the same code shapes, and where they are not the expected ones the fast path is off:
+# the plain path is always right.
+CPYTHON = sys.implementation.name == "cpython"
+COUNT_OF_A_LOCAL = _count_of_a_local()
+COUNT_OF_AN_ARGUMENT = _count_of_an_argument()
+
+# A dead on-chip tile's array is made again for the next tile of its storage dtype and size (`TILE_ARRAYS`):
+# glibc's malloc gives a block of a few hundred KiB that is freed back to the system (mmap, or a heap trimmed
+# and grown back), so a loop that makes and drops such a tile in every iteration would take fresh pages from the
+# system, a page fault that zeroes 4 KiB each, for every tile (the fp32 2048^3 tiled matmul's [128, 512] loads,
+# 256 KiB: some 7,700 faults a run). A tile of TILE_ARRAY_BYTES or more (`Storage._own` makes it a `_TileStorage`)
+# gives its array here when it dies, and `new_array` / `Storage.fresh_array` take one that nothing else refers to
+# any more (CPython's reference count: a deferred step's NumPy view of a dead tile holds its array) before asking
+# NumPy for a new one; the array is then overwritten whole (poison, fill, or the write that covers it), as a new
+# one is, so no tile can see another's values. At most `limit_bytes` are kept (what does not fit is freed).
+# False: every array is a new one (the plain path, which tests compare against).
+RECYCLE_TILE_ARRAYS = CPYTHON and COUNT_OF_A_LOCAL == 2
+TILE_ARRAY_BYTES = 64 << 10         # measured: at 128 KiB, the churn of the 64 KiB tiles left 1,300 faults a run
+
+
+class TileArrays:
+    """Arrays of dead tiles, by (NumPy dtype, size), for the next tiles (see RECYCLE_TILE_ARRAYS)."""
+
+    PER_KIND = 8        # arrays kept per (dtype, size), the most recently given
+
+    def __init__(self, limit_bytes: int):
+        self.limit_bytes = limit_bytes
+        self._free: dict[tuple, list] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def empty(self, dtype: np.dtype, size: int) -> np.ndarray:
+        """A flat array of `size` elements of `dtype`, its elements undefined (`np.empty`): a kept one that
+        nothing else refers to any more, if any."""
+        if self._bytes and RECYCLE_TILE_ARRAYS:
+            with self._lock:
+                free = self._free.get((dtype, size))
+                if free:
+                    for i in range(len(free) - 1, -1, -1):
+                        # the list and getrefcount's argument hold it, nothing else: a view of it that a
+                        # deferred step or a forwarded copy held when its tile died is gone by now
+                        if sys.getrefcount(free[i]) == COUNT_OF_A_LOCAL:
+                            arr = free.pop(i)
+                            self._bytes -= arr.nbytes
+                            return arr
+        return np.empty(size, dtype)
+
+    def give(self, arr: np.ndarray) -> None:
+        """Keep `arr`, a dead tile's (`empty` takes it only once nothing else refers to it), within the
+        limits: the oldest of its kind makes room for it."""
+        with self._lock:
+            free = self._free.setdefault((arr.dtype, arr.size), [])
+            if len(free) >= self.PER_KIND:
+                self._bytes -= free.pop(0).nbytes
+            if self._bytes + arr.nbytes <= self.limit_bytes:
+                free.append(arr)
+                self._bytes += arr.nbytes
+
+
+TILE_ARRAYS = TileArrays(limit_bytes=16 << 20)
 
 _HBM = MemoryKind.HBM      # looking an enum member up on its class is slow in hot paths (Python 3.11)
 _bisect_left, _bisect_right = bisect.bisect_left, bisect.bisect_right     # (every placement and release)
@@ -169,7 +250,7 @@ class Storage:
         arr = self._array
         poison = self._poison
         if arr is None and poison is not None:
-            arr = self._array = new_array(poison[0], poison[1], poison[2])
+            arr = self._array = self._own(new_array(poison[0], poison[1], poison[2]))
             self._poison = None
         return arr
 
@@ -188,9 +269,16 @@ class Storage:
         """For a write covering every element: the array, made without poisoning if not made yet."""
         poison = self._poison
         if self._array is None and poison is not None:
-            self._array = np.empty(poison[1], poison[3])
+            self._array = self._own(TILE_ARRAYS.empty(poison[3], poison[1]))
             self._poison = None
         return self._array
+
+    def _own(self, arr):
+        """`arr`, just made for this storage: an on-chip tile of TILE_ARRAY_BYTES or more becomes a
+        _TileStorage, which gives it to TILE_ARRAYS when it dies."""
+        if arr.nbytes >= TILE_ARRAY_BYTES and RECYCLE_TILE_ARRAYS and self.kind is not _HBM and not self.direct:
+            self.__class__ = _TileStorage
+        return arr
 
     @property
     def size(self) -> int:
@@ -209,10 +297,27 @@ class Storage:
         return f"<{self.region.name} {self.name} {self.shape} {self.dtype}>"
 
 
+class _TileStorage(Storage):
+    """A Storage whose on-chip array of TILE_ARRAY_BYTES or more (`Storage._own`) goes to TILE_ARRAYS when it
+    dies, if nothing else refers to the array."""
+
+    __slots__ = ()
+
+    def __del__(self):
+        arr = self._array
+        if arr is not None:
+            self._array = None
+            self.arrays = None          # its views' NumPy arrays refer to the array
+            # an array of its own memory (not a view of another), which may still be referred to (by a
+            # deferred step's view, say): TILE_ARRAYS takes it again only once nothing else does
+            if arr.base is None and arr.ndim == 1 and arr.flags.c_contiguous and arr.flags.writeable:
+                TILE_ARRAYS.give(arr)
+
+
 def new_array(dtype: DataType, size: int, precise: bool, fill=None) -> np.ndarray:
     """A flat backing array, poisoned (NaN / 4) unless `fill` is given."""
     storage_dtype = dtype.storage_dtype(precise)
-    arr = np.empty(size, dtype=storage_dtype)
+    arr = TILE_ARRAYS.empty(storage_dtype, size)
     if fill is None:
         arr.fill(poison_value(dtype))       # NaN or a small integer: fits every storage type
         return arr

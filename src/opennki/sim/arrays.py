@@ -1,6 +1,6 @@
 """Simulator layer: the HBM arrays of finished launches, kept for the next launches' HBM tensors.
 
-Imports the machine's dtypes only. A launch copies every array argument that the kernel may write (the kernel
+Imports the machine's dtypes and memory. A launch copies every array argument that the kernel may write (the kernel
 sees the values of the call; an argument it cannot write is the caller's array itself, in a view, which is
 never kept here: simulator.UNWRITABLE_ARGUMENTS) and poisons every HBM tensor the kernel makes; a fresh
 multi-megabyte array costs its page faults each time, because glibc hands freed memory of that size back to
@@ -22,30 +22,8 @@ import threading
 import numpy as np
 
 from opennki.machine.dtypes import poison_value
-
-def _count_of_a_local() -> int:
-    probe = object()                    # held by this variable alone
-    return sys.getrefcount(probe)
-
-
-def _count_of(value) -> int:
-    return sys.getrefcount(value)
-
-
-def _count_of_an_argument() -> int:
-    probe = object()                    # held by this variable and the callee's parameter
-    return _count_of(probe)
-
-
-# The fast paths that ask whether anything else refers to an object compare sys.getrefcount with what this
-# interpreter counts for an object that a variable alone holds (2 on CPython 3.10-3.13: the variable and
-# getrefcount's argument) and for one a variable passes to a function (3 on 3.11-3.13, 4 on 3.10). Python 3.14
-# documents that some loads of locals no longer count, and a lower count would hide a holder; so the counts
-# are measured here, in the same code shapes, and where they are not the expected ones the fast path is off:
-# the plain path is always right.
-CPYTHON = sys.implementation.name == "cpython"
-COUNT_OF_A_LOCAL = _count_of_a_local()
-COUNT_OF_AN_ARGUMENT = _count_of_an_argument()
+# the reference counts the fast paths compare with getrefcount's (measured there)
+from opennki.machine.memory import COUNT_OF_A_LOCAL, COUNT_OF_AN_ARGUMENT, CPYTHON  # noqa: F401
 
 # False: every argument copy and HBM tensor gets a new array (the plain path, which tests compare against).
 RECYCLE_HBM_ARRAYS = CPYTHON and COUNT_OF_A_LOCAL == 2          # HbmArrays._take

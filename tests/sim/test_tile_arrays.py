@@ -1,0 +1,112 @@
+"""The arrays of dead on-chip tiles are made again for new tiles (machine/memory.py `TILE_ARRAYS`): kernels give
+the outputs, errors (with their kernel line) and events of the plain path, where every tile gets a new array; an
+array anything still refers to is never taken again, and a recycled tile holds poison as a new one does."""
+
+import numpy as np
+import pytest
+
+import opennki.legacy.isa as nisa
+import opennki.legacy.language as nl
+from opennki.machine import memory
+from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+
+
+class Counting(memory.TileArrays):
+    """Counts the arrays taken again."""
+
+    taken = 0
+
+    def empty(self, dtype, size):
+        free = sum(len(arrays) for arrays in self._free.values())
+        arr = super().empty(dtype, size)
+        self.taken += sum(len(arrays) for arrays in self._free.values()) < free
+        return arr
+
+
+@pytest.fixture
+def kept(monkeypatch):
+    """A fresh store of tile arrays for the test (the process's one may hold other tests' arrays)."""
+    fresh = Counting(limit_bytes=8 << 20)
+    monkeypatch.setattr(memory, "TILE_ARRAYS", fresh)
+    return fresh
+
+
+def _matmul_and_partial_tiles(lhsT, rhs):
+    """The tiled matmul's loop ([128, 512] fp32 loads, 256 KiB, and [128, 128] ones, 64 KiB, made and dropped
+    per iteration), then tiles written in part, whose other elements must hold poison, not a dead tile's values."""
+    K, M = lhsT.shape
+    _, N = rhs.shape
+    result = nl.ndarray((M, N), dtype=lhsT.dtype, buffer=nl.shared_hbm)
+    partial = nl.ndarray((2 * 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    for n in nl.affine_range(N // 512):
+        acc = nl.zeros((128, 512), nl.float32, buffer=nl.psum)
+        for k in nl.affine_range(K // 128):
+            a = nl.load(lhsT[k * 128:(k + 1) * 128, 0:128])
+            b = nl.load(rhs[k * 128:(k + 1) * 128, n * 512:(n + 1) * 512])
+            acc += nisa.nc_matmul(a, b)
+        nl.store(result[0:128, n * 512:(n + 1) * 512], value=nl.copy(acc, dtype=result.dtype))
+    for i in nl.affine_range(2):
+        t = nl.ndarray((128, 512), dtype=nl.float32, buffer=nl.sbuf)
+        t[:, 0:256] = nl.load(rhs[i * 128:(i + 1) * 128, 0:256])
+        nl.store(partial[i * 128:(i + 1) * 128, :], value=t)
+    return result, partial
+
+
+def _fails_after_tiles(lhsT, rhs):
+    """Tiles made and dropped, then an instruction whose operand shapes do not match."""
+    for k in nl.affine_range(4):
+        b = nl.load(rhs[k * 128:(k + 1) * 128, 0:512])
+        nl.store(rhs[k * 128:(k + 1) * 128, 0:512], value=nl.multiply(b, 2.0))
+    a = nl.load(lhsT[0:128, 0:128])
+    b = nl.load(rhs[0:128, 0:512])
+    return nl.add(a, b[:, 0:100])
+
+
+def test_recycled_tiles_give_the_plain_path_values_and_events(rng, kept):
+    lhsT = rng.standard_normal((512, 128), dtype=np.float32)
+    rhs = rng.standard_normal((512, 1024), dtype=np.float32)
+    outcomes, events = fast_and_plain(_matmul_and_partial_tiles, (lhsT, rhs), memory, "RECYCLE_TILE_ARRAYS")
+    assert kept.taken >= 8, "later tiles were made in the arrays of dead ones"
+    assert_same_outcome(*outcomes)
+    assert events[0] == events[1]
+    result, partial = outcomes[0]
+    np.testing.assert_allclose(result, lhsT.T @ rhs, rtol=1e-4, atol=1e-3)
+    np.testing.assert_array_equal(partial[:, :256], rhs[:256, :256])
+    assert np.isnan(partial[:, 256:]).all()     # the unwritten half is poison, as in a new tile
+
+
+def test_an_error_after_recycled_tiles_is_the_plain_paths_at_its_kernel_line(rng, kept):
+    lhsT = rng.standard_normal((128, 128), dtype=np.float32)
+    rhs = rng.standard_normal((512, 512), dtype=np.float32)
+    outcomes, events = fast_and_plain(_fails_after_tiles, (lhsT, rhs), memory, "RECYCLE_TILE_ARRAYS")
+    assert kept.taken >= 2
+    assert isinstance(outcomes[1], Exception)
+    assert "nl.add(a, b[:, 0:100])" in outcomes[1].location.source
+    assert_same_outcome(*outcomes)
+    assert events[0] == events[1]
+
+
+def test_an_array_still_referred_to_is_not_taken_again(kept):
+    dead = np.zeros(1 << 16, np.float32)
+    address = dead.ctypes.data
+    view = dead[10:20]                           # a deferred step's view of a dead tile, say
+    kept.give(dead)
+    del dead
+    other = kept.empty(np.dtype(np.float32), 1 << 16)
+    assert other.ctypes.data != address and kept.taken == 0
+    del view                                     # now only the store refers to it
+    again = kept.empty(np.dtype(np.float32), 1 << 16)
+    assert again.ctypes.data == address and kept.taken == 1
+
+
+def test_kept_arrays_stay_within_their_limits():
+    store = memory.TileArrays(limit_bytes=3 * 4096)
+    for _ in range(3):
+        store.give(np.empty(1024, np.float32))
+    store.give(np.empty(2048, np.float32))        # over the limit: not kept
+    assert store._bytes == 3 * 4096
+    store = memory.TileArrays(limit_bytes=1 << 20)
+    for _ in range(memory.TileArrays.PER_KIND + 2):      # the oldest of a kind make room for the newest
+        store.give(np.empty(16, np.float32))
+    assert len(store._free[(np.dtype(np.float32), 16)]) == memory.TileArrays.PER_KIND
+    assert store._bytes == memory.TileArrays.PER_KIND * 64
