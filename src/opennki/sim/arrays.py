@@ -16,8 +16,6 @@ so no launch can see another's values. At most `limit_bytes` are kept, the most 
 from __future__ import annotations
 
 import collections
-import ctypes
-import platform
 import sys
 import threading
 
@@ -111,33 +109,3 @@ class HbmArrays:
 
 
 HBM_ARRAYS = HbmArrays(limit_bytes=64 << 20)
-
-
-# glibc's malloc serves a block of M_MMAP_THRESHOLD bytes or more by mmap and gives it back to the system when it is
-# freed, and gives back the free memory at the top of its heap once more than M_TRIM_THRESHOLD is free there; both
-# thresholds move with what the process frees (up to 32 MiB and twice that). A kernel that makes and drops tiles of
-# a few hundred KiB in every iteration (the fp32 tiled matmul's [128, 512] loads: 256 KiB) then takes fresh pages
-# from the system for them again and again, each a page fault that zeroes 4 KiB (2048^3 fp32: some 7,500 faults a
-# run). So the first launch that computes values fixes the thresholds (`keep_freed_memory`): blocks under 4 MiB come
-# from the heap, and up to 64 MiB of free heap stay with the process. Only where memory comes from changes, never a
-# value; the process keeps at most that much freed memory. False: malloc's own thresholds (the plain path).
-KEEP_FREED_MEMORY = True
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3       # mallopt's parameters (malloc.h)
-_MMAP_BYTES, _TRIM_BYTES = 4 << 20, 64 << 20
-_thresholds_set = False
-
-
-def keep_freed_memory() -> None:
-    """Fix glibc malloc's mmap and trim thresholds once per process (`KEEP_FREED_MEMORY`); nothing elsewhere."""
-    global _thresholds_set
-    if _thresholds_set or not KEEP_FREED_MEMORY:
-        return
-    _thresholds_set = True
-    if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
-        return
-    try:
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(_M_MMAP_THRESHOLD, _MMAP_BYTES)
-    mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES)

@@ -179,8 +179,6 @@ class Simulator:
         cores = len({cores_of(ids) for ids in _grid_points(grid)}) if cores_of else 1
         if cores > 1 and not self.options.shape_only:
             launch.interleave = random.Random(self.options.interleave_seed)    # sim/cooperative.py
-        if not self.options.shape_only:
-            arrays.keep_freed_memory()          # tiles made and dropped in loops keep their pages (sim/arrays.py)
         self.emit(LaunchStarted(name, grid, self.hw.name, cores, self.options.shape_only))
         result, ran = None, 0
         launch.pending_programs = list(_grid_points(grid))
