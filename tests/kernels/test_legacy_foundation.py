@@ -123,12 +123,18 @@ def test_matmul_single_tile_bf16(rng):
     np.testing.assert_array_equal(out.astype(np.float32), ref.astype(lhsT.dtype).astype(np.float32))
 
 
-@pytest.mark.parametrize("shape", [(256, 256, 1024), (128, 384, 512)])
-def test_matmul_tiled_psum_accumulation(rng, shape):
+def assert_tiled_matmul(kernel, shape, rng):
+    """`kernel(lhsT, rhs)` on random fp32 lhsT [K, M] and rhs [K, N] (`shape` = (K, M, N)) equals lhsT.T @ rhs
+    (the tiled matmul check of both generations: test_new_foundation.py runs it too)."""
     K_, M, N = shape
     lhsT = rng.standard_normal((K_, M), dtype=np.float32)
     rhs = rng.standard_normal((K_, N), dtype=np.float32)
-    np.testing.assert_allclose(K.matmul_tiled(lhsT, rhs), lhsT.T @ rhs, rtol=1e-4, atol=2e-4)
+    np.testing.assert_allclose(kernel(lhsT, rhs), lhsT.T @ rhs, rtol=1e-4, atol=2e-4)
+
+
+@pytest.mark.parametrize("shape", [(256, 256, 1024), (128, 384, 512)])
+def test_matmul_tiled_psum_accumulation(rng, shape):
+    assert_tiled_matmul(K.matmul_tiled, shape, rng)
 
 
 def test_matmul_nested_load_untransposed(rng):

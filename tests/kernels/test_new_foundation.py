@@ -6,6 +6,7 @@ import pytest
 import opennki as nki
 from tests.conftest import assert_within_ulps, bf16
 from tests.kernels import new_kernels as K
+from tests.kernels.test_legacy_foundation import assert_tiled_matmul
 
 
 @pytest.mark.parametrize("n", [128, 300])
@@ -24,10 +25,7 @@ def test_add_bf16(rng):
 
 @pytest.mark.parametrize("shape", [(128, 128, 512), (384, 256, 1024)])
 def test_matmul_tiled(rng, shape):
-    K_, M, N = shape
-    lhsT = rng.standard_normal((K_, M), dtype=np.float32)
-    rhs = rng.standard_normal((K_, N), dtype=np.float32)
-    np.testing.assert_allclose(K.matmul_tiled(lhsT, rhs), lhsT.T @ rhs, rtol=1e-4, atol=2e-4)
+    assert_tiled_matmul(K.matmul_tiled, shape, rng)
 
 
 def test_matmul_tiled_bf16(rng):

@@ -49,14 +49,21 @@ UNARY = {
 }
 
 
+def assert_unary_matches(run_op, op, ref, bounds, rng):
+    """`run_op(op, x)` on a random fp32 tile `x` in `bounds` (a table entry's range) is fp32 and matches
+    NumPy's `ref` on float64 (the unary check of both generations: test_new_names.py runs it too)."""
+    lo, hi = bounds
+    x = rng.uniform(lo, hi, SHAPE).astype(np.float32)
+    out = run_op(op, x)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, ref(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+
+
 @covers(*UNARY, via="name")
 @pytest.mark.parametrize("name", sorted(UNARY))
 def test_unary_matches_numpy(name, rng):
-    ref, (lo, hi) = UNARY[name]
-    x = rng.uniform(lo, hi, SHAPE).astype(np.float32)
-    out = apply(getattr(nl, name), x)
-    assert out.dtype == np.float32
-    np.testing.assert_allclose(out, ref(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+    ref, bounds = UNARY[name]
+    assert_unary_matches(apply, getattr(nl, name), ref, bounds, rng)
 
 
 def _shift_right_logical(a, b):

@@ -16,7 +16,7 @@ import opennki.isa as nisa
 import opennki.language as nl
 from tests.language.coverage import COVERED_NEW, covers
 from tests.language.helpers import sigmoid
-from tests.language.test_elementwise import BINARY, UNARY, _operands
+from tests.language.test_elementwise import BINARY, UNARY, _operands, assert_unary_matches
 
 NEW_NAMES = """
 DType MemoryRegion NKIObject NkiTensor abs abs_max abs_min add affine_range all arctan average bfloat16
@@ -93,11 +93,8 @@ NEW_UNARY = dict(UNARY, gelu_apprx_sigmoid_dx=(_gelu_sigmoid_dx, (-4, 4)))
 @covers(*NEW_UNARY, via="name", new=True)
 @pytest.mark.parametrize("name", sorted(NEW_UNARY))
 def test_unary_matches_numpy(name, rng):
-    ref, (lo, hi) = NEW_UNARY[name]
-    x = rng.uniform(lo, hi, SHAPE).astype(np.float32)
-    out = simulate(getattr(nl, name), x)
-    assert out.dtype == np.float32
-    np.testing.assert_allclose(out, ref(x.astype(np.float64)), rtol=2e-6, atol=2e-6)
+    ref, bounds = NEW_UNARY[name]
+    assert_unary_matches(simulate, getattr(nl, name), ref, bounds, rng)
 
 
 # abs_max / abs_min: the signed value of the larger / smaller magnitude, ties to y (spec/isa.md §7)

@@ -288,7 +288,7 @@ class Program:
             not memory.track_initialized else None
         self._sites = self._spares is not None or self._tiles is not None     # new_tensor keys a site for either
         # (id of the code, call offset) of a kernel statement -> what a front door decided there last (its own
-        # tuple, which holds the code: `core.LOAD_SITES`)
+        # tuple, which holds the code: `core.remember_statement`)
         self.statements: dict = {}
         # the lean issue path (LEAN_ISSUE): the same instructions and events as the plain path, with less work
         self.lean = LEAN_ISSUE
