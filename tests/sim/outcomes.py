@@ -74,3 +74,12 @@ def fast_and_plain(kernel, args, module, switch: str, setup=None, **launch) -> t
         sid = by_first_appearance()
         events.append([event_fields(e, sid) for e in rec.events])
     return outcomes, events
+
+
+def same_both_ways(kernel, args, module, switch: str, min_events: int, **launch):
+    """`fast_and_plain`, asserting the same outputs or error and the same events (more than `min_events` of them,
+    so that the comparison saw the kernel run); the outcome."""
+    outcomes, events = fast_and_plain(kernel, args, module, switch, **launch)
+    assert_same_outcome(*outcomes)
+    assert len(events[0]) > min_events and events[0] == events[1]
+    return outcomes[0]

@@ -18,17 +18,14 @@ from opennki.errors import OpenNKIError
 from opennki.machine import machine
 from opennki.sim.options import SimOptions
 from tests.isa.helpers import rand
-from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+from tests.sim.outcomes import same_both_ways
 
 BF16 = ml_dtypes.bfloat16
 
 
 def _both(kernel, args, **launch):
     """Deferred and immediate data steps: the same outputs or error, and the same events; the outcome."""
-    outcomes, events = fast_and_plain(kernel, args, machine, "DEFER_DATA", **launch)
-    assert_same_outcome(*outcomes)
-    assert len(events[0]) > 3 and events[0] == events[1]
-    return outcomes[0]
+    return same_both_ways(kernel, args, machine, "DEFER_DATA", 3, **launch)
 
 
 def tiled_reference(lhsT, rhs):

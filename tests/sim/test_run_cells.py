@@ -18,7 +18,7 @@ import opennki.legacy.language as nl
 from opennki.errors import OpenNKIError
 from opennki.instructions import base
 from opennki.sim.options import SimOptions
-from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+from tests.sim.outcomes import assert_same_outcome, fast_and_plain, same_both_ways
 
 BF16 = ml_dtypes.bfloat16
 F = np.float32
@@ -141,10 +141,7 @@ def column_repeats(x, y):
 
 def _both(kernel, args, **launch):
     """With and without run cells: the same outputs or error, and the same events; the outcome."""
-    outcomes, events = fast_and_plain(kernel, args, base, "USUAL_RUN_CELLS", **launch)
-    assert_same_outcome(*outcomes)
-    assert len(events[0]) > 10 and events[0] == events[1]
-    return outcomes[0]
+    return same_both_ways(kernel, args, base, "USUAL_RUN_CELLS", 10, **launch)
 
 
 @pytest.mark.parametrize("precise", [True, False])

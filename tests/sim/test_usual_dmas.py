@@ -14,7 +14,7 @@ from opennki.errors import OpenNKIError
 from opennki.instructions import dma
 from opennki.sim.options import SimOptions
 from tests.isa.helpers import rand
-from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+from tests.sim.outcomes import same_both_ways
 
 BF16 = ml_dtypes.bfloat16
 
@@ -61,10 +61,7 @@ def unwritten_source(x):
 
 def _both(kernel, args, **launch):
     """One step and plain DMAs (dma.USUAL_DMAS): the same outputs or error, and the same events; the outcome."""
-    outcomes, events = fast_and_plain(kernel, args, dma, "USUAL_DMAS", **launch)
-    assert_same_outcome(*outcomes)
-    assert len(events[0]) > 3 and events[0] == events[1]
-    return outcomes[0]
+    return same_both_ways(kernel, args, dma, "USUAL_DMAS", 3, **launch)
 
 
 def test_usual_dmas_give_the_plain_path_values_and_events(rng):

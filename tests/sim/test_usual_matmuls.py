@@ -17,7 +17,7 @@ from opennki.errors import OpenNKIError
 from opennki.instructions import tensor_engine
 from opennki.sim.options import SimOptions
 from tests.isa.helpers import rand, to_sbuf
-from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+from tests.sim.outcomes import assert_same_outcome, fast_and_plain, same_both_ways
 from tests.sim.test_planned_loads_matmuls import groups, tiled
 
 BF16, FP8 = ml_dtypes.bfloat16, ml_dtypes.float8_e4m3
@@ -87,10 +87,7 @@ def unwritten_operand(lhsT, rhs):
 
 def _both(kernel, args, **launch):
     """Inline and plain matmuls (tensor_engine.USUAL_MATMULS): the same outputs or error, and the same events; the outcome."""
-    outcomes, events = fast_and_plain(kernel, args, tensor_engine, "USUAL_MATMULS", **launch)
-    assert_same_outcome(*outcomes)
-    assert len(events[0]) > 5 and events[0] == events[1]
-    return outcomes[0]
+    return same_both_ways(kernel, args, tensor_engine, "USUAL_MATMULS", 5, **launch)
 
 
 def _ref(s, m):

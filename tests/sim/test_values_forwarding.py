@@ -17,7 +17,7 @@ from examples.tiled_matmul import tiled_matmul
 from opennki.errors import OpenNKIError
 from opennki.machine import machine
 from tests.isa.helpers import rand
-from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+from tests.sim.outcomes import same_both_ways
 from tests.sim.test_deferred_data import tiled_reference
 
 BF16 = ml_dtypes.bfloat16
@@ -42,10 +42,7 @@ def forwarded(monkeypatch):
 
 def _both(kernel, args, **launch):
     """Forwarded and plain copies: the same outputs or error, and the same events; the outcome."""
-    outcomes, events = fast_and_plain(kernel, args, machine, "FORWARD_COPIES", **launch)
-    assert_same_outcome(*outcomes)
-    assert len(events[0]) > 3 and events[0] == events[1]
-    return outcomes[0]
+    return same_both_ways(kernel, args, machine, "FORWARD_COPIES", 3, **launch)
 
 
 def test_the_fp32_tiled_matmul_reads_its_sources(rng, forwarded):

@@ -6,20 +6,16 @@ path). Random data, results against NumPy."""
 import numpy as np
 import pytest
 
-import opennki.legacy as nki
 import opennki.legacy.language as nl
 from examples.blocked_matmul import blocked_matmul
 from opennki.machine import tensor
 from tests.isa.helpers import rand
-from tests.sim.outcomes import assert_same_outcome, fast_and_plain
+from tests.sim.outcomes import same_both_ways
 from tests.sim.test_planned_loads_matmuls import tiled
 
 
 def _both(kernel, args, **launch):
-    outcomes, events = fast_and_plain(kernel, args, tensor, "VIEW_ARRAYS", **launch)
-    assert_same_outcome(*outcomes)
-    assert len(events[0]) > 5 and events[0] == events[1]
-    return outcomes[0]
+    return same_both_ways(kernel, args, tensor, "VIEW_ARRAYS", 5, **launch)
 
 
 def test_tiled_and_blocked_matmuls_give_the_plain_path_values(rng):
