@@ -1,6 +1,6 @@
-"""Argument copies and poisoned HBM tensors are made in the HBM arrays of earlier launches (sim/arrays.py):
-kernels give the values, write-backs and errors of the plain path, where every copy and tensor gets a new
-array; an array anything still refers to is never taken again."""
+"""Argument copies and poisoned HBM tensors are made in the HBM arrays of earlier launches (sim/arrays.py, an
+ArrayStore): kernels give the values, write-backs and errors of the plain path, where every copy and tensor gets
+a new array; an array anything still refers to is never taken again."""
 
 import sys
 
@@ -9,24 +9,21 @@ import pytest
 
 import opennki.legacy as nki
 import opennki.legacy.language as nl
+from opennki.machine import memory
 from opennki.sim import arrays
 from opennki.sim.arrays import HbmArrays
 from opennki.errors import KernelError
 from tests.raises import raises_at
+from tests.sim import array_stores
+from tests.sim.array_stores import kept_arrays
 
 
-class Counting(HbmArrays):
+class Counting(array_stores.Counting, HbmArrays):
     """Counts the argument copies, the arrays taken again (holding none of them), and those taken for poisoned
     HBM tensors."""
 
-    taken = 0
     taken_poisoned = 0
     copied = 0
-
-    def _take(self, dtype, size):
-        kept = super()._take(dtype, size)
-        self.taken += kept is not None
-        return kept
 
     def copy(self, array):
         self.copied += 1
@@ -132,22 +129,25 @@ def test_an_array_still_referred_to_is_not_taken(copies):
     again = copies.copy(np.zeros(8, np.float32))
     assert not np.shares_memory(again, view)
     np.testing.assert_array_equal(view, [2.0, 3.0])
-    assert not copies._kept                       # dropped: it belongs to whoever holds it
+    assert not kept_arrays(copies) and copies.nbytes == 0       # dropped: it belongs to whoever holds it
 
 
 def test_views_are_not_kept(copies):
     owner = copies.copy(np.arange(8, dtype=np.float32))
     copies.give([owner.view(np.int32), owner.reshape(2, 4)])    # views of an array someone may still use
     del owner
-    assert not copies._kept
+    assert not kept_arrays(copies)
 
 
 def test_at_most_the_limit_is_kept_the_oldest_dropped(copies):
     big = [copies.copy(np.zeros(copies.limit_bytes // 4 // 2, np.float32)) for _ in range(3)]
     copies.give(big)
-    assert [entry[2] for entry in copies._kept] == big[1:]
+    assert kept_arrays(copies) == big[1:]
     copies.give([np.zeros(copies.limit_bytes // 4 + 1, np.float32)])    # larger than the limit: not kept
-    assert [entry[2] for entry in copies._kept] == big[1:]
+    assert kept_arrays(copies) == big[1:]
+    many = [np.zeros(8, np.float32) for _ in range(3)]          # no cap per kind: only the bytes count
+    copies.give(many)
+    assert kept_arrays(copies) == big[2:] + many
 
 
 stashed = []
@@ -259,7 +259,7 @@ def test_the_reference_count_fast_paths_follow_the_interpreters_counts():
     probe = object()
     local, passed = sys.getrefcount(probe), _passed(probe)
     cpython = sys.implementation.name == "cpython"
-    assert (arrays.COUNT_OF_A_LOCAL, arrays.COUNT_OF_AN_ARGUMENT) == (local, passed)
+    assert (memory.COUNT_OF_A_LOCAL, memory.COUNT_OF_AN_ARGUMENT) == (local, passed)
     assert arrays.RECYCLE_HBM_ARRAYS is (cpython and local == 2)
     assert program.REUSE_RESULT_TILES is (cpython and local == 2 and passed == 3)
 

@@ -1,6 +1,7 @@
-"""The arrays of dead on-chip tiles are made again for new tiles (machine/memory.py `TILE_ARRAYS`): kernels give
-the outputs, errors (with their kernel line) and events of the plain path, where every tile gets a new array; an
-array anything still refers to is never taken again, and a recycled tile holds poison as a new one does."""
+"""The arrays of dead on-chip tiles are made again for new tiles (machine/memory.py `TILE_ARRAYS`, an ArrayStore):
+kernels give the outputs, errors (with their kernel line) and events of the plain path, where every tile gets a
+new array; an array anything still refers to is never taken again (it stays for a later tile), and a recycled
+tile holds poison as a new one does."""
 
 import numpy as np
 import pytest
@@ -8,25 +9,15 @@ import pytest
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.machine import memory
+from tests.sim.array_stores import Counting, kept_arrays
 from tests.sim.outcomes import assert_same_outcome, fast_and_plain
-
-
-class Counting(memory.TileArrays):
-    """Counts the arrays taken again."""
-
-    taken = 0
-
-    def empty(self, dtype, size):
-        free = sum(len(arrays) for arrays in self._free.values())
-        arr = super().empty(dtype, size)
-        self.taken += sum(len(arrays) for arrays in self._free.values()) < free
-        return arr
 
 
 @pytest.fixture
 def kept(monkeypatch):
-    """A fresh store of tile arrays for the test (the process's one may hold other tests' arrays)."""
-    fresh = Counting(limit_bytes=8 << 20)
+    """A fresh store of tile arrays for the test (the process's one may hold other tests' arrays), with its
+    policies."""
+    fresh = Counting(8 << 20, per_kind=memory.TILE_ARRAYS.per_kind, keep_held=memory.TILE_ARRAYS.keep_held)
     monkeypatch.setattr(memory, "TILE_ARRAYS", fresh)
     return fresh
 
@@ -90,23 +81,29 @@ def test_an_array_still_referred_to_is_not_taken_again(kept):
     dead = np.zeros(1 << 16, np.float32)
     address = dead.ctypes.data
     view = dead[10:20]                           # a deferred step's view of a dead tile, say
-    kept.give(dead)
+    kept.keep(dead)
     del dead
-    other = kept.empty(np.dtype(np.float32), 1 << 16)
+    other = memory.empty_array(np.dtype(np.float32), 1 << 16)
     assert other.ctypes.data != address and kept.taken == 0
+    assert len(kept_arrays(kept)) == 1           # kept for a later tile
     del view                                     # now only the store refers to it
-    again = kept.empty(np.dtype(np.float32), 1 << 16)
+    again = memory.empty_array(np.dtype(np.float32), 1 << 16)
     assert again.ctypes.data == address and kept.taken == 1
+    assert not kept_arrays(kept) and kept.nbytes == 0
 
 
 def test_kept_arrays_stay_within_their_limits():
-    store = memory.TileArrays(limit_bytes=3 * 4096)
-    for _ in range(3):
-        store.give(np.empty(1024, np.float32))
-    store.give(np.empty(2048, np.float32))        # over the limit: not kept
-    assert store._bytes == 3 * 4096
-    store = memory.TileArrays(limit_bytes=1 << 20)
-    for _ in range(memory.TileArrays.PER_KIND + 2):      # the oldest of a kind make room for the newest
-        store.give(np.empty(16, np.float32))
-    assert len(store._free[(np.dtype(np.float32), 16)]) == memory.TileArrays.PER_KIND
-    assert store._bytes == memory.TileArrays.PER_KIND * 64
+    store = memory.ArrayStore(limit_bytes=3 * 4096, per_kind=8)
+    first = [np.empty(1024, np.float32) for _ in range(3)]
+    for arr in first:
+        store.keep(arr)
+    store.keep(np.empty(4096, np.float32))        # larger than the limit: not kept
+    assert kept_arrays(store) == first and store.nbytes == 3 * 4096
+    newer = np.empty(2048, np.float32)
+    store.keep(newer)                              # the two oldest, of another kind, make room for it
+    assert kept_arrays(store) == [first[2], newer] and store.nbytes == 3 * 4096
+    store = memory.ArrayStore(limit_bytes=1 << 20, per_kind=8)
+    given = [np.empty(16, np.float32) for _ in range(10)]
+    for arr in given:                              # the oldest of a kind make room for the newest
+        store.keep(arr)
+    assert kept_arrays(store) == given[2:] and store.nbytes == 8 * 64

@@ -82,60 +82,102 @@ CPYTHON = sys.implementation.name == "cpython"
 COUNT_OF_A_LOCAL = _count_of_a_local()
 COUNT_OF_AN_ARGUMENT = _count_of_an_argument()
 
-# A dead on-chip tile's array is made again for the next tile of its storage dtype and size (`TILE_ARRAYS`):
-# glibc's malloc gives a block of a few hundred KiB that is freed back to the system (mmap, or a heap trimmed
-# and grown back), so a loop that makes and drops such a tile in every iteration would take fresh pages from the
-# system, a page fault that zeroes 4 KiB each, for every tile (the fp32 2048^3 tiled matmul's [128, 512] loads,
-# 256 KiB: some 7,700 faults a run). A tile of TILE_ARRAY_BYTES or more (`Storage._own` makes it a `_TileStorage`)
-# gives its array here when it dies, and `new_array` / `Storage.fresh_array` take one that nothing else refers to
-# any more (CPython's reference count: a deferred step's NumPy view of a dead tile holds its array) before asking
-# NumPy for a new one; the array is then overwritten whole (poison, fill, or the write that covers it), as a new
-# one is, so no tile can see another's values. At most `limit_bytes` are kept (what does not fit is freed).
-# False: every array is a new one (the plain path, which tests compare against).
-RECYCLE_TILE_ARRAYS = CPYTHON and COUNT_OF_A_LOCAL == 2
-TILE_ARRAY_BYTES = 64 << 10         # measured: at 128 KiB, the churn of the 64 KiB tiles left 1,300 faults a run
 
+class ArrayStore:
+    """Flat NumPy arrays kept for later arrays of the same dtype and size, so that these do not take fresh pages
+    from the system: glibc's malloc gives a freed block of a few hundred KiB or more back to the system (mmap, or
+    a heap trimmed and grown back), and each page of a new block is a fault that zeroes 4 KiB. An array is handed
+    out again (`take`) only when CPython's reference count says nothing else refers to it any more, and whoever
+    takes it overwrites it whole, as a new array is, so no one sees another's values. Two policies, as the owner
+    knows its arrays: `per_kind`, the most kept of one (dtype, size), the oldest of its kind making room (None: no
+    such cap); `keep_held`, whether an array that `take` finds still referred to stays for a later `take` (True)
+    or is dropped, left to whoever holds it (False). Within `limit_bytes` in all, the oldest kept make room for a
+    newer one. Thread-safe (programs of a launch may run as threads): `keep`, which an owner's finalizer calls
+    (a garbage collection may run one in the middle of this class's code, in the same thread), does not wait
+    for the lock: it drops the array when the lock is held, so it never deadlocks nor meets a half-made change."""
 
-class TileArrays:
-    """Arrays of dead tiles, by (NumPy dtype, size), for the next tiles (see RECYCLE_TILE_ARRAYS)."""
-
-    PER_KIND = 8        # arrays kept per (dtype, size), the most recently given
-
-    def __init__(self, limit_bytes: int):
+    def __init__(self, limit_bytes: int, per_kind: int | None = None, keep_held: bool = True):
         self.limit_bytes = limit_bytes
-        self._free: dict[tuple, list] = {}
-        self._bytes = 0
+        self.per_kind = per_kind
+        self.keep_held = keep_held
+        self.nbytes = 0                         # the bytes kept
+        self._kept: dict[tuple, list] = {}      # (dtype, size) -> [(order given, array)], oldest first
+        self._order = itertools.count()
         self._lock = threading.Lock()
 
-    def empty(self, dtype: np.dtype, size: int) -> np.ndarray:
-        """A flat array of `size` elements of `dtype`, its elements undefined (`np.empty`): a kept one that
-        nothing else refers to any more, if any."""
-        if self._bytes and RECYCLE_TILE_ARRAYS:
-            with self._lock:
-                free = self._free.get((dtype, size))
-                if free:
-                    for i in range(len(free) - 1, -1, -1):
-                        # the list and getrefcount's argument hold it, nothing else: a view of it that a
-                        # deferred step or a forwarded copy held when its tile died is gone by now
-                        if sys.getrefcount(free[i]) == COUNT_OF_A_LOCAL:
-                            arr = free.pop(i)
-                            self._bytes -= arr.nbytes
-                            return arr
-        return np.empty(size, dtype)
-
-    def give(self, arr: np.ndarray) -> None:
-        """Keep `arr`, a dead tile's (`empty` takes it only once nothing else refers to it), within the
-        limits: the oldest of its kind makes room for it."""
+    def take(self, dtype: np.dtype, size: int) -> np.ndarray | None:
+        """A kept flat array of `size` elements of `dtype` that nothing else refers to, the most recently given
+        first (its elements are undefined: the caller overwrites them all); None if there is none."""
+        kind = (dtype, size)
         with self._lock:
-            free = self._free.setdefault((arr.dtype, arr.size), [])
-            if len(free) >= self.PER_KIND:
-                self._bytes -= free.pop(0).nbytes
-            if self._bytes + arr.nbytes <= self.limit_bytes:
-                free.append(arr)
-                self._bytes += arr.nbytes
+            kept = self._kept.get(kind)
+            if not kept:
+                return None
+            for i in range(len(kept) - 1, -1, -1):
+                # its entry and getrefcount's argument hold it, nothing else: a view of it that a deferred step, an
+                # earlier launch's tensor or the caller held is gone by now
+                if sys.getrefcount(kept[i][1]) == COUNT_OF_A_LOCAL:
+                    arr = kept.pop(i)[1]
+                    self.nbytes -= arr.nbytes
+                    if not kept:
+                        del self._kept[kind]
+                    return arr
+                if not self.keep_held:
+                    self.nbytes -= kept.pop(i)[1].nbytes
+            if not kept:
+                del self._kept[kind]
+        return None
+
+    def keep(self, arr: np.ndarray) -> None:
+        """Keep `arr`, a flat array of its own memory that its owner no longer needs (`take` hands it out only
+        once nothing else refers to it), within the limits (class docstring)."""
+        nbytes = arr.nbytes
+        if nbytes > self.limit_bytes:
+            return
+        kind = (arr.dtype, arr.size)
+        entry = (next(self._order), arr)
+        fresh: list = []
+        if not self._lock.acquire(blocking=False):
+            return
+        try:
+            kept = self._kept.get(kind)
+            if kept is not None and self.per_kind is not None and len(kept) >= self.per_kind:
+                self.nbytes -= kept.pop(0)[1].nbytes
+            while self.nbytes + nbytes > self.limit_bytes:
+                self._drop_oldest()
+            self._kept.setdefault(kind, fresh).append(entry)
+            self.nbytes += nbytes
+        finally:
+            self._lock.release()
+
+    def _drop_oldest(self) -> None:
+        kind = min((k for k, kept in self._kept.items() if kept), key=lambda k: self._kept[k][0][0])
+        kept = self._kept[kind]
+        self.nbytes -= kept.pop(0)[1].nbytes
+        if not kept:
+            del self._kept[kind]
 
 
-TILE_ARRAYS = TileArrays(limit_bytes=16 << 20)
+# A dead on-chip tile's array is made again for the next tile of its storage dtype and size (`TILE_ARRAYS`): a
+# loop that makes and drops a tile of a few hundred KiB in every iteration would otherwise take fresh pages from
+# the system for every tile (ArrayStore; the fp32 2048^3 tiled matmul's [128, 512] loads, 256 KiB: some 7,700
+# faults a run). A tile of TILE_ARRAY_BYTES or more (`Storage._own` makes it a `_TileStorage`) gives its array
+# here when it dies, and `new_array` / `Storage.fresh_array` take one that nothing else refers to any more (a
+# deferred step's NumPy view of a dead tile often still holds its array when the tile dies: the array stays for
+# a later tile) before asking NumPy for a new one; it is then overwritten whole (poison, fill, or the write that
+# covers it). False: every array is a new one (the plain path, which tests compare against).
+RECYCLE_TILE_ARRAYS = CPYTHON and COUNT_OF_A_LOCAL == 2
+TILE_ARRAY_BYTES = 64 << 10         # measured: at 128 KiB, the churn of the 64 KiB tiles left 1,300 faults a run
+TILE_ARRAYS = ArrayStore(limit_bytes=16 << 20, per_kind=8, keep_held=True)
+
+
+def empty_array(dtype: np.dtype, size: int) -> np.ndarray:
+    """`np.empty(size, dtype)` for a new tile: a dead tile's array (TILE_ARRAYS) if one is free."""
+    if RECYCLE_TILE_ARRAYS and TILE_ARRAYS.nbytes:
+        arr = TILE_ARRAYS.take(dtype, size)
+        if arr is not None:
+            return arr
+    return np.empty(size, dtype)
 
 _HBM = MemoryKind.HBM      # looking an enum member up on its class is slow in hot paths (Python 3.11)
 _bisect_left, _bisect_right = bisect.bisect_left, bisect.bisect_right     # (every placement and release)
@@ -269,7 +311,7 @@ class Storage:
         """For a write covering every element: the array, made without poisoning if not made yet."""
         poison = self._poison
         if self._array is None and poison is not None:
-            self._array = self._own(TILE_ARRAYS.empty(poison[3], poison[1]))
+            self._array = self._own(empty_array(poison[3], poison[1]))
             self._poison = None
         return self._array
 
@@ -311,13 +353,13 @@ class _TileStorage(Storage):
             # an array of its own memory (not a view of another), which may still be referred to (by a
             # deferred step's view, say): TILE_ARRAYS takes it again only once nothing else does
             if arr.base is None and arr.ndim == 1 and arr.flags.c_contiguous and arr.flags.writeable:
-                TILE_ARRAYS.give(arr)
+                TILE_ARRAYS.keep(arr)
 
 
 def new_array(dtype: DataType, size: int, precise: bool, fill=None) -> np.ndarray:
     """A flat backing array, poisoned (NaN / 4) unless `fill` is given."""
     storage_dtype = dtype.storage_dtype(precise)
-    arr = TILE_ARRAYS.empty(storage_dtype, size)
+    arr = empty_array(storage_dtype, size)
     if fill is None:
         arr.fill(poison_value(dtype))       # NaN or a small integer: fits every storage type
         return arr
