@@ -54,11 +54,29 @@ def test_the_fp32_tiled_matmul_reads_its_sources(rng, forwarded):
     assert forwarded == {"copies": 2 * 2 * 3 * 2, "operands": 2 * 2 * 3 * 2}
 
 
-def test_the_bf16_tiled_matmul_makes_its_copies(rng, forwarded):
+def test_the_bf16_tiled_matmul_makes_its_copies(rng, forwarded, monkeypatch):
+    analysed = []
+    forward = machine._forward
+    monkeypatch.setattr(machine, "_forward", lambda later: analysed.append(len(later)) or forward(later))
     lhsT, rhs = rand(rng, 384, 256).astype(BF16), rand(rng, 384, 512).astype(BF16)
     out = _both(tiled_matmul, (lhsT, rhs))
     np.testing.assert_array_equal(out.view(np.uint8), tiled_reference(lhsT, rhs).view(np.uint8))
     assert forwarded["copies"] == 0
+    # no batch holds a copy `_forward` may drop (`Machine.forwardable`): none is analysed
+    assert analysed == []
+
+
+def test_batches_are_analysed_only_with_an_fp32_copy_waiting(rng, forwarded, monkeypatch):
+    analysed = []
+    forward = machine._forward
+    monkeypatch.setattr(machine, "_forward", lambda later: analysed.append(len(later)) or forward(later))
+    lhsT, rhs = rand(rng, 384, 256), rand(rng, 384, 1024)
+    out = _both(tiled_matmul, (lhsT, rhs))
+    np.testing.assert_array_equal(out.view(np.uint8), tiled_reference(lhsT, rhs).view(np.uint8))
+    # 2 x 2 output tiles of 3 k-steps: each copy-out's batch (the two loads and the matmul of each k-step) is
+    # analysed, and the copies of the first 2 k-steps are dropped; the stores' own batches are not (a copy into
+    # a strided HBM slice, not `_same_layout`'s)
+    assert analysed == [3 * 3] * 4 and forwarded["copies"] == 4 * 2 * 2
 
 
 @nki.jit

@@ -96,7 +96,8 @@ class DmaCopy(Instruction):
             expect(oob is oob_mode.error, "dst_rmw_op needs oob_mode=error", got=oob.name, error=KernelError)
 
     def run(self, m) -> None:
-        if (USUAL_DMAS and self.mask is None and self.dst_rmw_op is None and self.src.dtype is self.dst.dtype
+        if (USUAL_DMAS and self.mask is None and self.dst_rmw_op is None
+                and self.src.storage.dtype is self.dst.storage.dtype       # (the views' dtypes, without the property)
                 and tuple.__eq__(self.src.shape, self.dst.shape) and m.copy_plain(self.dst, self.src)):
             return
         if m.later:

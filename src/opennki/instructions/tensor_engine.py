@@ -176,7 +176,8 @@ class NcMatmul(Instruction):
         if USUAL_MATMULS and self.mask is None and self.perf_mode is None and not self.is_transpose:
             S, Mv = _plain_stored(self.stationary), _plain_stored(self.moving)
             if S is not None and Mv is not None and _store_usual(m, self.dst, S, Mv, self.accumulate,
-                                                                 self.stationary.dtype, self.moving.dtype):
+                                                                 self.stationary.storage.dtype,
+                                                                 self.moving.storage.dtype):
                 return
         if m.later:
             m.catch_up()                # the plain path reads and writes at once (`Machine.defer`)

@@ -57,6 +57,8 @@ class Machine:
             API release's rules apply (`while reg:`, opennki.releases).
         later: the data steps issued but not run yet (`defer`, `catch_up`), in issue order; None: each runs at
             once (`DEFER_DATA` off, or programs running as cooperating threads, which share HBM).
+        forwardable: a copy `_forward` may drop was deferred since the last `catch_up` (`copy_plain`): without
+            one (a bf16 kernel's batches) the batch is not analysed.
     """
 
     def __init__(self, hw, memory: Memory, precise: bool, seed: int = 0, options=None):
@@ -76,6 +78,7 @@ class Machine:
         self.engine = Engine.UNKNOWN    # the running instruction's engine (likewise; lays out tensor indirection)
         self.later: list | None = [] if DEFER_DATA else None
         self.later_bytes = 0            # the bytes of the arrays `later`'s steps hold (`defer`)
+        self.forwardable = False
         self.matmul_runs = False        # a Tensor Engine instruction has run (set by the simulator before it runs):
         #                                 until then no PSUM tile holds "last written by nc_matmul" flags
 
@@ -191,7 +194,8 @@ class Machine:
         if later:
             self.later = []
             self.later_bytes = 0
-            if FORWARD_COPIES:
+            if self.forwardable:
+                self.forwardable = False
                 _forward(later)
             for step, args in later:
                 step(*args)
@@ -345,7 +349,12 @@ class Machine:
         target = self._plain_target(dst)
         if target is None:
             return False
-        self.defer(_assign, (target, values, dst.storage.release), target.nbytes)
+        tile = dst.storage.release      # (a weak reference to a placed tile's storage; None in HBM)
+        if tile is not None and FORWARD_COPIES and _same_layout(target, values):
+            self.forwardable = True     # a copy `_forward` may drop, with its tile, whose death it looks for
+        else:
+            tile = None
+        self.defer(_assign, (target, values, tile), target.nbytes)
         return True
 
     @staticmethod
@@ -359,11 +368,14 @@ class Machine:
         if not (view._inb and view.mask is None and st.base is None and st.initialized is None
                 and st.physical is None):
             return None
+        covers = view._all              # (`covers_all()`'s cached answer, read inline: every load and matmul)
+        if covers is None:
+            covers = view.covers_all()
         if st.kind is _PSUM:
-            if not view.covers_all():
+            if not covers:
                 return None
             st.unwritten = False
-        if st._array is None and view.covers_all():
+        if st._array is None and covers:
             st.fresh_array()
         st.written = True
         return view._np if view._np is not None else view.np_view()
@@ -502,7 +514,8 @@ def _flag_view(view: TensorView, flags: np.ndarray) -> np.ndarray:
 
 
 def _assign(target: np.ndarray, values: np.ndarray, tile=None) -> None:
-    """`Machine.copy_plain`'s data step (`tile`: a weak reference to the target's storage, or None)."""
+    """`Machine.copy_plain`'s data step (`tile`: a weak reference to the target's storage for a copy `_forward` may
+    drop, `_same_layout`'s; else None)."""
     target[...] = values
 
 
@@ -534,7 +547,7 @@ def _forward(later: list) -> None:
     for j, (step, args) in enumerate(later):
         for pos, access in step.operands:
             a = args[pos]
-            if pending:                     # (else nothing to look for: the usual batch of a bf16 kernel)
+            if pending:                     # (else nothing to look for)
                 key = a.base
                 key = id(a) if key is None else id(key)
                 entry = pending.get(key)
@@ -547,8 +560,9 @@ def _forward(later: list) -> None:
                     for e in sources.pop(key):
                         e[4] = False        # its source changes: no later reader takes it
             if access is COPY:
-                tile, values = args[pos + 2], args[pos + 1]
-                if tile is not None and tile() is None and _same_layout(a, values):
+                tile = args[pos + 2]
+                if tile is not None and tile() is None:     # (a copy of `_same_layout`'s, `copy_plain`)
+                    values = args[pos + 1]
                     pending[id(a.base)] = entry = [j, a, values, [], True]
                     key = values.base
                     sources.setdefault(id(values) if key is None else id(key), []).append(entry)
