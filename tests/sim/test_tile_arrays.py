@@ -9,6 +9,7 @@ import pytest
 import opennki.legacy.isa as nisa
 import opennki.legacy.language as nl
 from opennki.machine import memory
+from opennki.sim import SimOptions
 from tests.sim.array_stores import Counting, kept_arrays
 from tests.sim.outcomes import assert_same_outcome, fast_and_plain
 
@@ -75,6 +76,38 @@ def test_an_error_after_recycled_tiles_is_the_plain_paths_at_its_kernel_line(rng
     assert "nl.add(a, b[:, 0:100])" in outcomes[1].location.source
     assert_same_outcome(*outcomes)
     assert events[0] == events[1]
+
+
+def _filled_tiles(a):
+    """Filled tiles ([128, 512]: 256 KiB in fp32, 128 KiB in bf16; the only tiles of 64 KiB or more) made and
+    dropped per iteration, written in part: their other elements must hold the fill, not a dead tile's values."""
+    zeros = nl.ndarray((4 * 128, 512), dtype=nl.float32, buffer=nl.shared_hbm)
+    full = nl.ndarray((4 * 128, 512), dtype=nl.bfloat16, buffer=nl.shared_hbm)
+    for i in nl.affine_range(4):
+        z = nl.zeros((128, 512), nl.float32, buffer=nl.sbuf)
+        z[:, 0:32] = nl.load(a[i * 128:(i + 1) * 128, 0:32])
+        nl.store(zeros[i * 128:(i + 1) * 128, :], value=z)
+        f = nl.full((128, 512), 2.5, nl.bfloat16, buffer=nl.sbuf)
+        f[:, 32:64] = nl.copy(nl.load(a[i * 128:(i + 1) * 128, 32:64]), dtype=nl.bfloat16)
+        nl.store(full[i * 128:(i + 1) * 128, :], value=f)
+    return zeros, full
+
+
+@pytest.mark.parametrize("uninitialized", ["nan", "zero"])
+def test_filled_tiles_give_their_arrays_back_as_on_the_plain_path(rng, kept, uninitialized):
+    """`nl.zeros` / `nl.full` fill by a memset (which covers the tile, as a write does); with
+    `uninitialized="zero"` every tile is made filled (`Memory.new_storage`'s `fill`)."""
+    a = rng.standard_normal((4 * 128, 64), dtype=np.float32)
+    outcomes, events = fast_and_plain(_filled_tiles, (a,), memory, "RECYCLE_TILE_ARRAYS",
+                                      options=SimOptions(uninitialized=uninitialized))
+    assert kept.taken >= 4, "later filled tiles were made in the arrays of dead ones"
+    assert_same_outcome(*outcomes)
+    assert events[0] == events[1]
+    zeros, full = outcomes[0]
+    np.testing.assert_array_equal(zeros[:, :32], a[:, :32])
+    assert (zeros[:, 32:] == 0).all()            # the fill, not a dead tile's values
+    np.testing.assert_array_equal(full[:, 32:64], a[:, 32:64].astype(full.dtype))
+    assert (full[:, :32] == 2.5).all() and (full[:, 64:] == 2.5).all()
 
 
 def test_an_array_still_referred_to_is_not_taken_again(kept):

@@ -595,11 +595,14 @@ class Memory:
         if fresh and self.fresh_fill is not None:
             fill = self.fresh_fill                      # uninitialized="zero"
         poison = array is None and not self.shape_only and fill is None
-        if array is None and not self.shape_only and fill is not None:
+        filled = array is None and not self.shape_only and fill is not None
+        if filled:
             array = new_array(dtype, math.prod(shape), self.precise, fill)
         program = self.program if on_chip or region is MemoryRegion.private_hbm else None
         storage = Storage(region, dtype, shape, array, None, name, location, program)
         storage.nbytes = nbytes
+        if filled and address is None:
+            storage._own(array)         # (`_own` decides; a directly placed one is not `direct` yet here)
         if poison:
             storage.poison_later(self.precise)
         if fresh and self.track_initialized and not self.shape_only and address is None:
