@@ -46,6 +46,7 @@ from opennki.sim.frames import (frame_locals, peek_variable, pending_store_targe
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _PSUM, _HBM, _READ = Engine.TENSOR, MemoryKind.PSUM, MemoryKind.HBM, AccessKind.READ
 _SBUF, _PSUM_REGION = MemoryRegion.sbuf, MemoryRegion.psum         # the on-chip regions
+_refcount = sys.getrefcount
 
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
 # tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts of a local
@@ -277,8 +278,8 @@ class Program:
         # `finished(prog, result)` (after the kernel body returned).
         self.observers = Observers()
         self.state: dict = {}   # language-layer per-program state, keyed by the owning module's name
-        # (id of the code, call offset, region, shape, id of the dtype) -> (code, a spare result tile made there); None:
-        # no reuse
+        # (id of the code, call offset, region, shape, id of the dtype) -> a spare result tile made there (`spare`);
+        # None: no reuse
         self._spares: dict | None = {} if REUSE_RESULT_TILES else None
         memory = self.memory
         # the same keys as `_spares` -> what new_tensor made there last (`_made_again`); None: every tensor
@@ -358,29 +359,24 @@ class Program:
     def new_tensor(self, region: MemoryRegion, shape, dtype, name: str | None = None, *, fill=None,
                    location: SourceLocation | None = None, address=None, frame=None) -> TensorView:
         """Allocate a tensor (poisoned unless `fill`) and return its root view. An unnamed on-chip tensor made at
-        a kernel call site where a retargeted temporary left a spare tile of the same kind may be that tile
-        (`spare`); one made where the site made one of the same kind before is made from what that call decided
-        (`_made_again`)."""
-        site = key = None
+        a kernel call site is the site's (`result_tile`): the spare tile a retargeted temporary left there, or one
+        made from what the site made before."""
         if location is None:
             if frame is None:           # `frame`: the caller found the kernel frame already (user_frame)
                 frame = user_frame()
             if frame is not None and name is None and fill is None and address is None and \
                     (region is _SBUF or region is _PSUM_REGION) and self._sites:
-                code = frame.f_code
-                key = (id(code), frame.f_lasti, region._value_, tuple(shape), id(dtype))
-                spares = self._spares
-                if spares is not None and key in spares:    # (`_take_spare` finds no spare tile otherwise)
-                    view = self._take_spare(key, code)
-                    if view is not None:
-                        return view
-                view = self._made_again(key, code)
-                if view is not None:
-                    return view
-                if spares is not None:
-                    site = (key, code)
+                return self.result_tile(tuple(map(int, shape)), dtype, frame, region)
             location = location_of(frame) if frame is not None else None
-        shape = tuple(map(int, shape))
+        return self._new_tensor(region, tuple(map(int, shape)), dtype, name, fill, location, address)
+
+    def _new_tensor(self, region: MemoryRegion, shape: tuple, dtype, name, fill, location, address, key=None,
+                    frame=None) -> TensorView:
+        """`new_tensor`'s tensor, made anew; `key`: the kernel call site's (`result_tile`) that makes it, at
+        `frame`, which keeps what it made."""
+        site = None
+        if key is not None and self._spares is not None:
+            site = (key, frame.f_code)
         if region is MemoryRegion.shared_hbm and self.launch.grid:
             k = self.shared_count
             self.shared_count += 1
@@ -415,37 +411,29 @@ class Program:
         return view
 
     def result_tile(self, shape: tuple, dtype, frame, region: MemoryRegion = _SBUF, key=None) -> TensorView:
-        """`new_tensor(region, shape, dtype, frame=frame)` for a front door's result tile (`shape` a tuple of ints,
-        `frame` the kernel frame or None, `region` SBUF or PSUM), which usually is the spare tile its call site's
-        last statement left (`spare`), else one made from what the site made before (`_made_again`, a tile still
-        held, as a load's): those look-ups, as `new_tensor` makes them, without its tests of what this caller's
-        arguments are; else (the site's first tile) `new_tensor` itself."""
-        if frame is not None and self._sites:
-            code = frame.f_code
-            if key is None:             # (else the caller kept this site's: `core.STATEMENT_PLANS`)
-                key = (id(code), frame.f_lasti, region._value_, shape, id(dtype))
-            spares = self._spares
-            # (`_take_spare` finds no spare tile if its key has none: a load's tile is never one)
-            view = self._take_spare(key, code) if spares is not None and key in spares else None
-            if view is None:
-                view = self._made_again(key, code)
-            if view is not None:
+        """`new_tensor(region, shape, dtype, frame=frame)` for a front door's result tile or an unnamed on-chip
+        tensor (`shape` a tuple of ints, `frame` the kernel frame or None, `region` SBUF or PSUM), which usually
+        is the spare tile its call site's last statement left (`spare`), else one made from what the site made
+        before (`_made_again`, a tile still held, as a load's), else (the site's first tile) a new one."""
+        if frame is None or not self._sites:
+            return self.new_tensor(region, shape, dtype, frame=frame)
+        code = frame.f_code
+        if key is None:                 # (else the caller kept this site's: `core.STATEMENT_PLANS`)
+            key = (id(code), frame.f_lasti, region._value_, shape, id(dtype))
+        spares = self._spares
+        if spares is not None:
+            # the spare tile (a load's site never has one), taken if nothing else refers to it (CPython's reference
+            # counts: this variable alone holds the view, and the view alone its storage, the counts' arguments
+            # aside), with the storage id a new tile would get (`spare` keeps the view itself: its storage's site
+            # holds the code, so no other code takes the code's id while the view is kept)
+            view = spares.pop(key, None)
+            if view is not None and _refcount(view) <= 2 and _refcount(view.storage) <= 2:
+                view.storage.id = next_storage_id()     # made at this line before: its location is this one
                 return view
-        return self.new_tensor(region, shape, dtype, frame=frame)
-
-    def _take_spare(self, key: tuple, code) -> TensorView | None:
-        """The spare tile (`spare`) kept for `key` (call site, region, shape, dtype) at the site of `code`, taken
-        if nothing else refers to it (CPython's reference counts: only this function holds the view, and only the
-        view its storage, the counts' arguments aside), with the storage id a new tile would get; else None."""
-        spare = self._spares.pop(key, None)
-        if spare is None or spare[0] is not code:
-            return None
-        view = spare[1]
-        del spare
-        if sys.getrefcount(view) <= 2 and sys.getrefcount(view.storage) <= 2:
-            view.storage.id = next_storage_id()         # made at this line before: its location is this one
+        view = self._made_again(key, code)
+        if view is not None:
             return view
-        return None
+        return self._new_tensor(region, shape, dtype, None, None, location_of(frame), None, key, frame)
 
     def _made_again(self, key: tuple, code) -> TensorView | None:
         """`new_tensor` at a kernel call site (`key` as `_spares`', at the site of `code`) that made an unnamed
@@ -483,7 +471,7 @@ class Program:
         if site is not None and self._spares is not None and (planned or (
                 st.placement is None and st._array is None and not st.written and st.matmul_written is None
                 and st.unwritten is None and st.base is None and not st.declared and (root or result.is_root))):
-            self._spares[site[0]] = (site[1], result)
+            self._spares[site[0]] = result
 
     # allocation events (Memory calls these when listeners are attached)
     def allocated(self, storage, nbytes: int, direct: bool = False) -> None:
