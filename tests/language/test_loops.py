@@ -323,6 +323,43 @@ def test_runs_of_an_affine_loop_inside_a_sequential_loop_are_ordered(rng, monkey
     assert left == [0, 0, 0]            # no affine loop running: the writes are dropped
 
 
+def test_the_kept_loop_iterations_are_those_of_the_running_affine_loops(rng, monkeypatch):
+    """`OutputDependencyChecker.frames`, changed in place at an innermost affine loop's next iteration, is at every
+    write the (loop id, iteration) pairs of the running affine loops (or stale: None): nested, restarted, broken
+    out of and interleaved with sequential loops."""
+    from opennki._src import dependencies
+    x = rng.standard_normal((2, 3, 16, 8)).astype(np.float32)
+    seen = []
+    executed = dependencies.OutputDependencyChecker.executed
+
+    def checking(self, prog, instr, location):
+        running = tuple((f.loop_id, f.iteration) for f in prog.loops if f.is_parallel)
+        assert self.frames is None or self.frames == running
+        executed(self, prog, instr, location)
+        seen.append(self.frames)
+        assert self.frames in (None, running)
+
+    monkeypatch.setattr(dependencies.OutputDependencyChecker, "executed", checking)
+
+    def kernel(x):
+        out = nl.ndarray((2, 3, 3, 16, 8), dtype=x.dtype, buffer=nl.shared_hbm)
+        for i in nl.affine_range(2):
+            for s in nl.sequential_range(2):
+                for j in nl.affine_range(3):
+                    nl.store(out[i, s, j], value=nl.load(x[i, j]))
+            for j in nl.affine_range(3):
+                if j == 2:
+                    break
+                nl.store(out[i, 2, j], value=nl.load(x[i, j]))
+            nl.store(out[i, 2, 2], value=nl.load(x[i, 2]))
+        return out
+    out = run(kernel, x)
+    for i in range(2):
+        for s in range(3):
+            np.testing.assert_array_equal(out[i, s], x[i])
+    assert len({f for f in seen if f is not None}) >= 2 * (2 * 3 + 2 + 1)     # a pair tuple per loop iteration
+
+
 SCOPE = "err_local_variable_used_out_of_scope"
 
 

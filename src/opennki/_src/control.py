@@ -125,7 +125,7 @@ class LoopRange:
                     prog.flush()
                 frame.iteration = i
                 if checker is not None:
-                    checker.iteration_started()
+                    checker.iteration_started(frame)
                 if listening:
                     prog.emit(_new_iteration(loop_id, i))
                 yield i if induction is None else induction(prog, i)

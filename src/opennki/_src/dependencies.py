@@ -224,9 +224,15 @@ class OutputDependencyChecker(Observer):
         self.exempt: set[int] = set()
         self.frames: tuple | None = None    # (loop id, iteration) of the running affine loops; None: stale
 
-    def iteration_started(self) -> None:
-        """An affine loop started an iteration: the running iterations changed."""
-        self.frames = None
+    def iteration_started(self, frame) -> None:
+        """The affine loop `frame` started an iteration: the running iterations changed. The next iteration of the
+        innermost affine loop the kept pairs hold (a loop is pushed or popped only at its first iteration or once
+        it finished, which leave the pairs stale) changes its pair alone."""
+        frames = self.frames
+        if frames and frames[-1][0] == frame.loop_id:
+            self.frames = frames[:-1] + ((frame.loop_id, frame.iteration),)
+        else:
+            self.frames = None
 
     def loop_finished(self, prog) -> None:
         self.frames = None
