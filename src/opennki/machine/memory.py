@@ -110,7 +110,9 @@ class ArrayStore:
         """A kept flat array of `size` elements of `dtype` that nothing else refers to, the oldest first (the most
         recently given are the likeliest still held: a deferred step's view of its dead tile), its elements
         undefined (the caller overwrites them all); None if there is none."""
-        with self._lock:
+        lock = self._lock
+        lock.acquire()                  # (`with` costs twice the calls: some 190 ns against 80, timeit)
+        try:
             kept = self._kept.get((dtype, size))
             if kept:
                 i = 0
@@ -126,6 +128,8 @@ class ArrayStore:
                     i += 1
                 if not self.keep_held:
                     self._drop(kept, i)
+        finally:
+            lock.release()
         return None
 
     def _drop(self, kept: list, n: int) -> None:
@@ -137,7 +141,7 @@ class ArrayStore:
         """Keep `arr`, a flat array of its own memory that its owner no longer needs (`take` hands it out only
         once nothing else refers to it), within the limits (class docstring)."""
         nbytes = arr.nbytes
-        if nbytes > self.limit_bytes or not self._lock.acquire(blocking=False):
+        if nbytes > self.limit_bytes or not self._lock.acquire(False):     # (not waiting; by keyword: 2.5x)
             return
         try:
             kinds = self._kept
