@@ -17,6 +17,5 @@ class Counting(ArrayStore):
 
 
 def kept_arrays(store: ArrayStore) -> list:
-    """The arrays `store` keeps, the oldest given first."""
-    return [arr for _, arr in sorted((entry for kept in store._kept.values() for entry in kept),
-                                     key=lambda entry: entry[0])]
+    """The arrays `store` keeps, kind by kind (the kind given least recently first), the oldest first."""
+    return [arr for kept in store._kept.values() for arr in kept]

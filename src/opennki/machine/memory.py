@@ -91,71 +91,74 @@ class ArrayStore:
     takes it overwrites it whole, as a new array is, so no one sees another's values. Two policies, as the owner
     knows its arrays: `per_kind`, the most kept of one (dtype, size), the oldest of its kind making room (None: no
     such cap); `keep_held`, whether an array that `take` finds still referred to stays for a later `take` (True)
-    or is dropped, left to whoever holds it (False). Within `limit_bytes` in all, the oldest kept make room for a
-    newer one. Thread-safe (programs of a launch may run as threads): `keep`, which an owner's finalizer calls
-    (a garbage collection may run one in the middle of this class's code, in the same thread), does not wait
-    for the lock: it drops the array when the lock is held, so it never deadlocks nor meets a half-made change."""
+    or is dropped, left to whoever holds it (False). Past `limit_bytes` in all, the oldest array of the kind given
+    least recently makes room for a newer one. Thread-safe (programs of a launch may run as threads): `keep`,
+    which an owner's finalizer calls (a garbage collection may run one in the middle of this class's code, in the
+    same thread), does not wait for the lock: it drops the array when the lock is held, so it never deadlocks nor
+    meets a half-made change."""
 
     def __init__(self, limit_bytes: int, per_kind: int | None = None, keep_held: bool = True):
         self.limit_bytes = limit_bytes
         self.per_kind = per_kind
         self.keep_held = keep_held
         self.nbytes = 0                         # the bytes kept
-        self._kept: dict[tuple, list] = {}      # (dtype, size) -> [(order given, array)], oldest first
-        self._order = itertools.count()
+        # (dtype, size) -> its arrays, oldest first; the kinds given least recently first
+        self._kept: dict[tuple, list] = {}
         self._lock = threading.Lock()
 
     def take(self, dtype: np.dtype, size: int) -> np.ndarray | None:
-        """A kept flat array of `size` elements of `dtype` that nothing else refers to, the most recently given
-        first (its elements are undefined: the caller overwrites them all); None if there is none."""
-        kind = (dtype, size)
+        """A kept flat array of `size` elements of `dtype` that nothing else refers to, the oldest first (the most
+        recently given are the likeliest still held: a deferred step's view of its dead tile), its elements
+        undefined (the caller overwrites them all); None if there is none."""
         with self._lock:
-            kept = self._kept.get(kind)
-            if not kept:
-                return None
-            for i in range(len(kept) - 1, -1, -1):
-                # its entry and getrefcount's argument hold it, nothing else: a view of it that a deferred step, an
-                # earlier launch's tensor or the caller held is gone by now
-                if sys.getrefcount(kept[i][1]) == COUNT_OF_A_LOCAL:
-                    arr = kept.pop(i)[1]
-                    self.nbytes -= arr.nbytes
-                    if not kept:
-                        del self._kept[kind]
-                    return arr
+            kept = self._kept.get((dtype, size))
+            if kept:
+                i = 0
+                for arr in kept:
+                    # its list, this variable and getrefcount's argument hold it, nothing else: a view of it that
+                    # a deferred step, an earlier launch's tensor or the caller held is gone by now
+                    if sys.getrefcount(arr) == COUNT_OF_A_LOCAL + 1:
+                        del kept[i]
+                        self.nbytes -= arr.nbytes
+                        if i and not self.keep_held:
+                            self._drop(kept, i)
+                        return arr
+                    i += 1
                 if not self.keep_held:
-                    self.nbytes -= kept.pop(i)[1].nbytes
-            if not kept:
-                del self._kept[kind]
+                    self._drop(kept, i)
         return None
+
+    def _drop(self, kept: list, n: int) -> None:
+        """Drop the first `n` of `kept`, which `take` found still held: left to their holders."""
+        self.nbytes -= sum(arr.nbytes for arr in kept[:n])
+        del kept[:n]
 
     def keep(self, arr: np.ndarray) -> None:
         """Keep `arr`, a flat array of its own memory that its owner no longer needs (`take` hands it out only
         once nothing else refers to it), within the limits (class docstring)."""
         nbytes = arr.nbytes
-        if nbytes > self.limit_bytes:
-            return
-        kind = (arr.dtype, arr.size)
-        entry = (next(self._order), arr)
-        fresh: list = []
-        if not self._lock.acquire(blocking=False):
+        if nbytes > self.limit_bytes or not self._lock.acquire(blocking=False):
             return
         try:
-            kept = self._kept.get(kind)
-            if kept is not None and self.per_kind is not None and len(kept) >= self.per_kind:
-                self.nbytes -= kept.pop(0)[1].nbytes
+            kinds = self._kept
+            kind = (arr.dtype, arr.size)
+            kept = kinds.pop(kind, None)        # given again: the kind goes last
+            if kept is None:
+                kept = []
+                if len(kinds) >= 64:            # (kinds none of whose arrays is kept any more go)
+                    self._kept = kinds = {k: v for k, v in kinds.items() if v}
+            elif len(kept) == self.per_kind:
+                self.nbytes -= kept.pop(0).nbytes
+            kinds[kind] = kept
             while self.nbytes + nbytes > self.limit_bytes:
-                self._drop_oldest()
-            self._kept.setdefault(kind, fresh).append(entry)
+                for oldest in kinds.values():
+                    if oldest:
+                        self.nbytes -= oldest.pop(0).nbytes
+                        break
+            kept.append(arr)
             self.nbytes += nbytes
         finally:
             self._lock.release()
-
-    def _drop_oldest(self) -> None:
-        kind = min((k for k, kept in self._kept.items() if kept), key=lambda k: self._kept[k][0][0])
-        kept = self._kept[kind]
-        self.nbytes -= kept.pop(0)[1].nbytes
-        if not kept:
-            del self._kept[kind]
 
 
 # A dead on-chip tile's array is made again for the next tile of its storage dtype and size (`TILE_ARRAYS`): a

@@ -588,8 +588,8 @@ class Program:
                         # again), with one number, which a claim of it in this statement gives its destination
                         # (`Deferred.touch`, `_check_claimed`)
                         unplaced, scopes = result.storage, observers.lean_scopes
-                        hbm = observers.lean_checking_rest and not (
-                            made[2] if instr is None else instr).writes_on_chip_only
+                        hbm = not (made[2] if instr is None else instr).writes_on_chip_only and \
+                            observers.lean_checking_rest
                         touch = next(_touches)
                         for _, view, access in made[3] if instr is None else instr._operands or instr.operands():
                             if instr is None:
@@ -614,11 +614,19 @@ class Program:
                     self._check(instr, location, api, result.storage)
                 # `Deferred(instr, result, location, api, use, frame, name, plan, made, values)`, its slots set
                 # here: calling the class runs its generated __init__ through the type's call (some 330 ns; this,
-                # some 150)
+                # some 150), one store a slot (a tuple assignment of four builds and unpacks a tuple)
                 pending = self.pending = _new(Deferred)
-                pending._instr, pending.result, pending.location, pending.api = instr, result, location, api
-                pending.use, pending.frame, pending.name, pending.plan = use, frame, name, plan
-                pending.made, pending.values, pending.touch = made, values, touch
+                pending._instr = instr
+                pending.result = result
+                pending.location = location
+                pending.api = api
+                pending.use = use
+                pending.frame = frame
+                pending.name = name
+                pending.plan = plan
+                pending.made = made
+                pending.values = values
+                pending.touch = touch
                 return result
             location = location_of(frame)
         else:
@@ -876,9 +884,11 @@ class Program:
             root.last_touch = touch
             if not dst._inb:
                 check_static_bounds(instr, moved)
-            scope = st.scope
-            if scope is not None and scope.finished and observers.lean_scopes is not None:
-                observers.lean_scopes.out_of_scope(st)
+            scopes = observers.lean_scopes
+            if scopes is not None:      # (none in most kernels: told before the tile's scope is looked at)
+                scope = st.scope
+                if scope is not None and scope.finished:
+                    scopes.out_of_scope(st)
             for observer in observers.lean_on_chip_rest:
                 observer.check(self, instr)
             if st.placement is None or root.placement is None:
@@ -981,24 +991,36 @@ class Program:
             except OpenNKIError as e:
                 raise _located(e, instr, location, api)
         if not self.options.shape_only:
+            # the machine's `instruction_mask` is the running instruction's mask= (None between instructions: a
+            # masked one sets it and puts it back, also when it fails)
+            mask = instr.mask
             try:
-                runnable = instr if instr.mask is None else instr.runnable()
-                executor = runnable.executor
-                machine.instruction_mask, machine.engine = runnable.mask, executor
+                if mask is None:
+                    runnable = instr
+                    executor = machine.engine = instr.executor
+                else:
+                    runnable = instr.runnable()
+                    executor = machine.engine = runnable.executor
+                    machine.instruction_mask = runnable.mask
                 if machine.later and not runnable.defers_data:
                     machine.catch_up()          # deferred data steps first (`Machine.defer`)
                 if executor is _TENSOR:
                     machine.matmul_runs = True      # (before the run: a failed one may have set flags)
                 runnable.run(machine)
-                machine.instruction_mask = None
+                if mask is not None:
+                    machine.instruction_mask = None
                 if machine.uninitialized_reads:
                     self._uninitialized_reads(location, api or f"nisa.{instr.opcode}")
                 for observer in self.observers.executing:
                     observer.executed(self, instr, location)
             except OpenNKIError as e:
+                machine.instruction_mask = None
                 raise _located(e, instr, location, api)
+            except BaseException:
+                machine.instruction_mask = None
+                raise
             # a non-matmul access ends an accumulation group (none before a matmul ran: SKIP_IDLE_GROUP_ENDS)
-            if executor is not _TENSOR and (machine.matmul_runs or not SKIP_IDLE_GROUP_ENDS):
+            if (machine.matmul_runs or not SKIP_IDLE_GROUP_ENDS) and executor is not _TENSOR:
                 for _, view, _access in instr._operands or instr.operands():
                     if view.storage.matmul_written is not None and view.kind is _PSUM:
                         Machine.clear_matmul_flags(view, machine.offsets.get(id(view)))
