@@ -259,7 +259,7 @@ class AccessTracker:
             return
         if partitions <= 0:
             return                               # occupies nothing: no retired interval overlaps it
-        width = self.RETIRED_BUCKET_BYTES[space[0]]
+        width = _BUCKET_BYTES[space[0]]
         best, producer = 0.0, NO_PRODUCER
         # (items (s, e, parts, t, prod) all have parts > 0: `freed`)
         for b in range(byte_start // width, (end - 1) // width + 1):
@@ -279,7 +279,7 @@ class AccessTracker:
             if covered is not None:              # the new tensor's retirement supersedes what it covers
                 for item in covered:
                     items.remove(item)
-        if best > 0:
+        if best > 0.0:
             self.floor[storage_id] = (best, producer)
 
     def freed(self, storage_id: int) -> None:
@@ -298,9 +298,9 @@ class AccessTracker:
                 if latest is None or slot[_S_END] > latest[_S_END]:
                     latest = slot
             prod = NO_PRODUCER if latest is None else latest[_S_PRODUCER]
-        if t <= 0 or parts <= 0:
+        if t <= 0.0 or parts <= 0:
             return                               # (an interval on no partition overlaps no tensor)
-        width = self.RETIRED_BUCKET_BYTES[space[0]]
+        width = _BUCKET_BYTES[space[0]]
         buckets = self.retired.get(space)
         if buckets is None:
             buckets = self.retired[space] = {}
@@ -352,7 +352,11 @@ class AccessTracker:
                 continue
             if acc.writes is None:
                 # one box so far: its write, then its read (what the index's search would meet)
-                if box is acc.box and region.byte_start == acc.byte_start and region.byte_end == acc.byte_end:
+                # (another box first: this way round the comparisons' jumps are short, and Python 3.11
+                # specialises no comparison followed by a long jump)
+                if box is not acc.box or region.byte_start != acc.byte_start or region.byte_end != acc.byte_end:
+                    acc.index()
+                else:
                     accesses.append((region, box, access, acc, _ONE_BOX, 0, layout))
                     slot = acc.write
                     if access is _READ:
@@ -378,7 +382,6 @@ class AccessTracker:
                         if end > ready:
                             ready, producer, kind = end, slot[_S_PRODUCER], "war"
                     continue
-                acc.index()
             writes = acc.writes
             top = None
             if access is _READ:
@@ -497,13 +500,22 @@ class AccessTracker:
                 acc = storages.get(sid)          # (an earlier operand of the instruction may have made it)
                 if acc is None:
                     if box is not None and ONE_BOX:
-                        # (`_StorageAccesses(region, box)`, its fields set here: no class call per new tile)
+                        # (`_StorageAccesses(region, box)`, its fields set here: no class call per new tile; with
+                        # this access's slot, as the one-box path below makes it in a fresh one)
                         acc = storages[sid] = _new(_StorageAccesses)
-                        acc.slots, acc.last_end, acc.write_serial, acc.writes = [], 0.0, 0, None
-                        acc.box, acc.byte_start, acc.byte_end = box, region.byte_start, region.byte_end
-                        acc.write = acc.read = None
-                    else:
-                        acc = storages[sid] = _StorageAccesses(region, None)
+                        acc.writes, acc.box = None, box
+                        acc.byte_start, acc.byte_end = region.byte_start, region.byte_end
+                        acc.last_end = end if end > 0.0 else 0.0
+                        if access is _READ:
+                            slot = acc.read = [region, box, end, producer, engine, core, False, 0, layout]
+                            acc.write, acc.write_serial = None, 0
+                        else:
+                            slot = acc.write = [region, box, end, producer, engine, core, access is _ACCUMULATE, 0,
+                                                layout]
+                            acc.read, acc.write_serial = None, 1
+                        acc.slots = [slot]
+                        continue
+                    acc = storages[sid] = _StorageAccesses(region, None)
                     first = _ONE_BOX                 # (its one box, if it has no index)
             if acc.writes is None:
                 if first == _ONE_BOX or (box is acc.box and region.byte_start == acc.byte_start
@@ -571,6 +583,7 @@ class AccessTracker:
             if end > acc.last_end:
                 acc.last_end = end
 
-    def write_serial(self, storage_id: int) -> int:
-        acc = self.storages.get(storage_id)
-        return acc.write_serial if acc is not None else 0
+
+# the class's table, read as a global by `allocated` and `freed` (Python 3.11 does not specialise a class attribute
+# read through an instance: a generic look-up for every tensor)
+_BUCKET_BYTES = AccessTracker.RETIRED_BUCKET_BYTES

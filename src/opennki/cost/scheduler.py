@@ -61,6 +61,7 @@ BATCH_EVENTS = 64
 # bound once: class lookups of members are slow (3.11)
 _TENSOR, _DMA, _VECTOR, _ACCUMULATE = Engine.TENSOR, Engine.DMA, Engine.VECTOR, AccessKind.ACCUMULATE
 _HBM = MemoryKind.HBM
+_TENSOR_MATRIX = Row.TENSOR_MATRIX      # (a class attribute: read as a global, 3.11 specialises that)
 _HBM_SPACE = AccessTracker.space(_HBM, 0)
 # events of loops, by their exact class: loops cost nothing by themselves (`place_events` skips them, as they
 # arrive beside a listener that takes them; alone, the model hears none: `CostModel.loop_events`). Batches without
@@ -159,14 +160,14 @@ class CostModel:
         events, self._pending = self._pending, []
         place = self._place
         # (bound here: only `_start`, from `_instruction` without a target or `_other_event` at a launch, makes new
-        # ones, so they are bound again after those calls)
-        fills, deps = self.pending_fills, self.deps
+        # ones and sets the target, so they are bound again after those calls; `program_core` is never replaced)
+        fills, deps, no_target, cores = self.pending_fills, self.deps, self.hw is None, self.program_core
         for ev in events:
             kind = type(ev)             # the per-instruction events by their exact class first
             if kind is InstructionExecuted:
-                if fills or ev.opcode == "memset" or self.hw is None:
+                if fills or ev.opcode == "memset" or no_target:
                     self._instruction(ev)
-                    fills, deps = self.pending_fills, self.deps
+                    fills, deps, no_target = self.pending_fills, self.deps, self.hw is None
                 else:                   # (what `_instruction` does with it)
                     place(ev)
             elif kind is TensorFreed:
@@ -177,12 +178,12 @@ class CostModel:
                 deps.freed(ev.storage_id)
             elif kind is TensorAllocated:
                 memory = ev.kind               # AccessTracker.space, inlined
-                deps.allocated(ev.storage_id, (memory._value_, self.program_core.get(ev.program, 0))
+                deps.allocated(ev.storage_id, (memory._value_, cores.get(ev.program, 0))
                                if memory is not _HBM else _HBM_SPACE,
                                ev.byte_start, ev.size_bytes, ev.partitions, ev.program)
             elif kind not in _LOOP_EVENTS:
                 self._other_event(ev)
-                fills, deps = self.pending_fills, self.deps
+                fills, deps, no_target = self.pending_fills, self.deps, self.hw is None
 
     def _other_event(self, ev) -> None:
         if isinstance(ev, InstructionExecuted):
@@ -472,13 +473,14 @@ class CostModel:
         ls_start = ls_end = None
         if cost.is_transpose:
             state.stationary = None
-        elif cost.load_stationary_ns > 0:
+        elif cost.load_stationary_ns > 0.0:
             if stationary is None:
                 key = None
             else:       # the stationary tile: where it is, and how often it was written
                 r = operands[stationary].region
+                acc = self.deps.storages.get(r.storage_id)      # (the tracker's write serial of the storage)
                 key = (r.storage_id, r.partition_start, r.partition_count, r.byte_start, r.byte_end,
-                       self.deps.write_serial(r.storage_id))
+                       0 if acc is None else acc.write_serial)
             if key is None or key != state.stationary:
                 # background LoadStationary: one shadow set of weights, loaded while the current MM runs
                 dep_ready = start if pred == dep.producer != NO_PRODUCER else 0.0
@@ -495,7 +497,7 @@ class CostModel:
                     if pred != dep.producer:
                         pred = last
         duration = cost.busy_ns
-        if pe.throttle_ramp_ns > 0:
+        if pe.throttle_ramp_ns > 0.0:
             if state.mm_last_end is None or start - state.mm_last_end > pe.throttle_idle_ns:
                 state.ramp_origin = start
             ramp = (start - state.ramp_origin) / pe.throttle_ramp_ns
@@ -509,7 +511,7 @@ class CostModel:
         state.lines[_PE].reserve(start, duration, index)
         for group in groups:
             state.groups[group] = (end, index)
-        return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.TENSOR_MATRIX, start, end, pred, stall, kind,
+        return (index, ev.seq, ev.opcode, ev.core, ev.program, _TENSOR_MATRIX, start, end, pred, stall, kind,
                 id(cost), id(ev.location), ev.name, ls_start, ls_end, None, None, None, 0.0)
 
     def _backfill_pe(self, ev, cost, state, dep, index, pe, groups) -> tuple | None:
@@ -538,7 +540,7 @@ class CostModel:
         start, gap = line.fit(ready, ls + mm)
         if gap is None:
             return None
-        if pe.throttle_ramp_ns > 0 and start - line.gaps[gap][0] > pe.throttle_idle_ns:
+        if pe.throttle_ramp_ns > 0.0 and start - line.gaps[gap][0] > pe.throttle_idle_ns:
             mm /= pe.throttle_start_fraction
             if start + ls + mm > line.gaps[gap][1]:
                 return None
@@ -547,14 +549,15 @@ class CostModel:
             state.groups[group] = (start + ls + mm, index)
         pred = gate if start == ready else NO_PRODUCER
         ls_start, ls_end = (start, start + ls) if ls > 0 else (None, None)
-        return (index, ev.seq, ev.opcode, ev.core, ev.program, Row.TENSOR_MATRIX, start + ls, start + ls + mm, pred,
+        return (index, ev.seq, ev.opcode, ev.core, ev.program, _TENSOR_MATRIX, start + ls, start + ls + mm, pred,
                 0.0, None, id(cost), id(ev.location), ev.name, ls_start, ls_end, None, None, None, 0.0)
 
     def _dma_plan(self, work) -> tuple:
         """What `_place_dma` derives from a transfer alone (its trigger engine and that engine's dependency
-        overhead, queue key, DMA engine span and data time, issue row, whether a hardware DGE issues it, its
-        HBM occupancy, DMA engine time, row), kept per DmaWork object: costs are memoised per signature, so a
-        loop's transfers share one (the object is held in the entry, so its id stays unique)."""
+        overhead, queue key, DMA engine span and data time, issue row, a hardware DGE's issue time when one issues
+        it (else None), its HBM occupancy, DMA engine time, row, the queue's setup time), kept per DmaWork object:
+        costs are memoised per signature, so a loop's transfers share one (the object is held in the entry, so its
+        id stays unique)."""
         plan = self._dma_plans.get(id(work))
         if plan is None or plan[0] is not work:
             hw = self.hw
@@ -569,14 +572,14 @@ class CostModel:
                 self._dma_plans.clear()
             plan = self._dma_plans[id(work)] = (
                 work, trigger, self._overhead_ns[trigger._value_], (work.queue, trigger._value_), first, last,
-                n_engines, t_data, Row.of(trigger), work.dge == "hwdge" and dma.hwdge_issue_ns is not None,
-                occupancy, t_data * n_engines, Row.dma(work.queue))
+                n_engines, t_data, Row.of(trigger), dma.hwdge_issue_ns if work.dge == "hwdge" else None,
+                occupancy, t_data * n_engines, Row.dma(work.queue), dma.fixed_latency_ns)
         return plan
 
     def _place_dma(self, ev, cost, state, dep, index, plan) -> tuple:
         """The row of a transfer `ev` placed on its queue and DMA engines (see the module docstring)."""
-        dma = self.hw.cost.dma
-        _, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row, hwdge, occupancy, engine_ns, row = plan
+        (_, _, overhead_ns, queue, first, last, n_engines, t_data, issue_row, hwdge_ns, occupancy, engine_ns, row,
+         setup_ns) = plan
         q = state.queues.get(queue)
         if q is None:
             q = state.queues[queue] = [0.0, NO_PRODUCER, 0.0]
@@ -590,18 +593,18 @@ class CostModel:
         q[0] = t_end
         q[1] = index
         ready = t_end
-        if hwdge:
+        if hwdge_ns is not None:
             dge_free = state.dge_free                   # the first least busy DGE instance (as min() finds it)
             i = 0
             for k in range(1, len(dge_free)):
                 if dge_free[k] < dge_free[i]:
                     i = k
             d_start = dge_free[i] if dge_free[i] > ready else ready
-            ready = dge_free[i] = d_start + dma.hwdge_issue_ns
+            ready = dge_free[i] = d_start + hwdge_ns
         # a queue prepares one transfer at a time (descriptors, semaphores), overlapping the previous
         # transfer's data: a stream of transfers on one queue runs at max(setup, data) per transfer
         setup_start = q[2] if q[2] > ready else ready           # max(ready, q[2])
-        data_ready = q[2] = setup_start + dma.fixed_latency_ns
+        data_ready = q[2] = setup_start + setup_ns
         dmas = state.dma
         timeline = dmas[first]
         if dmas.count(timeline) == n_engines and (n_engines == len(dmas) or
