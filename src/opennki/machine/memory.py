@@ -63,24 +63,15 @@ def _count_of_a_local() -> int:
     return sys.getrefcount(probe)
 
 
-def _count_of(value) -> int:
-    return sys.getrefcount(value)
-
-
-def _count_of_an_argument() -> int:
-    probe = object()                    # held by this variable and the callee's parameter
-    return _count_of(probe)
-
-
-# The fast paths that ask whether anything else refers to an object compare sys.getrefcount with what this
-# interpreter counts for an object that a variable alone holds (2 on CPython 3.10-3.13: the variable and
-# getrefcount's argument) and for one a variable passes to a function (3 on 3.11-3.13, 4 on 3.10). Python 3.14
-# documents that some loads of locals no longer count, and a lower count would hide a holder; so the counts
-# are measured here, in the same code shapes, and where they are not the expected ones the fast path is off:
-# the plain path is always right.
+# The fast paths that ask whether anything else refers to an object (the tile and HBM array stores, the reuse of
+# result tiles) compare sys.getrefcount with what this interpreter counts for an object that a variable alone
+# holds (2 on CPython 3.10-3.13: the variable and getrefcount's argument). Python 3.14 documents that some loads of
+# locals no longer count, and a lower count would hide a holder; so the count is measured here, in the same code
+# shape, and where it is not the expected one (or the interpreter is not CPython) those fast paths are off
+# (`COUNTS_AS_EXPECTED`): the plain path is always right.
 CPYTHON = sys.implementation.name == "cpython"
 COUNT_OF_A_LOCAL = _count_of_a_local()
-COUNT_OF_AN_ARGUMENT = _count_of_an_argument()
+COUNTS_AS_EXPECTED = CPYTHON and COUNT_OF_A_LOCAL == 2
 
 
 class ArrayStore:
@@ -173,7 +164,7 @@ class ArrayStore:
 # deferred step's NumPy view of a dead tile often still holds its array when the tile dies: the array stays for
 # a later tile) before asking NumPy for a new one; it is then overwritten whole (poison, fill, or the write that
 # covers it). False: every array is a new one (the plain path, which tests compare against).
-RECYCLE_TILE_ARRAYS = CPYTHON and COUNT_OF_A_LOCAL == 2
+RECYCLE_TILE_ARRAYS = COUNTS_AS_EXPECTED
 TILE_ARRAY_BYTES = 64 << 10         # measured: at 128 KiB, the churn of the 64 KiB tiles left 1,300 faults a run
 TILE_ARRAYS = ArrayStore(limit_bytes=16 << 20, per_kind=8, keep_held=True)
 

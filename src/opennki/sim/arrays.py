@@ -19,10 +19,10 @@ from __future__ import annotations
 import numpy as np
 
 from opennki.machine.dtypes import poison_value
-from opennki.machine.memory import COUNT_OF_A_LOCAL, CPYTHON, ArrayStore
+from opennki.machine.memory import COUNTS_AS_EXPECTED, ArrayStore
 
 # False: every argument copy and HBM tensor gets a new array (the plain path, which tests compare against).
-RECYCLE_HBM_ARRAYS = CPYTHON and COUNT_OF_A_LOCAL == 2
+RECYCLE_HBM_ARRAYS = COUNTS_AS_EXPECTED
 
 
 class HbmArrays(ArrayStore):

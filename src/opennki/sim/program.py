@@ -36,7 +36,7 @@ from opennki.events import (AccessKind, Engine, InstructionExecuted, MemoryKind,
                             TensorAllocated, TensorFreed, positional_maker)
 from opennki.listeners.findings import Finding, FindingKind
 from opennki.machine.machine import Machine
-from opennki.machine.memory import COUNT_OF_A_LOCAL, CPYTHON, Memory, MemoryRegion, Storage, next_storage_id
+from opennki.machine.memory import COUNTS_AS_EXPECTED, Memory, MemoryRegion, Storage, next_storage_id
 from opennki.machine.tensor import TensorView, holds_view, row_major_strides
 from opennki.sim import arrays
 from opennki.sim.cooperative import Cooperation
@@ -51,7 +51,7 @@ _refcount = sys.getrefcount
 # Result tiles of retargeted temporaries are reused at their call site (Program.spare); False: every result
 # tile is a new tensor (the plain path, which tests compare against). Needs CPython's reference counts of a local
 # variable as `new_tensor` reads them (machine/memory.py measures them).
-REUSE_RESULT_TILES = CPYTHON and COUNT_OF_A_LOCAL == 2
+REUSE_RESULT_TILES = COUNTS_AS_EXPECTED
 # Instructions take the lean issue path (`Program.lean`: checks skipped by signature, the front doors'
 # decisions memoised, deferred temporaries retargeted without the general machinery, element-wise runs
 # without the general read and write), with listeners too: it changes no event; False: every instruction
